@@ -1,0 +1,262 @@
+"""The one IPC schema: every message that crosses a process boundary in the router.
+
+Processes (see DESIGN.md): the core owns routing and settlement; I/O workers own AMQP
+connections; the agent (control plane) owns management and the routing protocol. Workers and the
+agent are *peers* of the core and talk to it over one ZeroMQ DEALER/ROUTER pair each.
+
+Wire format of one batch (one ZeroMQ multipart message)::
+
+    frame 0      msgpack([IPC_VERSION, peer_index, [[code, field, field, ...], ...]])
+    frame 1..n   payload bytes of the messages that carry one (raw AMQP message bytes)
+
+A message type whose last field is ``payload`` carries the payload object in memory; on the wire
+that field holds the index of the frame with the bytes, so message bytes are never re-encoded
+(the core hands the received frame object straight to the outbound peer).
+
+Commands flow from peers to the core, effects from the core to peers. Both are NamedTuples: cheap
+to build on the hot path, typed, immutable, and packed by msgpack as arrays.
+
+Identifiers: connections, links and inbound deliveries are numbered by the peer that owns them
+with :class:`IdAllocator`, so they are unique router-wide without a round trip. Outbound deliveries
+are numbered by the core.
+
+This module must not import proton, zmq or anything from router_io/agent.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, NamedTuple, Optional
+
+import msgpack
+
+IPC_VERSION = 1
+
+
+class IpcError(Exception):
+    """A batch that does not follow this schema (wrong version, unknown code, bad shape)."""
+
+
+# Delivery states, by their AMQP descriptor codes (0 = no state).
+STATE_NONE = 0
+STATE_RECEIVED = 0x23
+STATE_ACCEPTED = 0x24
+STATE_REJECTED = 0x25
+STATE_RELEASED = 0x26
+STATE_MODIFIED = 0x27
+TERMINAL_STATES = (STATE_ACCEPTED, STATE_REJECTED, STATE_RELEASED, STATE_MODIFIED)
+STATE_NAMES = {STATE_NONE: "none", STATE_RECEIVED: "received", STATE_ACCEPTED: "accepted",
+               STATE_REJECTED: "rejected", STATE_RELEASED: "released",
+               STATE_MODIFIED: "modified"}
+
+# Link directions, from the router's point of view.
+DIR_IN = 0   # the router receives on this link (the client is a sender)
+DIR_OUT = 1  # the router sends on this link (the client is a receiver)
+
+
+# ----------------------------------------------------------------------------------------------
+# Peer -> core commands
+# ----------------------------------------------------------------------------------------------
+class PeerHello(NamedTuple):
+    """First message of every peer; the core learns its ZeroMQ identity from it."""
+    peer: int
+    kind: str  # "worker" or "agent"
+    pid: int
+
+
+class ConnOpened(NamedTuple):
+    """An AMQP connection finished its OPEN exchange (or an internal connection was created)."""
+    conn_id: int
+    role: str          # normal | inter-router | route-container | edge | internal
+    direction: str     # "in" (accepted on a listener) or "out" (made by a connector)
+    host: str          # peer address "ip:port"
+    container: str     # remote container-id
+    listener: str      # name of the listener/connector it came through
+    user: str
+    sasl: str          # SASL mechanism used ("" if none)
+    encrypted: bool
+    link_capacity: int
+
+
+class ConnClosed(NamedTuple):
+    conn_id: int
+    error: str  # "" for an orderly close
+
+
+class LinkAttach(NamedTuple):
+    """A remote peer attached a link. The worker waits for LinkOpen/LinkRefuse before answering."""
+    link_id: int
+    conn_id: int
+    direction: int          # DIR_IN or DIR_OUT
+    name: str
+    address: Optional[str]  # target address for DIR_IN, source address for DIR_OUT; None if null
+    dynamic: bool           # dynamic source (DIR_OUT) or dynamic target (DIR_IN)
+    presettled: bool        # snd-settle-mode is settled (DIR_IN: the client will presettle)
+    capacity: int           # credit window the router uses for this link (linkCapacity)
+
+
+class LinkDetach(NamedTuple):
+    link_id: int
+    closed: bool  # True for close, False for a non-closing detach
+    error: str
+
+
+class LinkFlow(NamedTuple):
+    """Credit state of an outbound link: ``limit`` = deliveries sent so far + credit now."""
+    link_id: int
+    limit: int
+    drain: bool
+
+
+class Transfer(NamedTuple):
+    """A complete inbound delivery, raw message bytes in ``payload``."""
+    dlv_id: int
+    link_id: int
+    to: Optional[str]      # anonymous links only: x-opt-qd.to, else properties.to; None otherwise
+    settled: bool          # pre-settled by the sender
+    priority: int          # 0..9
+    payload: Any           # bytes-like (bytes, zmq.Frame)
+
+
+class Disposition(NamedTuple):
+    """A receiver changed the state of an outbound delivery (core-numbered ``dlv_id``)."""
+    dlv_id: int
+    state: int
+    settled: bool
+    info: Optional[dict]   # rejected: {"condition", "description"}; modified: {"failed", "undeliverable"}
+
+
+class SettleIn(NamedTuple):
+    """The sender settled an inbound delivery on its own (or its state changed before settling)."""
+    dlv_id: int
+    state: int
+
+
+# ----------------------------------------------------------------------------------------------
+# Core -> peer effects
+# ----------------------------------------------------------------------------------------------
+class LinkOpen(NamedTuple):
+    """Answer an attach: open the link locally, with this terminus address (dynamic ones filled)."""
+    link_id: int
+    address: Optional[str]
+
+
+class LinkRefuse(NamedTuple):
+    """Answer an attach with a detach carrying an error (condition symbol + description)."""
+    link_id: int
+    condition: str
+    description: str
+
+
+class LinkCredit(NamedTuple):
+    """Grant ``credit`` more to the remote sender of an inbound link."""
+    link_id: int
+    credit: int
+
+
+class Deliver(NamedTuple):
+    """Send a delivery on an outbound link. ``dlv_id`` is core-numbered."""
+    dlv_id: int
+    link_id: int
+    settled: bool
+    payload: Any
+
+
+class UpdateIn(NamedTuple):
+    """Set the state of an inbound delivery and optionally settle it."""
+    dlv_id: int
+    state: int
+    settled: bool
+    info: Optional[dict]
+
+
+class SettleOut(NamedTuple):
+    """The sender settled: settle this outbound delivery (with the state if any)."""
+    dlv_id: int
+    state: int
+
+
+class Drained(NamedTuple):
+    """The core has nothing more for a draining outbound link: consume the rest of its credit."""
+    link_id: int
+
+
+class CloseConnection(NamedTuple):
+    conn_id: int
+    condition: str
+    description: str
+
+
+class DetachLink(NamedTuple):
+    link_id: int
+    condition: str
+    description: str
+
+
+# One table of codes: the order is the wire contract, append only.
+MESSAGE_TYPES: tuple = (
+    PeerHello, ConnOpened, ConnClosed, LinkAttach, LinkDetach, LinkFlow, Transfer, Disposition,
+    SettleIn, LinkOpen, LinkRefuse, LinkCredit, Deliver, UpdateIn, SettleOut, Drained,
+    CloseConnection, DetachLink,
+)
+CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
+TYPE_OF = {code: cls for cls, code in CODE_OF.items()}
+_HAS_PAYLOAD = frozenset(cls for cls in MESSAGE_TYPES if cls._fields[-1] == "payload")
+
+
+def encode_batch(peer: int, messages: Iterable[tuple]) -> list:
+    """Return the frames of one batch; payload objects become frames of their own, untouched."""
+    frames: list = [None]
+    items = []
+    append = items.append
+    for msg in messages:
+        cls = type(msg)
+        code = CODE_OF[cls]
+        if cls in _HAS_PAYLOAD:
+            append([code, *msg[:-1], len(frames)])
+            frames.append(msg[-1])
+        else:
+            append([code, *msg])
+    frames[0] = msgpack.packb([IPC_VERSION, peer, items], use_bin_type=True)
+    return frames
+
+
+def decode_batch(frames: list) -> tuple:
+    """Parse the frames of one batch into ``(peer, [message, ...])``; raise IpcError if malformed."""
+    if not frames:
+        raise IpcError("empty batch")
+    header = frames[0]
+    try:
+        version, peer, items = msgpack.unpackb(
+            header.buffer if hasattr(header, "buffer") else header, raw=False,
+            use_list=True, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise IpcError(f"bad batch header: {exc}") from exc
+    if version != IPC_VERSION:
+        raise IpcError(f"IPC version {version} is not {IPC_VERSION}")
+    out = []
+    append = out.append
+    try:
+        for item in items:
+            cls = TYPE_OF[item[0]]
+            if cls in _HAS_PAYLOAD:
+                item[-1] = frames[item[-1]]
+            append(cls._make(item[1:]))
+    except (KeyError, IndexError, TypeError) as exc:
+        raise IpcError(f"bad batch item: {exc!r}") from exc
+    return peer, out
+
+
+class IdAllocator:
+    """Router-wide unique ids without coordination: peer ``p`` of ``n`` hands out p+1, p+1+n, ..."""
+
+    __slots__ = ("_next", "_step")
+
+    def __init__(self, peer_index: int, peer_count: int) -> None:
+        if not 0 <= peer_index < peer_count:
+            raise ValueError("peer_index out of range")
+        self._next = peer_index + 1
+        self._step = peer_count
+
+    def __call__(self) -> int:
+        value = self._next
+        self._next = value + self._step
+        return value
