@@ -191,11 +191,23 @@ class DetachLink(NamedTuple):
     description: str
 
 
+# ----------------------------------------------------------------------------------------------
+# Child process -> supervisor
+# ----------------------------------------------------------------------------------------------
+class ChildStatus(NamedTuple):
+    """A child process reports "ready" (its sockets are bound) or "failed" (it cannot run)."""
+    kind: str     # core | worker | agent
+    index: int
+    pid: int
+    status: str   # ready | failed
+    detail: str
+
+
 # One table of codes: the order is the wire contract, append only.
 MESSAGE_TYPES: tuple = (
     PeerHello, ConnOpened, ConnClosed, LinkAttach, LinkDetach, LinkFlow, Transfer, Disposition,
     SettleIn, LinkOpen, LinkRefuse, LinkCredit, Deliver, UpdateIn, SettleOut, Drained,
-    CloseConnection, DetachLink,
+    CloseConnection, DetachLink, ChildStatus,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

@@ -1,0 +1,465 @@
+"""Reading qdrouterd.conf (and its .json form) into a validated, typed RouterConfig.
+
+Owns the configuration file syntax of Qpid Dispatch 1.x: ``section {`` ... ``}`` blocks of
+``attribute: value`` lines, ``#`` comments (except in ``pattern``/``hostname`` values, where ``#``
+is a wildcard), map values (``openProperties``, vhost ``groups``) written as JSON or as nested
+``key: value`` blocks over several lines, and the ``.json`` form (a list of ``[type, {attrs}]``).
+The whole file is validated before anything is returned; every error is a ConfigError naming
+the line. Entities come back in the order the router applies them.
+
+Attribute names, types, defaults and conversions come from agent.schema only. Must not import
+proton, zmq, router_io or router_core.
+"""
+from __future__ import annotations
+
+import json
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.schema import EntityType, SchemaError, load_schema
+
+__all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config", "default_router_id"]
+
+# Order of application: logs, router, policy, sslProfile, address, linkRoute, autoLink, vhost,
+# everything else, then connectors, then listeners last (no traffic is accepted before routes exist).
+_APPLY_ORDER = ["log", "router", "policy", "sslProfile", "router.config.address",
+                "router.config.linkRoute", "router.config.autoLink", "vhost"]
+_LATE_ORDER = ["connector", "listener"]
+
+# Values of these attributes may contain '#' (a wildcard), so it does not start a comment there.
+_HASH_OK = frozenset({"pattern", "hostname", "sourcePattern", "targetPattern"})
+
+_BEGIN = re.compile(r"^([\w.-]+)\s*\{\s*(#.*)?$")
+_END = re.compile(r"^\}\s*(#.*)?$")
+_ATTR = re.compile(r"^([\w.$-]+)\s*:\s*(.*)$")
+_NESTED_ATTR = re.compile(r'^"?([^":\s][^":]*?)"?\s*:\s*(.*)$')
+
+
+class ConfigError(Exception):
+    """A configuration that cannot be used; ``line`` is 1-based, or None when not known."""
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None) -> None:
+        self.message = message
+        self.path = path
+        self.line = line
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        where = self.path or "<config>"
+        if self.line is not None:
+            where += f":{self.line}"
+        return f"{where}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Entity:
+    """One configured entity: canonical attribute names, converted values, defaults filled."""
+
+    type: str
+    short_type: str
+    attributes: dict[str, Any]
+    line: int | None = None
+
+    @property
+    def name(self) -> str:
+        return self.attributes["name"]
+
+    @property
+    def identity(self) -> str:
+        return self.attributes["identity"]
+
+    def get(self, attribute: str, default: Any = None) -> Any:
+        return self.attributes.get(attribute, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "attributes": self.attributes, "line": self.line}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Entity:
+        etype = load_schema().entity_type(data["type"])
+        return cls(etype.long_name, etype.short_name, dict(data["attributes"]), data.get("line"))
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """A whole validated configuration; ``entities`` are in order of application."""
+
+    router: Entity
+    entities: list[Entity] = field(default_factory=list)
+    path: str | None = None
+
+    def of_type(self, name: str) -> list[Entity]:
+        """Entities of one type, named by short name, long name or section alias."""
+        long = load_schema().long_name(name)
+        return [e for e in self.entities if e.type == long]
+
+    def to_json(self) -> str:
+        return json.dumps({"path": self.path, "entities": [e.to_dict() for e in self.entities]})
+
+    @classmethod
+    def from_json(cls, text: str) -> RouterConfig:
+        data = json.loads(text)
+        entities = [Entity.from_dict(d) for d in data["entities"]]
+        router = next(e for e in entities if e.short_type == "router")
+        return cls(router=router, entities=entities, path=data.get("path"))
+
+
+def default_router_id() -> str:
+    """The id used when the router section gives none (Qpid generates a ``Router.<x>`` id)."""
+    return "Router." + (socket.gethostname().split(".")[0] or "localhost")
+
+
+def load_config(path: str) -> RouterConfig:
+    """Read, parse and validate a configuration file; ``*.json`` files use the JSON form."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise ConfigError(f"cannot read configuration file: {e.strerror or e}", path) from None
+    return parse_config(text, path)
+
+
+def parse_config(text: str, path: str = "<config>", *, json_form: bool | None = None) -> RouterConfig:
+    """Parse and validate configuration text; the form follows ``path`` unless ``json_form``."""
+    if json_form is None:
+        json_form = path.endswith(".json")
+    try:
+        sections = _parse_json(text) if json_form else _parse_conf(text)
+        entities = _build(sections)
+    except _Problem as e:
+        raise ConfigError(e.message, path, e.line) from None
+    return RouterConfig(router=next(e for e in entities if e.short_type == "router"),
+                        entities=entities, path=path)
+
+
+class _Problem(Exception):
+    def __init__(self, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+
+
+@dataclass
+class _RawAttribute:
+    name: str
+    value: Any
+    line: int | None
+
+
+@dataclass
+class _RawSection:
+    name: str
+    line: int | None
+    attributes: list[_RawAttribute] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# Syntax: text -> raw sections
+
+
+def _parse_conf(text: str) -> list[_RawSection]:
+    lines = text.splitlines()
+    sections: list[_RawSection] = []
+    current: _RawSection | None = None
+    i = 0
+    while i < len(lines):
+        lineno, line = i + 1, lines[i].strip()
+        i += 1
+        if not line or line.startswith("#"):
+            continue
+        begin, end, attr = _BEGIN.match(line), _END.match(line), _ATTR.match(line)
+        if current is None:
+            if begin:
+                current = _RawSection(begin.group(1), lineno)
+            elif end:
+                raise _Problem("unexpected '}' outside of a section", lineno)
+            elif attr:
+                raise _Problem(f"attribute '{attr.group(1)}' outside of a section", lineno)
+            else:
+                raise _Problem(f"syntax error: expected 'section {{', got '{line}'", lineno)
+            continue
+        if end:
+            sections.append(current)
+            current = None
+        elif begin:
+            raise _Problem(f"missing closing brace '}}' for section '{current.name}' "
+                           f"(section '{begin.group(1)}' starts at line {lineno})", current.line)
+        elif attr:
+            key, rest = attr.groups()
+            if key in _HASH_OK:
+                tokens = rest.split()
+                value: Any = tokens[0] if tokens else ""
+            elif rest.lstrip().startswith("{"):
+                value, i = _read_map(lines, i - 1, rest, key)
+            else:
+                value = rest.split("#")[0].strip()
+            if value == "":
+                raise _Problem(f"missing value for attribute '{key}' in section '{current.name}'",
+                               lineno)
+            current.attributes.append(_RawAttribute(key, value, lineno))
+        else:
+            raise _Problem(f"syntax error in section '{current.name}': expected 'attribute: value' "
+                           f"or '}}', got '{line}'", lineno)
+    if current is not None:
+        raise _Problem(f"missing closing brace '}}' for section '{current.name}'", current.line)
+    return sections
+
+
+def _read_map(lines: list[str], start: int, first: str, key: str) -> tuple[dict[str, Any], int]:
+    """Read a map value that may span lines; return it and the index of the next line."""
+    chunk: list[str] = []
+    depth, i, text = 0, start, first
+    while True:
+        chunk.append(text)
+        depth += _brace_balance(text)
+        i += 1
+        if depth <= 0:
+            break
+        if i >= len(lines):
+            raise _Problem(f"missing closing brace '}}' in the value of '{key}'", start + 1)
+        text = lines[i]
+    try:
+        value = json.loads("\n".join(chunk))
+    except ValueError:
+        value = _relaxed_map(chunk, start + 1, key)
+    if not isinstance(value, dict):
+        raise _Problem(f"the value of '{key}' must be a map", start + 1)
+    return value, i
+
+
+def _brace_balance(text: str) -> int:
+    balance, quoted = 0, False
+    # A '#' comment is only cut from unquoted text: in JSON it may be part of a string.
+    for ch in text if '"' in text else text.split("#")[0]:
+        if ch == '"':
+            quoted = not quoted
+        elif not quoted:
+            balance += (ch == "{") - (ch == "}")
+    return balance
+
+
+def _relaxed_map(chunk: list[str], line: int, key: str) -> dict[str, Any]:
+    """Qpid also accepts nested maps in config syntax: ``group: {`` / ``users: a, b`` / ``}``."""
+    out: list[str] = []
+    for raw in chunk:
+        text = raw.strip()
+        while text.startswith("{"):
+            out.append("{")
+            text = text[1:].strip()
+        match = _NESTED_ATTR.match(text)
+        if match:
+            name, value = match.groups()
+            if name not in _HASH_OK:
+                value = value.split("#")[0]
+            value = value.strip()
+            closes = 0
+            while value.endswith((",", "}")) and (value.endswith(",") or value.count("}") > value.count("{")):
+                closes += value.endswith("}")
+                value = value[:-1].strip()
+            if value == "{":
+                out.append(json.dumps(name) + ": {")
+            else:
+                out.append(json.dumps(name) + ": " + _json_scalar(value) + ",")
+            out.extend(["},"] * closes)
+        else:
+            text = text.split("#")[0].strip()
+            closes = text.count("}")
+            if text.replace("}", "").replace(",", "").strip():
+                raise _Problem(f"cannot read the map value of '{key}' near '{raw.strip()}'", line)
+            out.extend(["},"] * closes)
+    joined = re.sub(r",\s*}", "}", "".join(out)).rstrip(",")
+    try:
+        return json.loads(joined)
+    except ValueError as e:
+        raise _Problem(f"cannot read the map value of '{key}': {e}", line) from None
+
+
+def _json_scalar(text: str) -> str:
+    try:
+        json.loads(text)
+        return text
+    except ValueError:
+        return json.dumps(text)
+
+
+def _parse_json(text: str) -> list[_RawSection]:
+    decoder = json.JSONDecoder()
+    idx = _skip_ws(text, 0)
+    if not text.startswith("[", idx):
+        raise _Problem("a .json configuration must be a list of [\"type\", {attributes}] pairs",
+                       _line_at(text, idx))
+    sections: list[_RawSection] = []
+    idx = _skip_ws(text, idx + 1)
+    while not text.startswith("]", idx):
+        line = _line_at(text, idx)
+        try:
+            item, idx = decoder.raw_decode(text, idx)
+        except json.JSONDecodeError as e:
+            raise _Problem(f"invalid JSON: {e.msg}", e.lineno) from None
+        if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[0], str)
+                or not isinstance(item[1], dict)):
+            raise _Problem("each entry must be a [\"type\", {attributes}] pair", line)
+        sections.append(_RawSection(item[0], line,
+                                    [_RawAttribute(k, v, line) for k, v in item[1].items()]))
+        idx = _skip_ws(text, idx)
+        if text.startswith(",", idx):
+            idx = _skip_ws(text, idx + 1)
+        elif not text.startswith("]", idx):
+            raise _Problem("invalid JSON: expected ',' or ']'", _line_at(text, idx))
+    if text[idx + 1:].strip():
+        raise _Problem("invalid JSON: extra data after the list", _line_at(text, idx + 1))
+    return sections
+
+
+def _skip_ws(text: str, idx: int) -> int:
+    while idx < len(text) and text[idx] in " \t\r\n":
+        idx += 1
+    return idx
+
+
+def _line_at(text: str, idx: int) -> int:
+    return text.count("\n", 0, idx) + 1
+
+
+# ---------------------------------------------------------------------------------------------
+# Semantics: raw sections -> entities
+
+
+def _build(sections: list[_RawSection]) -> list[Entity]:
+    schema = load_schema()
+    built: list[Entity] = []
+    singletons: dict[str, int | None] = {}
+    log_index: dict[str, int] = {}
+    for section in sections:
+        etype = schema.find(section.name)
+        if etype is None or not etype.is_configuration:
+            raise _Problem(f"unknown section '{section.name}'", section.line)
+        if etype.singleton:
+            if etype.short_name in singletons:
+                raise _Problem(f"duplicate section '{section.name}': only one is allowed "
+                               f"(first at line {singletons[etype.short_name]})", section.line)
+            singletons[etype.short_name] = section.line
+        explicit = _explicit_values(section, etype)
+        module = explicit.get("module")
+        if etype.short_name == "log" and module in log_index:
+            # Qpid applies log sections in turn, so a later one for the same module updates it.
+            earlier = built[log_index[module]]
+            built[log_index[module]] = Entity(earlier.type, earlier.short_type,
+                                              {**earlier.attributes, **explicit}, earlier.line)
+            continue
+        if etype.short_name == "log":
+            log_index[module] = len(built)
+        attributes = _complete(explicit, etype, section.name, section.line)
+        built.append(Entity(etype.long_name, etype.short_name, attributes, section.line))
+    if "router" not in singletons:
+        router_type = schema.entity_type("router")
+        built.append(Entity(router_type.long_name, "router",
+                            _complete({}, router_type, "router", None), None))
+    router = next(e for e in built if e.short_type == "router")
+    _check_roles(router.attributes["mode"], built)
+    ordered = _apply_order(built)
+    _assign_names(ordered)
+    return ordered
+
+
+def _explicit_values(section: _RawSection, etype: EntityType) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for raw in section.attributes:
+        canonical = etype.canonical_attribute(raw.name)
+        if canonical == "type":
+            continue  # the JSON form may repeat the type inside the map
+        if canonical is None:
+            raise _Problem(f"unknown attribute '{raw.name}' in section '{section.name}'", raw.line)
+        attr = etype.attributes[canonical]
+        if not attr.create:
+            raise _Problem(f"attribute '{raw.name}' of section '{section.name}' is read-only and "
+                           "cannot be configured", raw.line)
+        try:
+            values[canonical] = attr.convert(raw.value)
+        except SchemaError as e:
+            raise _Problem(f"bad value for attribute '{raw.name}' in section '{section.name}': {e}",
+                           raw.line) from None
+    return values
+
+
+def _complete(values: dict[str, Any], etype: EntityType, section: str, line: int | None) -> dict[str, Any]:
+    """Apply defaults and per-type rules; check required attributes."""
+    short = etype.short_name
+    values = dict(values)
+    if short == "router" and not values.get("id"):
+        values["id"] = default_router_id()
+    if short == "vhost" and "hostname" not in values and "name" in values:
+        values["hostname"] = values["name"]  # the 0.x policy examples name a vhost with `name`
+    if short in ("router.config.address", "router.config.linkRoute"):
+        given = [k for k in ("prefix", "pattern") if k in values]
+        if len(given) != 1:
+            problem = "cannot have both" if given else "requires one of"
+            raise _Problem(f"section '{section}' {problem} 'prefix' or 'pattern'", line)
+    for attr_name, attr in etype.attributes.items():
+        if attr.required and attr_name != "type" and attr_name not in values:
+            raise _Problem(f"missing required attribute '{attr_name}' in section '{section}'", line)
+    return {**etype.defaults(), **values}
+
+
+def _check_roles(mode: str, entities: list[Entity]) -> None:
+    for entity in entities:
+        if entity.short_type not in ("listener", "connector"):
+            continue
+        role = entity.attributes["role"]
+        if role == "inter-router" and mode != "interior":
+            raise _Problem(f"{entity.short_type} with role 'inter-router' is not allowed in {mode} "
+                           "mode: inter-router connections are only allowed in interior mode",
+                           entity.line)
+        if role == "edge" and mode == "standalone":
+            raise _Problem(f"{entity.short_type} with role 'edge' is not allowed in standalone "
+                           "mode: edge connections are only allowed in interior or edge mode",
+                           entity.line)
+
+
+def _apply_order(entities: list[Entity]) -> list[Entity]:
+    def rank(entity: Entity) -> int:
+        if entity.short_type in _APPLY_ORDER:
+            return _APPLY_ORDER.index(entity.short_type)
+        if entity.short_type in _LATE_ORDER:
+            return len(_APPLY_ORDER) + 1 + _LATE_ORDER.index(entity.short_type)
+        return len(_APPLY_ORDER)
+
+    return sorted(entities, key=rank)  # stable: file order within a type
+
+
+def _identifier(entity: Entity, counters: dict[str, int]) -> str:
+    attrs = entity.attributes
+    if entity.short_type in ("listener", "connector"):
+        return f"{attrs['host']}:{attrs['port']}"
+    if entity.short_type == "log":
+        return attrs["module"]
+    if entity.short_type == "router":
+        return attrs["id"]
+    if entity.short_type == "vhost":
+        return attrs["hostname"]
+    counters[entity.short_type] = counters.get(entity.short_type, 0) + 1
+    return str(counters[entity.short_type])
+
+
+def _assign_names(entities: list[Entity]) -> None:
+    """Give every entity a unique identity ``<shortType>/<identifier>``; name defaults to it."""
+    counters: dict[str, int] = {}
+    identities: set[str] = set()
+    names: dict[tuple[str, str], int | None] = {}
+    for entity in entities:
+        attrs = entity.attributes
+        base = f"{entity.short_type}/{_identifier(entity, counters)}"
+        identity, n = base, 1
+        while identity in identities:
+            n += 1
+            identity = f"{base}:{n}"
+        identities.add(identity)
+        attrs["identity"] = identity
+        attrs.setdefault("name", identity)
+        key = (entity.short_type, attrs["name"])
+        if key in names:
+            raise _Problem(f"duplicate name '{attrs['name']}' for {entity.short_type} "
+                           f"(also used at line {names[key]})", entity.line)
+        names[key] = entity.line

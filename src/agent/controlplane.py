@@ -1,0 +1,103 @@
+"""The agent process: the router's control plane, a peer of the core like the I/O workers.
+
+It reaches the data path through the same IPC as a worker: it opens an *internal* connection in
+the core and attaches links on it, so the management agent and the routing-protocol engines send
+and receive real AMQP messages through the core. The engines themselves live in their own modules
+and are driven from here with the current time (timers are deadlines).
+
+Must not import router_io (the agent owns no client sockets).
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import signal
+import sys
+import time
+from typing import Any, Optional
+
+import zmq
+
+from router_core import ipc
+from router_core.log import RouterLog
+from router_core.procutil import core_endpoint, die_with_parent, status_socket
+
+
+class ControlPlane:
+    def __init__(self, spec: dict, index: int, peer_count: int, ipc_dir: str) -> None:
+        self.spec = spec
+        self.index = index
+        self.log = RouterLog(spec.get("logs", []))
+        self.new_id = ipc.IdAllocator(index, peer_count)
+        self.ctx = zmq.Context()
+        self.core = self.ctx.socket(zmq.DEALER)
+        self.core.setsockopt(zmq.IDENTITY, b"p%d" % index)
+        self.core.setsockopt(zmq.LINGER, 0)
+        self.core.connect(core_endpoint(ipc_dir))
+        self.status = status_socket(self.ctx, ipc_dir)
+        self.outbox: list = []
+        self.running = True
+        self.handlers: dict = {}  # effect type -> callable, filled by the engines
+
+    def send(self, *messages: tuple) -> None:
+        self.outbox.extend(messages)
+
+    def run(self) -> None:
+        self.send(ipc.PeerHello(self.index, "agent", os.getpid()))
+        self.status.send_multipart(ipc.encode_batch(self.index, [
+            ipc.ChildStatus("agent", self.index, os.getpid(), "ready", "")]))
+        poller = zmq.Poller()
+        poller.register(self.core, zmq.POLLIN)
+        while self.running:
+            if self.outbox:
+                self.core.send_multipart(ipc.encode_batch(self.index, self.outbox))
+                self.outbox = []
+            try:
+                ready = poller.poll(1000)
+            except zmq.ZMQError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise
+            if ready:
+                self._drain()
+        self.core.close(0)
+        self.status.close(0)
+        self.ctx.term()
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                frames = self.core.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            _, effects = ipc.decode_batch(frames)
+            now = time.monotonic()
+            for effect in effects:
+                handler = self.handlers.get(type(effect))
+                if handler is not None:
+                    handler(effect, now)
+
+    def stop(self, *_: Any) -> None:
+        self.running = False
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = argparse.ArgumentParser(prog="qdrouterd-agent")
+    parser.add_argument("--ipc", required=True)
+    parser.add_argument("--index", type=int, required=True)
+    parser.add_argument("--peers", type=int, required=True)
+    args = parser.parse_args(argv)
+    die_with_parent()
+    with open(os.path.join(args.ipc, "spec.json"), encoding="utf-8") as f:
+        spec = json.load(f)
+    plane = ControlPlane(spec, args.index, args.peers, args.ipc)
+    signal.signal(signal.SIGTERM, plane.stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    plane.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Small process helpers shared by the supervisor and its children: endpoints and lifetimes.
+
+Owns the names of the ZeroMQ endpoints in the router's private runtime directory and the
+"die with the parent" guarantee that keeps a killed supervisor from leaving orphans.
+Must not import router_io or agent.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+
+import zmq
+
+PR_SET_PDEATHSIG = 1
+
+
+def core_endpoint(ipc_dir: str) -> str:
+    return f"ipc://{os.path.join(ipc_dir, 'core')}"
+
+
+def supervisor_endpoint(ipc_dir: str) -> str:
+    return f"ipc://{os.path.join(ipc_dir, 'supervisor')}"
+
+
+def status_socket(ctx: zmq.Context, ipc_dir: str) -> zmq.Socket:
+    """A PUSH socket to the supervisor, for ChildStatus reports."""
+    sock = ctx.socket(zmq.PUSH)
+    sock.setsockopt(zmq.LINGER, 1000)
+    sock.connect(supervisor_endpoint(ipc_dir))
+    return sock
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGTERM this process when its parent (the supervisor) dies."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)

@@ -1,0 +1,541 @@
+"""The AMQP side of an I/O worker: proton's engine driven through its raw C bindings.
+
+Owns every proton object of one worker (transports, connections, sessions, links, deliveries)
+and translates between proton events and the IPC messages of ``router_core.ipc``:
+
+* proton events (a remote attach, a complete delivery, a disposition, a flow) become commands in
+  ``self.outbox`` for the core;
+* effects from the core (open this link, grant credit, send these bytes, settle that delivery)
+  are applied to the engine with :meth:`WorkerEngine.apply`.
+
+It owns no sockets: the worker loop feeds received bytes in with :meth:`Connection.push` and takes
+bytes to write with :meth:`Connection.output`. That keeps this module testable by pumping bytes
+between a proton client engine and this one in memory.
+
+Hot path discipline: per-delivery work uses ``cproton_ffi.lib`` calls directly (no proton
+wrapper objects), message bytes are read once and handed on untouched; only anonymous links pay
+for a scan of the message's routing fields.
+
+Must not import zmq, sockets or selectors.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable, Optional
+
+import cproton
+import proton
+from cproton_ffi import ffi, lib
+from proton import symbol
+
+from router_core import ipc
+from router_io import amqpscan
+
+PRODUCT = "qpid-dispatch-router"
+VERSION = "1.19.0"
+ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
+
+# proton event type numbers, looked up once
+E_CONN_REMOTE_OPEN = lib.PN_CONNECTION_REMOTE_OPEN
+E_CONN_REMOTE_CLOSE = lib.PN_CONNECTION_REMOTE_CLOSE
+E_SESSION_REMOTE_OPEN = lib.PN_SESSION_REMOTE_OPEN
+E_SESSION_REMOTE_CLOSE = lib.PN_SESSION_REMOTE_CLOSE
+E_LINK_REMOTE_OPEN = lib.PN_LINK_REMOTE_OPEN
+E_LINK_REMOTE_CLOSE = lib.PN_LINK_REMOTE_CLOSE
+E_LINK_REMOTE_DETACH = lib.PN_LINK_REMOTE_DETACH
+E_LINK_FLOW = lib.PN_LINK_FLOW
+E_DELIVERY = lib.PN_DELIVERY
+E_TRANSPORT_CLOSED = lib.PN_TRANSPORT_CLOSED
+LOCAL_UNINIT = lib.PN_LOCAL_UNINIT
+LOCAL_CLOSED = lib.PN_LOCAL_CLOSED
+NULL = ffi.NULL
+
+_tag = struct.Struct(">Q").pack
+
+
+class Link:
+    """Worker-side state of one link."""
+
+    __slots__ = ("link_id", "ptr", "conn", "direction", "anonymous", "sent", "flow",
+                 "in_dlvs", "out_dlvs", "open")
+
+    def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
+                 anonymous: bool) -> None:
+        self.link_id = link_id
+        self.ptr = ptr
+        self.conn = conn
+        self.direction = direction
+        self.anonymous = anonymous
+        self.sent = 0            # outbound: deliveries sent + credit consumed by drain
+        self.flow = (-1, False)  # outbound: last (limit, drain) reported to the core
+        self.in_dlvs: set = set()
+        self.out_dlvs: set = set()
+        self.open = False
+
+
+class Connection:
+    """One AMQP connection: a proton transport and connection bound together, server side."""
+
+    def __init__(self, engine: "WorkerEngine", conn_id: int, settings: dict, host: str,
+                 direction: str) -> None:
+        self.engine = engine
+        self.conn_id = conn_id
+        self.settings = settings
+        self.host = host
+        self.direction = direction
+        self.role = settings.get("role", "normal")
+        self.link_capacity = int(settings.get("linkCapacity") or 250)
+        self.transport = proton.Transport(proton.Transport.SERVER if direction == "in"
+                                          else proton.Transport.CLIENT)
+        self.transport.max_frame_size = int(settings.get("maxFrameSize") or 16384)
+        idle = int(settings.get("idleTimeoutSeconds", 16) or 0)
+        if idle:
+            self.transport.idle_timeout = float(idle)
+        self.sasl = self.transport.sasl()
+        mechs = settings.get("saslMechanisms") or ("ANONYMOUS" if not settings.get(
+            "authenticatePeer") else "")
+        if mechs:
+            self.sasl.allowed_mechs(mechs)
+        self.connection = proton.Connection()
+        self.connection.collect(engine.collector)
+        self.transport.bind(self.connection)
+        self.t_ptr = self.transport._impl
+        self.c_ptr = self.connection._impl
+        self.links: dict = {}  # link ptr -> Link
+        self.reported_open = False
+        self.closed = False
+
+    # --- bytes in and out (the worker loop calls these) ---------------------------------------
+    def capacity(self) -> int:
+        return lib.pn_transport_capacity(self.t_ptr)
+
+    def push(self, data: bytes | bytearray | memoryview, size: int) -> None:
+        if size:
+            lib.pn_transport_push(self.t_ptr, ffi.from_buffer(data), size)
+
+    def close_input(self) -> None:
+        lib.pn_transport_close_tail(self.t_ptr)
+
+    def close_output(self) -> None:
+        lib.pn_transport_close_head(self.t_ptr)
+
+    def pending(self) -> int:
+        return lib.pn_transport_pending(self.t_ptr)
+
+    def output(self, buf: bytearray) -> int:
+        """Copy up to len(buf) pending output bytes into ``buf``; return how many (or -1 at EOS)."""
+        n = lib.pn_transport_pending(self.t_ptr)
+        if n <= 0:
+            return n
+        n = min(n, len(buf))
+        lib.pn_transport_peek(self.t_ptr, ffi.from_buffer(buf), n)
+        return n
+
+    def consumed(self, n: int) -> None:
+        lib.pn_transport_pop(self.t_ptr, n)
+
+    def tick(self, now_ms: int) -> int:
+        """Drive idle-timeout heartbeats; return the next deadline in ms (0 = none)."""
+        return lib.pn_transport_tick(self.t_ptr, now_ms)
+
+    def is_closed(self) -> bool:
+        return bool(lib.pn_transport_closed(self.t_ptr))
+
+    def error_text(self) -> str:
+        cond = self.transport.condition
+        if cond is None:
+            return ""
+        return f"{cond.name}: {cond.description}" if cond.description else str(cond.name)
+
+
+class WorkerEngine:
+    """All proton state of one worker, turning events into commands and effects into actions."""
+
+    def __init__(self, router_id: str, peer_index: int, peer_count: int,
+                 log: Callable[[str, str], None] | None = None) -> None:
+        self.router_id = router_id
+        self.peer_index = peer_index
+        self.collector = proton.Collector()
+        self._coll = self.collector._impl
+        self.new_id = ipc.IdAllocator(peer_index, peer_count)
+        self.outbox: list = []
+        self.log = log or (lambda level, text: None)
+        self.conns: dict = {}       # conn ptr -> Connection
+        self.conns_by_id: dict = {}
+        self.links: dict = {}       # link id -> Link
+        self.in_dlvs: dict = {}     # inbound delivery id -> (dlv ptr, Link)
+        self.in_ids: dict = {}      # dlv ptr -> inbound delivery id
+        self.out_dlvs: dict = {}    # core delivery id -> (dlv ptr, Link)
+        self.out_ids: dict = {}     # dlv ptr -> core delivery id
+        self.dirty: set = set()     # connections that may have output to write
+        self._recv_buf = bytearray(65536)
+        self._handlers = {
+            ipc.LinkOpen: self._fx_link_open, ipc.LinkRefuse: self._fx_link_refuse,
+            ipc.LinkCredit: self._fx_credit, ipc.Deliver: self._fx_deliver,
+            ipc.UpdateIn: self._fx_update_in, ipc.SettleOut: self._fx_settle_out,
+            ipc.Drained: self._fx_drained, ipc.CloseConnection: self._fx_close_connection,
+            ipc.DetachLink: self._fx_detach_link,
+        }
+
+    # --- connections --------------------------------------------------------------------------
+    def new_connection(self, settings: dict, host: str, direction: str = "in") -> Connection:
+        conn = Connection(self, self.new_id(), settings, host, direction)
+        self.conns[conn.c_ptr] = conn
+        self.conns_by_id[conn.conn_id] = conn
+        return conn
+
+    def drop_connection(self, conn: Connection) -> None:
+        """The socket is gone: forget the connection and tell the core (once)."""
+        if conn.closed:
+            return
+        conn.closed = True
+        for link in list(conn.links.values()):
+            self._forget_link(link)
+        self.conns.pop(conn.c_ptr, None)
+        self.conns_by_id.pop(conn.conn_id, None)
+        self.dirty.discard(conn)
+        if conn.reported_open:
+            self.outbox.append(ipc.ConnClosed(conn.conn_id, conn.error_text()))
+        lib.pn_connection_collect(conn.c_ptr, NULL)
+        conn.transport.unbind()
+
+    # --- events -> commands -------------------------------------------------------------------
+    def process_events(self) -> None:
+        """Drain the collector, turning every event into commands / local actions."""
+        coll = self._coll
+        peek = lib.pn_collector_peek
+        while True:
+            ev = peek(coll)
+            if ev == NULL:
+                return
+            etype = lib.pn_event_type(ev)
+            if etype == E_DELIVERY:
+                self._on_delivery(lib.pn_event_delivery(ev))
+            elif etype == E_LINK_FLOW:
+                self._on_flow(lib.pn_event_link(ev))
+            elif etype == E_LINK_REMOTE_OPEN:
+                self._on_link_open(lib.pn_event_link(ev))
+            elif etype == E_LINK_REMOTE_CLOSE or etype == E_LINK_REMOTE_DETACH:
+                self._on_link_close(lib.pn_event_link(ev), etype == E_LINK_REMOTE_CLOSE)
+            elif etype == E_SESSION_REMOTE_OPEN:
+                ssn = lib.pn_event_session(ev)
+                if lib.pn_session_state(ssn) & LOCAL_UNINIT:
+                    lib.pn_session_open(ssn)
+            elif etype == E_SESSION_REMOTE_CLOSE:
+                ssn = lib.pn_event_session(ev)
+                if not lib.pn_session_state(ssn) & LOCAL_CLOSED:
+                    lib.pn_session_close(ssn)
+            elif etype == E_CONN_REMOTE_OPEN:
+                self._on_conn_open(lib.pn_event_connection(ev))
+            elif etype == E_CONN_REMOTE_CLOSE:
+                c = lib.pn_event_connection(ev)
+                if not lib.pn_connection_state(c) & LOCAL_CLOSED:
+                    lib.pn_connection_close(c)
+            conn_ptr = lib.pn_event_connection(ev)
+            if conn_ptr != NULL:
+                conn = self.conns.get(conn_ptr)
+                if conn is not None:
+                    self.dirty.add(conn)
+            lib.pn_collector_pop(coll)
+
+    def _on_conn_open(self, c_ptr: Any) -> None:
+        conn = self.conns.get(c_ptr)
+        if conn is None or conn.reported_open:
+            return
+        pc = conn.connection
+        pc.container = self.router_id
+        pc.offered_capabilities = [ANONYMOUS_RELAY]
+        pc.desired_capabilities = [ANONYMOUS_RELAY]
+        props = {symbol("product"): PRODUCT, symbol("version"): VERSION,
+                 symbol("qd.conn-id"): conn.conn_id}
+        pc.properties = props
+        pc.open()
+        conn.reported_open = True
+        sasl = conn.sasl
+        user = sasl.user or ("anonymous" if sasl.mech == "ANONYMOUS" else "")
+        self.outbox.append(ipc.ConnOpened(
+            conn.conn_id, conn.role, conn.direction, conn.host, pc.remote_container or "",
+            conn.settings.get("name", ""), user or "", sasl.mech or "",
+            False, conn.link_capacity))
+
+    def _on_link_open(self, l_ptr: Any) -> None:
+        if not lib.pn_link_state(l_ptr) & LOCAL_UNINIT:
+            return
+        conn = self.conns.get(lib.pn_session_connection(lib.pn_link_session(l_ptr)))
+        if conn is None:
+            return
+        plink = proton.Link.wrap(l_ptr)
+        if plink.is_receiver:  # the client sends to us
+            direction, terminus = ipc.DIR_IN, plink.remote_target
+        else:
+            direction, terminus = ipc.DIR_OUT, plink.remote_source
+        address = terminus.address
+        link = Link(self.new_id(), l_ptr, conn, direction,
+                    anonymous=(direction == ipc.DIR_IN and address is None and not terminus.dynamic))
+        conn.links[l_ptr] = link
+        self.links[link.link_id] = link
+        presettled = plink.remote_snd_settle_mode == proton.Link.SND_SETTLED
+        self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, plink.name,
+                                          address, bool(terminus.dynamic), presettled,
+                                          conn.link_capacity))
+
+    def _on_link_close(self, l_ptr: Any, closed: bool) -> None:
+        conn = self.conns.get(lib.pn_session_connection(lib.pn_link_session(l_ptr)))
+        link = conn.links.get(l_ptr) if conn is not None else None
+        if link is None:
+            return
+        cond = proton.Link.wrap(l_ptr).remote_condition
+        error = f"{cond.name}: {cond.description}" if cond is not None else ""
+        self._forget_link(link)
+        del conn.links[l_ptr]
+        self.outbox.append(ipc.LinkDetach(link.link_id, closed, error))
+        if closed:
+            lib.pn_link_close(l_ptr)
+        else:
+            lib.pn_link_detach(l_ptr)
+
+    def _forget_link(self, link: Link) -> None:
+        self.links.pop(link.link_id, None)
+        for dlv_id in link.in_dlvs:
+            ptr, _ = self.in_dlvs.pop(dlv_id)
+            self.in_ids.pop(ptr, None)
+        for dlv_id in link.out_dlvs:
+            ptr, _ = self.out_dlvs.pop(dlv_id)
+            self.out_ids.pop(ptr, None)
+        link.in_dlvs.clear()
+        link.out_dlvs.clear()
+        link.open = False
+
+    def _on_flow(self, l_ptr: Any) -> None:
+        if not lib.pn_link_is_sender(l_ptr):
+            return
+        conn = self.conns.get(lib.pn_session_connection(lib.pn_link_session(l_ptr)))
+        link = conn.links.get(l_ptr) if conn is not None else None
+        if link is None:
+            return
+        flow = (link.sent + lib.pn_link_credit(l_ptr), bool(lib.pn_link_get_drain(l_ptr)))
+        if flow != link.flow:
+            link.flow = flow
+            self.outbox.append(ipc.LinkFlow(link.link_id, flow[0], flow[1]))
+
+    def _on_delivery(self, d_ptr: Any) -> None:
+        l_ptr = lib.pn_delivery_link(d_ptr)
+        if lib.pn_link_is_sender(l_ptr):
+            self._on_outbound_update(d_ptr)
+            return
+        dlv_id = self.in_ids.get(d_ptr)
+        if dlv_id is not None:  # a delivery we already forwarded: the sender settled it
+            if lib.pn_delivery_settled(d_ptr):
+                self._drop_in(dlv_id)
+                self.outbox.append(ipc.SettleIn(dlv_id, lib.pn_delivery_remote_state(d_ptr)))
+                lib.pn_delivery_settle(d_ptr)
+            return
+        if lib.pn_delivery_partial(d_ptr) or not lib.pn_delivery_readable(d_ptr):
+            if lib.pn_delivery_aborted(d_ptr):
+                self._drop_aborted(d_ptr, l_ptr)
+            return
+        if lib.pn_delivery_aborted(d_ptr):
+            self._drop_aborted(d_ptr, l_ptr)
+            return
+        conn = self.conns.get(lib.pn_session_connection(lib.pn_link_session(l_ptr)))
+        link = conn.links.get(l_ptr) if conn is not None else None
+        size = lib.pn_delivery_pending(d_ptr)
+        payload = bytearray(size)
+        if size:
+            lib.pn_link_recv(l_ptr, ffi.from_buffer(payload), size)
+        lib.pn_link_advance(l_ptr)
+        if link is None or not link.open:
+            lib.pn_delivery_update(d_ptr, ipc.STATE_RELEASED)
+            lib.pn_delivery_settle(d_ptr)
+            return
+        settled = bool(lib.pn_delivery_settled(d_ptr))
+        to = None
+        priority = 4
+        if link.anonymous:
+            try:
+                scan = amqpscan.scan(payload)
+            except amqpscan.MessageFormatError as exc:
+                self.log("warning", f"[C{conn.conn_id}] rejecting malformed message: {exc}")
+                self._reject_local(d_ptr, "amqp:decode-error", str(exc))
+                return
+            to = scan.ma_to if scan.ma_to is not None else scan.to
+            priority = scan.priority
+        dlv_id = self.new_id()
+        if settled:
+            lib.pn_delivery_settle(d_ptr)
+        else:
+            self.in_dlvs[dlv_id] = (d_ptr, link)
+            self.in_ids[d_ptr] = dlv_id
+            link.in_dlvs.add(dlv_id)
+        self.outbox.append(ipc.Transfer(dlv_id, link.link_id, to, settled, priority, payload))
+
+    def _drop_aborted(self, d_ptr: Any, l_ptr: Any) -> None:
+        # An aborted transfer is discarded; the sender's credit comes back with the next flow.
+        lib.pn_delivery_settle(d_ptr)
+        lib.pn_link_flow(l_ptr, 1)
+
+    def _reject_local(self, d_ptr: Any, condition: str, description: str) -> None:
+        self._set_condition(lib.pn_disposition_condition(lib.pn_delivery_local(d_ptr)),
+                            condition, description)
+        lib.pn_delivery_update(d_ptr, ipc.STATE_REJECTED)
+        lib.pn_delivery_settle(d_ptr)
+
+    def _drop_in(self, dlv_id: int) -> None:
+        ptr, link = self.in_dlvs.pop(dlv_id)
+        self.in_ids.pop(ptr, None)
+        link.in_dlvs.discard(dlv_id)
+
+    def _on_outbound_update(self, d_ptr: Any) -> None:
+        dlv_id = self.out_ids.get(d_ptr)
+        if dlv_id is None:
+            return
+        state = lib.pn_delivery_remote_state(d_ptr)
+        settled = bool(lib.pn_delivery_settled(d_ptr))
+        info = None
+        if state == ipc.STATE_REJECTED or state == ipc.STATE_MODIFIED:
+            info = self._remote_info(d_ptr, state)
+        if settled:
+            ptr, link = self.out_dlvs.pop(dlv_id)
+            del self.out_ids[d_ptr]
+            link.out_dlvs.discard(dlv_id)
+            lib.pn_delivery_settle(d_ptr)
+        self.outbox.append(ipc.Disposition(dlv_id, state, settled, info))
+
+    @staticmethod
+    def _remote_info(d_ptr: Any, state: int) -> dict:
+        disp = lib.pn_delivery_remote(d_ptr)
+        if state == ipc.STATE_MODIFIED:
+            return {"failed": bool(lib.pn_disposition_is_failed(disp)),
+                    "undeliverable": bool(lib.pn_disposition_is_undeliverable(disp))}
+        c = lib.pn_disposition_condition(disp)
+        if not lib.pn_condition_is_set(c):
+            return {}
+        return {"condition": cproton.pn_condition_get_name(c) or "",
+                "description": cproton.pn_condition_get_description(c) or ""}
+
+    @staticmethod
+    def _set_condition(cond: Any, name: str, description: str) -> None:
+        cproton.pn_condition_set_name(cond, name)
+        if description:
+            cproton.pn_condition_set_description(cond, description)
+
+    # --- effects -> engine --------------------------------------------------------------------
+    def apply(self, effect: tuple) -> None:
+        self._handlers[type(effect)](effect)
+
+    def _fx_link_open(self, fx: ipc.LinkOpen) -> None:
+        link = self.links.get(fx.link_id)
+        if link is None:
+            return
+        plink = proton.Link.wrap(link.ptr)
+        plink.source.copy(plink.remote_source)
+        plink.target.copy(plink.remote_target)
+        if link.direction == ipc.DIR_OUT and plink.remote_source.dynamic:
+            plink.source.address = fx.address
+        elif link.direction == ipc.DIR_IN and plink.remote_target.dynamic:
+            plink.target.address = fx.address
+        lib.pn_link_set_snd_settle_mode(link.ptr, lib.pn_link_remote_snd_settle_mode(link.ptr))
+        lib.pn_link_set_rcv_settle_mode(link.ptr, lib.pn_link_remote_rcv_settle_mode(link.ptr))
+        lib.pn_link_open(link.ptr)
+        link.open = True
+        self.dirty.add(link.conn)
+        if link.direction == ipc.DIR_OUT:
+            self._on_flow(link.ptr)  # credit may have arrived with the attach
+
+    def _fx_link_refuse(self, fx: ipc.LinkRefuse) -> None:
+        link = self.links.get(fx.link_id)
+        if link is None:
+            return
+        self._set_condition(lib.pn_link_condition(link.ptr), fx.condition, fx.description)
+        lib.pn_link_open(link.ptr)
+        lib.pn_link_close(link.ptr)
+        self._forget_link(link)
+        link.conn.links.pop(link.ptr, None)
+        self.dirty.add(link.conn)
+
+    def _fx_credit(self, fx: ipc.LinkCredit) -> None:
+        link = self.links.get(fx.link_id)
+        if link is not None:
+            lib.pn_link_flow(link.ptr, fx.credit)
+            self.dirty.add(link.conn)
+
+    def _fx_deliver(self, fx: ipc.Deliver) -> None:
+        link = self.links.get(fx.link_id)
+        if link is None:
+            return  # the link went away; the core learns it from our LinkDetach
+        l_ptr = link.ptr
+        d_ptr = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(fx.dlv_id))))
+        payload = fx.payload
+        lib.pn_link_send(l_ptr, ffi.from_buffer(payload), len(payload))
+        lib.pn_link_advance(l_ptr)
+        link.sent += 1
+        if fx.settled:
+            lib.pn_delivery_settle(d_ptr)
+        else:
+            self.out_dlvs[fx.dlv_id] = (d_ptr, link)
+            self.out_ids[d_ptr] = fx.dlv_id
+            link.out_dlvs.add(fx.dlv_id)
+        self.dirty.add(link.conn)
+
+    def _fx_update_in(self, fx: ipc.UpdateIn) -> None:
+        entry = self.in_dlvs.get(fx.dlv_id)
+        if entry is None:
+            return
+        d_ptr, link = entry
+        if fx.state:
+            if fx.info:
+                disp = lib.pn_delivery_local(d_ptr)
+                if fx.state == ipc.STATE_MODIFIED:
+                    lib.pn_disposition_set_failed(disp, bool(fx.info.get("failed")))
+                    lib.pn_disposition_set_undeliverable(disp, bool(fx.info.get("undeliverable")))
+                elif fx.info.get("condition"):
+                    self._set_condition(lib.pn_disposition_condition(disp),
+                                        fx.info["condition"], fx.info.get("description", ""))
+            lib.pn_delivery_update(d_ptr, fx.state)
+        if fx.settled:
+            self._drop_in(fx.dlv_id)
+            lib.pn_delivery_settle(d_ptr)
+        self.dirty.add(link.conn)
+
+    def _fx_settle_out(self, fx: ipc.SettleOut) -> None:
+        entry = self.out_dlvs.pop(fx.dlv_id, None)
+        if entry is None:
+            return
+        d_ptr, link = entry
+        self.out_ids.pop(d_ptr, None)
+        link.out_dlvs.discard(fx.dlv_id)
+        if fx.state:
+            lib.pn_delivery_update(d_ptr, fx.state)
+        lib.pn_delivery_settle(d_ptr)
+        self.dirty.add(link.conn)
+
+    def _fx_drained(self, fx: ipc.Drained) -> None:
+        link = self.links.get(fx.link_id)
+        if link is not None:
+            link.sent += lib.pn_link_drained(link.ptr)
+            self.dirty.add(link.conn)
+
+    def _fx_close_connection(self, fx: ipc.CloseConnection) -> None:
+        conn = self.conns_by_id.get(fx.conn_id)
+        if conn is None:
+            return
+        self._set_condition(lib.pn_connection_condition(conn.c_ptr), fx.condition,
+                            fx.description)
+        lib.pn_connection_close(conn.c_ptr)
+        self.dirty.add(conn)
+
+    def _fx_detach_link(self, fx: ipc.DetachLink) -> None:
+        link = self.links.get(fx.link_id)
+        if link is None:
+            return
+        self._set_condition(lib.pn_link_condition(link.ptr), fx.condition, fx.description)
+        lib.pn_link_close(link.ptr)
+        self._forget_link(link)
+        link.conn.links.pop(link.ptr, None)
+        self.dirty.add(link.conn)
+
+    def take_commands(self) -> list:
+        out = self.outbox
+        self.outbox = []
+        return out
+

@@ -1,0 +1,310 @@
+"""The I/O worker process: sockets, the poll loop, and the ZeroMQ link to the core.
+
+One loop iteration (batch, then flush):
+
+1. poll the listening sockets, the connection sockets and the core's DEALER socket;
+2. accept new connections; read every readable socket into its proton transport;
+3. drain every effect batch the core has sent and apply it to the engine;
+4. let the engine turn all pending proton events into commands;
+5. send those commands to the core as ONE batch, then write every connection's output.
+
+Only this module touches sockets; the AMQP logic lives in ``router_io.engine``.
+Listeners are bound by every worker with SO_REUSEPORT, so all workers accept.
+Must not import router_core.core (the core runs in its own process).
+"""
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from typing import Any, Optional
+
+import zmq
+
+from router_core import ipc
+from router_core.log import RouterLog
+from router_core.procutil import die_with_parent, status_socket, core_endpoint
+from router_io.engine import Connection, WorkerEngine
+
+POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
+_READ_SIZE = 65536
+_MAX_BATCHES_PER_LOOP = 256
+SERVICE_PORTS = {"amqp": 5672, "amqps": 5671}
+
+
+def resolve_port(port: Any) -> int:
+    text = str(port)
+    if text.isdigit():
+        return int(text)
+    if text in SERVICE_PORTS:
+        return SERVICE_PORTS[text]
+    return socket.getservbyname(text, "tcp")
+
+
+def open_listener(settings: dict) -> socket.socket:
+    """Bind a listening socket for a listener entity; every worker binds its own (SO_REUSEPORT)."""
+    host = settings.get("host") or ""
+    port = resolve_port(settings.get("port", "amqp"))
+    if host in ("", "0.0.0.0"):
+        host = "0.0.0.0"
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    infos = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+    family, stype, proto, _, sockaddr = infos[0]
+    sock = socket.socket(family, stype, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind(sockaddr)
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
+class Worker:
+    def __init__(self, spec: dict, index: int, peer_count: int, ipc_dir: str) -> None:
+        self.spec = spec
+        self.index = index
+        self.log_sink = RouterLog(spec.get("logs", []))
+        self.engine = WorkerEngine(spec["router_id"], index, peer_count, log=self._log_server)
+        self.ctx = zmq.Context()
+        self.core = self.ctx.socket(zmq.DEALER)
+        self.core.setsockopt(zmq.IDENTITY, b"p%d" % index)
+        self.core.setsockopt(zmq.LINGER, 0)
+        self.core.setsockopt(zmq.SNDHWM, 0)
+        self.core.setsockopt(zmq.RCVHWM, 0)
+        self.core.connect(core_endpoint(ipc_dir))
+        self.status = status_socket(self.ctx, ipc_dir)
+        self.poller = zmq.Poller()
+        self.poller.register(self.core, POLLIN)
+        self.listeners: dict[int, tuple[socket.socket, dict]] = {}
+        self.sockets: dict[int, tuple[socket.socket, Connection]] = {}
+        self.sock_of: dict[Connection, socket.socket] = {}
+        self.want_write: set = set()
+        self.running = True
+        self.rbuf = bytearray(_READ_SIZE)
+        self.wbuf = bytearray(_READ_SIZE)
+        self.next_tick = 0.0
+
+    def _log_server(self, level: str, text: str) -> None:
+        self.log_sink.log("SERVER", level, text)
+
+    def report(self, status: str, detail: str = "") -> None:
+        self.status.send_multipart(ipc.encode_batch(self.index, [
+            ipc.ChildStatus("worker", self.index, os.getpid(), status, detail)]))
+
+    # --- set-up -------------------------------------------------------------------------------
+    def start(self) -> bool:
+        self.core.send_multipart(ipc.encode_batch(self.index, [
+            ipc.PeerHello(self.index, "worker", os.getpid())]))
+        for settings in self.spec.get("listeners", []):
+            try:
+                sock = open_listener(settings)
+            except OSError as exc:
+                self.report("failed", f"Listener error on {settings.get('host')}:"
+                                      f"{settings.get('port')}: {exc.strerror or exc}")
+                return False
+            self.listeners[sock.fileno()] = (sock, settings)
+            self.poller.register(sock, POLLIN)
+        self.report("ready")
+        return True
+
+    # --- loop ---------------------------------------------------------------------------------
+    def run(self) -> None:
+        engine = self.engine
+        while self.running:
+            try:
+                events = self.poller.poll(self._timeout_ms())
+            except zmq.ZMQError as exc:
+                if exc.errno == errno.EINTR:
+                    continue
+                raise
+            for target, mask in events:
+                if target is self.core:
+                    self._drain_core()
+                elif target in self.listeners:
+                    self._accept(target)
+                else:
+                    entry = self.sockets.get(target)
+                    if entry is None:
+                        continue
+                    if mask & POLLIN:
+                        self._read(*entry)
+                    if mask & POLLOUT:
+                        engine.dirty.add(entry[1])
+            if time.monotonic() >= self.next_tick:
+                self._tick()
+            engine.process_events()
+            commands = engine.take_commands()
+            if commands:
+                self.core.send_multipart(ipc.encode_batch(self.index, commands), copy=False)
+            self._flush()
+        self._shutdown()
+
+    def _timeout_ms(self) -> int:
+        return max(0, min(1000, int((self.next_tick - time.monotonic()) * 1000) + 1))
+
+    def _drain_core(self) -> None:
+        apply = self.engine.apply
+        for _ in range(_MAX_BATCHES_PER_LOOP):
+            try:
+                frames = self.core.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            _, effects = ipc.decode_batch(frames)
+            for effect in effects:
+                apply(effect)
+
+    def _accept(self, fd: int) -> None:
+        lsock, settings = self.listeners[fd]
+        while True:
+            try:
+                sock, addr = lsock.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                self._log_server("error", f"accept failed: {exc}")
+                return
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            host = f"{addr[0]}:{addr[1]}"
+            conn = self.engine.new_connection(settings, host, "in")
+            self.sockets[sock.fileno()] = (sock, conn)
+            self.sock_of[conn] = sock
+            self.poller.register(sock, POLLIN)
+            self._log_server("info", f"[C{conn.conn_id}] Accepted connection to "
+                                     f"{settings.get('host')}:{settings.get('port')} from {host}")
+
+    def _read(self, sock: socket.socket, conn: Connection) -> None:
+        buf = self.rbuf
+        while True:
+            cap = conn.capacity()
+            if cap <= 0:
+                break
+            try:
+                n = sock.recv_into(buf, min(cap, len(buf)))
+            except (BlockingIOError, InterruptedError):
+                break
+            except OSError:
+                conn.close_input()
+                conn.close_output()
+                break
+            if n == 0:
+                conn.close_input()
+                conn.close_output()
+                break
+            conn.push(buf, n)
+            if n < len(buf):
+                break
+        self.engine.dirty.add(conn)
+
+    def _flush(self) -> None:
+        engine = self.engine
+        if not engine.dirty:
+            return
+        dirty = engine.dirty
+        engine.dirty = set()
+        wbuf = self.wbuf
+        for conn in dirty:
+            if conn.closed:
+                continue
+            sock = self.sock_of.get(conn)
+            if sock is None:
+                continue
+            blocked = False
+            while True:
+                n = conn.output(wbuf)
+                if n <= 0:
+                    break
+                try:
+                    sent = sock.send(memoryview(wbuf)[:n])
+                except (BlockingIOError, InterruptedError):
+                    blocked = True
+                    break
+                except OSError:
+                    conn.close_input()
+                    conn.close_output()
+                    break
+                conn.consumed(sent)
+                if sent < n:
+                    blocked = True
+                    break
+            fd = sock.fileno()
+            if blocked and fd not in self.want_write:
+                self.want_write.add(fd)
+                self.poller.modify(sock, POLLIN | POLLOUT)
+            elif not blocked and fd in self.want_write:
+                self.want_write.discard(fd)
+                self.poller.modify(sock, POLLIN)
+            if conn.is_closed():
+                self._close_socket(sock, conn)
+        # closing connections can produce commands (ConnClosed)
+        commands = engine.take_commands()
+        if commands:
+            self.core.send_multipart(ipc.encode_batch(self.index, commands), copy=False)
+
+    def _close_socket(self, sock: socket.socket, conn: Connection) -> None:
+        fd = sock.fileno()
+        self.sockets.pop(fd, None)
+        self.sock_of.pop(conn, None)
+        self.want_write.discard(fd)
+        try:
+            self.poller.unregister(sock)
+        except KeyError:
+            pass
+        sock.close()
+        self.engine.drop_connection(conn)
+        self._log_server("info", f"[C{conn.conn_id}] Connection from {conn.host} closed"
+                         + (f": {conn.error_text()}" if conn.error_text() else ""))
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        now_ms = int(now * 1000)
+        deadline = now + 1.0
+        for _, conn in self.sockets.values():
+            nxt = conn.tick(now_ms)
+            if nxt:
+                deadline = min(deadline, nxt / 1000.0)
+            self.engine.dirty.add(conn)
+        self.next_tick = deadline
+
+    def _shutdown(self) -> None:
+        for sock, _ in self.listeners.values():
+            sock.close()
+        for sock, conn in list(self.sockets.values()):
+            conn.connection.close()
+        self.engine.process_events()
+        self._flush()
+        for sock, conn in list(self.sockets.values()):
+            sock.close()
+        self.core.close(0)
+        self.status.close(0)
+        self.ctx.term()
+
+    def stop(self, *_: Any) -> None:
+        self.running = False
+
+
+def main(argv: Optional[list] = None) -> int:
+    parser = argparse.ArgumentParser(prog="qdrouterd-worker")
+    parser.add_argument("--ipc", required=True)
+    parser.add_argument("--index", type=int, required=True)
+    parser.add_argument("--peers", type=int, required=True)
+    args = parser.parse_args(argv)
+    die_with_parent()
+    with open(os.path.join(args.ipc, "spec.json"), encoding="utf-8") as f:
+        spec = json.load(f)
+    worker = Worker(spec, args.index, args.peers, args.ipc)
+    signal.signal(signal.SIGTERM, worker.stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if not worker.start():
+        return 1
+    worker.run()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

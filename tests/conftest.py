@@ -1,0 +1,132 @@
+"""Shared fixtures: launched routers (real processes on loopback) that always stop.
+
+Every wait here is bounded; every process a test starts is stopped (SIGTERM, then SIGKILL).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+START_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RouterProcess:
+    """A ``qdrouterd -c FILE`` child process whose log lines are collected."""
+
+    def __init__(self, conf_path: Path, env: Optional[dict] = None) -> None:
+        self.conf_path = conf_path
+        self.lines: list[str] = []
+        self._cond = threading.Condition()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agent.supervisor", "-c", str(conf_path)],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            with self._cond:
+                self.lines.append(line.rstrip("\n"))
+                self._cond.notify_all()
+        with self._cond:
+            self._cond.notify_all()
+
+    def wait_for_line(self, text: str, timeout: float = START_TIMEOUT) -> str:
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for line in self.lines:
+                    if text in line:
+                        return line
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or (self.proc.poll() is not None and not self._reader.is_alive()):
+                    raise AssertionError(f"no log line containing {text!r}; output:\n"
+                                         + "\n".join(self.lines))
+                self._cond.wait(min(remaining, 0.2))
+
+    def output(self) -> str:
+        with self._cond:
+            return "\n".join(self.lines)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._reader.join(5)
+        return self.proc.returncode
+
+
+class Router:
+    """A running router with a normal listener on 127.0.0.1:<port>."""
+
+    def __init__(self, proc: RouterProcess, port: int, router_id: str) -> None:
+        self.proc = proc
+        self.port = port
+        self.id = router_id
+        self.url = f"amqp://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def router_factory(tmp_path):
+    started: list[RouterProcess] = []
+
+    def make(extra: str = "", router_id: str = "Router.Test", workers: int = 1,
+             wait: bool = True) -> Router:
+        port = free_port()
+        conf = tmp_path / f"qdrouterd-{len(started)}.conf"
+        conf.write_text(textwrap.dedent(f"""\
+            router {{
+                mode: standalone
+                id: {router_id}
+                workerThreads: {workers}
+            }}
+            listener {{
+                host: 127.0.0.1
+                port: {port}
+                role: normal
+                authenticatePeer: no
+                saslMechanisms: ANONYMOUS
+            }}
+            log {{
+                module: DEFAULT
+                enable: info+
+            }}
+            """) + textwrap.dedent(extra))
+        proc = RouterProcess(conf)
+        started.append(proc)
+        if wait:
+            proc.wait_for_line("Operational")
+        return Router(proc, port, router_id)
+
+    yield make
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def router(router_factory) -> Router:
+    return router_factory()

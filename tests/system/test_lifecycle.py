@@ -1,0 +1,97 @@
+"""The router's processes: start-up, readiness line, clean shutdown, bad config, child death."""
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import psutil_free as procs  # local helper module in tests/, no third-party dependency
+
+from conftest import RouterProcess, free_port
+
+
+def test_operational_line_and_clean_sigterm(router_factory):
+    r = router_factory(workers=2)
+    line = r.proc.wait_for_line("Operational")
+    assert re.search(r"SERVER \(notice\) Operational, 2 Threads Running \(process ID \d+\)", line)
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6} [+-]\d{4} SERVER", line)
+    children = procs.children_of(r.proc.proc.pid)
+    assert len(children) == 4  # core, agent, two workers
+    assert r.proc.stop() == 0
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(procs.alive(pid) for pid in children):
+        time.sleep(0.05)
+    assert not [pid for pid in children if procs.alive(pid)], "children left running"
+
+
+def test_sigint_is_a_clean_shutdown_too(router_factory):
+    r = router_factory()
+    r.proc.proc.send_signal(signal.SIGINT)
+    assert r.proc.proc.wait(10) == 0
+
+
+def test_dead_worker_stops_the_router_with_an_error(router_factory):
+    r = router_factory()
+    children = procs.children_of(r.proc.proc.pid)
+    worker = [pid for pid in children if "router_io.worker" in procs.cmdline(pid)][0]
+    os.kill(worker, signal.SIGKILL)
+    assert r.proc.proc.wait(10) == 1
+    assert "worker0 process" in r.proc.output() and "critical" in r.proc.output()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(procs.alive(pid) for pid in children):
+        time.sleep(0.05)
+    assert not [pid for pid in children if procs.alive(pid)]
+
+
+def _run_config(tmp_path, text: str) -> subprocess.CompletedProcess:
+    conf = tmp_path / "bad.conf"
+    conf.write_text(text)
+    return subprocess.run([sys.executable, "-m", "agent.supervisor", "-c", str(conf)],
+                          capture_output=True, text=True, timeout=30)
+
+
+def test_bad_config_names_the_line_and_exits_nonzero(tmp_path):
+    result = _run_config(tmp_path, "router {\n    mode: standalone\n}\nlistener {\n"
+                                   "    host: 127.0.0.1\n    prot: 5672\n}\n")
+    assert result.returncode != 0
+    assert ":6:" in result.stderr and "prot" in result.stderr
+    assert "Operational" not in result.stdout + result.stderr
+
+
+def test_inter_router_listener_refused_in_standalone_mode(tmp_path):
+    result = _run_config(tmp_path, "router {\n    mode: standalone\n}\nlistener {\n"
+                                   "    host: 127.0.0.1\n    port: 20001\n"
+                                   "    role: inter-router\n}\n")
+    assert result.returncode != 0
+    assert "interior" in result.stderr.lower()
+
+
+def test_missing_config_file_is_a_clear_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "agent.supervisor", "-c",
+                             str(tmp_path / "nope.conf")], capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode != 0
+    assert "nope.conf" in result.stderr
+
+
+def test_port_in_use_fails_startup(tmp_path):
+    import socket
+    port = free_port()
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", port))
+    blocker.listen(1)
+    try:
+        conf = tmp_path / "busy.conf"
+        conf.write_text(f"router {{\n    id: Busy\n    workerThreads: 1\n}}\nlistener {{\n"
+                        f"    host: 127.0.0.1\n    port: {port}\n}}\n")
+        proc = RouterProcess(conf)
+        try:
+            assert proc.proc.wait(20) == 1
+        finally:
+            proc.stop()
+        assert "Listener error" in proc.output()
+    finally:
+        blocker.close()

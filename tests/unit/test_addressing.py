@@ -1,0 +1,118 @@
+"""Address normalisation, hash keys, dynamic addresses and configured-address matching."""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from router_core.addressing import address_key, mobile_text, normalize, temp_address
+from router_core.addrmatch import AddressRules
+
+
+@pytest.mark.parametrize("address, key", [
+    ("orders", "M0orders"),
+    ("/orders", "M0orders"),
+    ("amqp:/orders", "M0orders"),
+    ("amqp://broker.example:5672/orders", "M0orders"),
+    ("amqp://host/a/b", "M0a/b"),
+    ("_local/qdhello", "Lqdhello"),
+    ("amqp:/_local/$management", "L$management"),
+    ("$management", "M0$management"),
+    ("_topo/0/all/qdrouter", "Tqdrouter"),
+    ("amqp:/_topo/0/all/qdrouter.ma", "Tqdrouter.ma"),
+    ("_topo/0/R1/qdrouter", "Lqdrouter"),
+    ("amqp:/_topo/0/R1/temp.abc", "Ltemp.abc"),
+    ("_topo/0/R2/qdrouter", "RR2"),
+    ("_topo/0/R2", "RR2"),
+    ("_topo/1/R2/x", "A1"),
+    ("_$temp.xyz", "M0_$temp.xyz"),
+])
+def test_address_keys(address, key):
+    assert address_key(address, "R1") == key
+
+
+def test_phase_and_area():
+    assert address_key("q", "R1", phase=1) == "M1q"
+    assert address_key("_topo/1/R2/x", "R1", area="1") == "RR2"
+    assert address_key("_topo/0/R2/x", "R1", area="1") == "A0"
+
+
+def test_normalize():
+    assert normalize("amqp://h:1/x.y") == "x.y"
+    assert normalize("amqp://h") == ""
+    assert normalize("amqp:x") == "x"
+    assert mobile_text("M0orders") == "orders"
+    assert mobile_text("Lx") is None
+
+
+def test_temp_addresses():
+    src = temp_address("R1", "abc")
+    assert src == "amqp:/_topo/0/R1/temp.abc"
+    assert address_key(src, "R1") == "Ltemp.abc"
+    assert temp_address("R1", "abc", target=True) == "amqp:/_$temp.abc"
+
+
+_word = st.text(alphabet="abcxyz019-_$", min_size=1, max_size=5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_word, min_size=1, max_size=4), st.sampled_from([".", "/"]),
+       st.sampled_from(["", "/", "amqp:/", "amqp://host:5672/"]))
+def test_mobile_keys_round_trip(words, sep, prefix):
+    text = sep.join(words)
+    if text.startswith(("_local", "_topo")):
+        return
+    key = address_key(prefix + text, "R1")
+    assert key == "M0" + text
+    assert mobile_text(key) == text
+    assert normalize(normalize(prefix + text)) == normalize(prefix + text)
+
+
+# ---- configured address rules ----------------------------------------------------------------
+def _rules(*configs):
+    return AddressRules([dict(c) for c in configs])
+
+
+def test_prefix_matches_whole_words_only():
+    rules = _rules({"prefix": "a", "distribution": "multicast"})
+    for text in ("a", "a.x", "a/x", "a.x.y"):
+        assert rules.lookup(text).distribution == "multicast", text
+    for text in ("ax", "b", "b.a", ""):
+        assert rules.lookup(text) is None, text
+
+
+def test_longest_prefix_wins():
+    rules = _rules({"prefix": "a", "distribution": "multicast"},
+                   {"prefix": "a.b", "distribution": "closest"},
+                   {"prefix": "/a.b.c/", "distribution": "balanced"})
+    assert rules.lookup("a.x").distribution == "multicast"
+    assert rules.lookup("a.b").distribution == "closest"
+    assert rules.lookup("a/b/x").distribution == "closest"
+    assert rules.lookup("a.b.c.d").distribution == "balanced"
+
+
+@pytest.mark.parametrize("pattern, text, matches", [
+    ("a.*", "a.b", True), ("a.*", "a", False), ("a.*", "a.b.c", False),
+    ("a.#", "a", True), ("a.#", "a.b.c", True), ("#", "", True), ("#.z", "a.b.z", True),
+    ("*.b.#", "x/b", True), ("*.b.#", "b", False), ("a.#.c", "a.c", True),
+    ("a.#.c", "a.x.y.c", True), ("a.#.c", "a.x.y", False),
+])
+def test_pattern_matching(pattern, text, matches):
+    rule = _rules({"pattern": pattern, "distribution": "closest"}).lookup(text)
+    assert (rule is not None) == matches
+
+
+def test_most_specific_pattern_wins():
+    rules = _rules({"pattern": "#", "distribution": "multicast"},
+                   {"pattern": "a.*", "distribution": "closest"},
+                   {"pattern": "a.b", "distribution": "balanced"},
+                   {"pattern": "a.#", "distribution": "unavailable"})
+    assert rules.lookup("a.b").distribution == "balanced"
+    assert rules.lookup("a.c").distribution == "closest"
+    assert rules.lookup("a.c.d").distribution == "unavailable"
+    assert rules.lookup("z").distribution == "multicast"
+
+
+def test_rule_fields():
+    rule = _rules({"prefix": "p", "distribution": "closest", "priority": 7,
+                   "waypoint": False}).lookup("p.q")
+    assert rule.priority == 7 and rule.distribution == "closest"
+    assert _rules({"prefix": "p"}).lookup("p").priority == -1
+    assert len(_rules({"distribution": "closest"})) == 0  # neither prefix nor pattern

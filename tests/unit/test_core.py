@@ -1,0 +1,485 @@
+"""The router core, command by command, against both builds (pure Python and compiled).
+
+Also holds the build parameters and the small :class:`Harness` the other core tests import.
+"""
+import pytest
+
+from router_core import core as pure_core
+from router_core.ipc import (
+    DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_RECEIVED, STATE_REJECTED,
+    STATE_RELEASED, ChildStatus, ConnClosed, ConnOpened, Deliver, Disposition, Drained, IpcError,
+    LinkAttach, LinkCredit, LinkDetach, LinkFlow, LinkOpen, LinkRefuse, PeerHello, SettleIn,
+    SettleOut, Transfer, UpdateIn)
+
+try:
+    from router_core import _core as compiled_core
+except ImportError:  # not built: python setup.py build_ext --inplace
+    compiled_core = None
+
+NOT_BUILT = "router_core._core is not built (ROUTER_ONLY_EXT=router_core._core python setup.py " \
+            "build_ext --inplace)"
+BUILDS = [
+    pytest.param(pure_core.RouterCore, id="pure"),
+    pytest.param(getattr(compiled_core, "RouterCore", None), id="compiled",
+                 marks=pytest.mark.skipif(compiled_core is None, reason=NOT_BUILT)),
+]
+MODIFIED_FAILED = {"failed": True, "undeliverable": False}
+
+
+@pytest.fixture(params=BUILDS)
+def core_cls(request):
+    return request.param
+
+
+class Harness:
+    """A core plus shorthands for the commands a worker would send."""
+
+    def __init__(self, cls, **kwargs):
+        kwargs.setdefault("seed", 7)
+        self.core = cls("R1", **kwargs)
+        self._dlv = 1000
+
+    def do(self, *cmds, peer=0):
+        self.core.handle_batch(peer, list(cmds), 0.0)
+        return self
+
+    def conn(self, conn_id, peer=0, role="normal"):
+        return self.do(ConnOpened(conn_id, role, "in", "127.0.0.1:1", f"c{conn_id}", "l0", "u",
+                                  "", False, 250), peer=peer)
+
+    def sender(self, link_id, conn_id, address, capacity=10, presettled=False, dynamic=False,
+               peer=0):
+        return self.do(LinkAttach(link_id, conn_id, DIR_IN, f"s{link_id}", address, dynamic,
+                                  presettled, capacity), peer=peer)
+
+    def receiver(self, link_id, conn_id, address, capacity=10, dynamic=False, credit=None,
+                 peer=0):
+        self.do(LinkAttach(link_id, conn_id, DIR_OUT, f"r{link_id}", address, dynamic, False,
+                           capacity), peer=peer)
+        if credit is not None:
+            self.do(LinkFlow(link_id, credit, False), peer=peer)
+        return self
+
+    def send(self, link_id, settled=False, to=None, priority=4, payload=None, peer=0):
+        self._dlv += 1
+        self.do(Transfer(self._dlv, link_id, to, settled, priority,
+                         payload if payload is not None else b"m%d" % self._dlv), peer=peer)
+        return self._dlv
+
+    def effects(self):
+        return self.core.take_effects()
+
+    def flat(self, peer=0):
+        return self.core.take_effects().get(peer, [])
+
+    def snap(self):
+        return self.core.snapshot()
+
+    def link(self, link_id):
+        return next(v for v in self.snap()["links"] if v["identity"] == str(link_id))
+
+    def addr(self, key):
+        return next((v for v in self.snap()["addresses"] if v["key"] == key), None)
+
+
+@pytest.fixture
+def h(core_cls):
+    return Harness(core_cls)
+
+
+def test_builds_are_what_they_claim():
+    assert pure_core.__file__.endswith(".py")
+    if compiled_core is None:
+        pytest.skip(NOT_BUILT)
+    assert compiled_core.__file__.endswith(".so")
+    assert compiled_core.RouterCore.__module__ == "router_core._core"
+
+
+def test_selector(monkeypatch):
+    from router_core.select import get_core_class
+    monkeypatch.setenv("ROUTER_NO_EXTENSIONS", "1")
+    assert get_core_class() is pure_core.RouterCore
+    monkeypatch.delenv("ROUTER_NO_EXTENSIONS")
+    expected = compiled_core.RouterCore if compiled_core else pure_core.RouterCore
+    assert get_core_class() is expected
+
+
+# ---- attach ----------------------------------------------------------------------------------
+def test_sender_stalls_until_first_consumer(h):
+    h.conn(1).sender(10, 1, "q", capacity=5)
+    assert h.flat() == [LinkOpen(10, "q")]
+    assert h.link(10)["creditAvailable"] == 0
+    h.receiver(20, 1, "amqp:/q")
+    assert h.flat() == [LinkOpen(20, "amqp:/q"), LinkCredit(10, 5)]
+    h.receiver(21, 1, "q")
+    assert h.flat() == [LinkOpen(21, "q")]  # credit is granted once
+    h.do(LinkDetach(20, True, ""), LinkDetach(21, True, ""))
+    assert h.flat() == []  # and never revoked
+    h.sender(11, 1, "q", capacity=3)
+    assert h.flat() == [LinkOpen(11, "q")]
+
+
+def test_sender_with_consumer_and_anonymous_get_credit_at_attach(h):
+    h.conn(1).receiver(20, 1, "q").sender(10, 1, "q", capacity=4).sender(11, 1, None, capacity=6)
+    assert h.flat() == [LinkOpen(20, "q"), LinkOpen(10, "q"), LinkCredit(10, 4),
+                        LinkOpen(11, None), LinkCredit(11, 6)]
+
+
+@pytest.mark.parametrize("role", ["inter-router", "edge"])
+def test_interior_roles_refused(h, role):
+    h.conn(1, role=role).sender(10, 1, "q")
+    [effect] = h.flat()
+    assert isinstance(effect, LinkRefuse) and effect.condition == "amqp:not-allowed"
+    assert h.snap()["router"]["linkCount"] == 0
+
+
+def test_refusals(h):
+    h.sender(10, 99, "q")
+    [effect] = h.flat()
+    assert isinstance(effect, LinkRefuse) and effect.link_id == 10
+    h.conn(1).receiver(20, 1, None)
+    [effect] = h.flat()
+    assert isinstance(effect, LinkRefuse) and effect.link_id == 20
+
+
+def test_dynamic_source_routes_back(h):
+    h.conn(1).receiver(20, 1, None, dynamic=True, credit=5)
+    [opened] = h.flat()
+    assert opened.link_id == 20 and opened.address.startswith("amqp:/_topo/0/R1/temp.")
+    key = "L" + opened.address[len("amqp:/_topo/0/R1/"):]
+    assert h.link(20)["owningAddr"] == key
+    h.sender(10, 1, None)
+    h.flat()
+    h.send(10, settled=True, to=opened.address, payload=b"reply")
+    assert h.flat()[0] == Deliver(1, 20, True, b"reply")
+
+
+def test_dynamic_target(h):
+    h.conn(1).sender(10, 1, None, dynamic=True)
+    [opened] = h.flat()
+    assert opened.address.startswith("amqp:/_$temp.")
+
+
+def test_effects_go_to_the_owning_peer(h):
+    h.conn(1, peer=0).conn(2, peer=1)
+    h.receiver(20, 2, "q", credit=5, peer=1).sender(10, 1, "q", peer=0)
+    assert h.effects() == {1: [LinkOpen(20, "q")], 0: [LinkOpen(10, "q"), LinkCredit(10, 10)]}
+    dlv = h.send(10, peer=0)
+    assert h.effects() == {1: [Deliver(1, 20, False, b"m%d" % dlv)], 0: [LinkCredit(10, 1)]}
+    h.do(Disposition(1, STATE_ACCEPTED, True, None), peer=1)
+    assert h.effects() == {0: [UpdateIn(dlv, STATE_ACCEPTED, True, None)]}
+
+
+def test_credit_coalesced_where_first_placed(h):
+    h.conn(1).receiver(20, 1, "q", credit=100).sender(10, 1, "q", capacity=2)
+    h.flat()
+    h.send(10, settled=True)
+    h.do(LinkFlow(20, 101, False))
+    h.send(10, settled=True)
+    effects = h.flat()
+    assert [type(e) for e in effects] == [Deliver, LinkCredit, Deliver]
+    assert effects[1] == LinkCredit(10, 2)
+
+
+# ---- routing and settlement ------------------------------------------------------------------
+def test_no_route_releases_and_drops(h):
+    h.conn(1).sender(10, 1, None, capacity=3)
+    h.flat()
+    dlv = h.send(10, to="nowhere")
+    assert h.flat() == [UpdateIn(dlv, STATE_RELEASED, True, None), LinkCredit(10, 1)]
+    h.send(10, settled=True, to="nowhere")
+    h.send(10, settled=True)  # no 'to' at all
+    assert h.flat() == [LinkCredit(10, 2)]
+    router = h.snap()["router"]
+    assert router["droppedPresettledDeliveries"] == 2
+    assert router["releasedDeliveries"] == 1 and router["deliveriesIngress"] == 3
+    assert router["presettledDeliveries"] == 2
+
+
+def test_anycast_settlement_path(h):
+    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
+    h.flat()
+    dlv = h.send(10, payload=b"x")
+    assert h.flat() == [Deliver(1, 20, False, b"x"), LinkCredit(10, 1)]
+    h.do(Disposition(1, STATE_RECEIVED, False, None))
+    assert h.flat() == []  # non-terminal and unsettled: not forwarded
+    h.do(Disposition(1, STATE_REJECTED, False, {"condition": "x:y", "description": "no"}))
+    assert h.flat() == [UpdateIn(dlv, STATE_REJECTED, False,
+                                 {"condition": "x:y", "description": "no"})]
+    h.do(SettleIn(dlv, STATE_REJECTED))
+    assert h.flat() == [SettleOut(1, STATE_REJECTED)]
+    h.do(Disposition(1, STATE_ACCEPTED, True, None))  # already forgotten
+    assert h.flat() == []
+    snap = h.snap()
+    assert snap["router"]["rejectedDeliveries"] == 1
+    assert h.link(20)["rejectedCount"] == 1 and h.link(10)["rejectedCount"] == 1
+    assert h.link(20)["unsettledCount"] == 0 and h.link(10)["unsettledCount"] == 0
+
+
+def test_receiver_settles_first(h):
+    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
+    h.flat()
+    dlv = h.send(10)
+    h.flat()
+    assert h.link(10)["unsettledCount"] == 1 and h.link(20)["unsettledCount"] == 1
+    h.do(Disposition(1, STATE_ACCEPTED, True, None))
+    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None)]
+    h.do(SettleIn(dlv, STATE_ACCEPTED))
+    assert h.flat() == []
+    router = h.snap()["router"]
+    assert (router["acceptedDeliveries"], router["deliveriesEgress"]) == (1, 1)
+
+
+def test_never_beyond_credit_then_resume_in_priority_order(h):
+    h.conn(1).receiver(20, 1, "q", credit=1).sender(10, 1, "q", capacity=5)
+    h.flat()
+    first = h.send(10, payload=b"a")
+    h.send(10, payload=b"low", priority=1)
+    h.send(10, payload=b"high", priority=8)
+    h.send(10, payload=b"low2", priority=1)
+    effects = h.flat()
+    assert effects == [Deliver(1, 20, False, b"a"), LinkCredit(10, 1)]
+    assert h.link(10)["undeliveredCount"] == 3 and h.link(20)["creditAvailable"] == 0
+    h.do(LinkFlow(20, 3, False))
+    assert h.flat() == [Deliver(2, 20, False, b"high"), LinkCredit(10, 2),
+                        Deliver(3, 20, False, b"low")]
+    h.do(LinkFlow(20, 10, False))
+    assert h.flat() == [Deliver(4, 20, False, b"low2"), LinkCredit(10, 1)]
+    assert first
+
+
+def test_address_priority_overrides_message_priority(core_cls):
+    h = Harness(core_cls, addresses=[{"prefix": "p", "distribution": "closest", "priority": 3}])
+    h.conn(1).receiver(20, 1, "p.x", credit=0).sender(10, 1, "p.x")
+    h.flat()
+    h.send(10, payload=b"1", priority=0)
+    h.send(10, payload=b"2", priority=9)
+    h.do(LinkFlow(20, 2, False))
+    delivered = [e.payload for e in h.flat() if isinstance(e, Deliver)]
+    assert delivered == [b"1", b"2"]  # same priority 3 for both: FIFO
+    assert h.addr("M0p.x")["priority"] == 3 and h.addr("M0p.x")["distribution"] == "closest"
+
+
+def test_drain(h):
+    h.conn(1).receiver(20, 1, "q").sender(10, 1, "q")
+    h.flat()
+    h.do(LinkFlow(20, 5, True))
+    assert h.flat() == [Drained(20)]
+    assert h.link(20)["creditAvailable"] == 0
+    h.send(10, settled=True)
+    assert [type(e) for e in h.flat()] == []  # held, the drained credit is gone
+    h.do(LinkFlow(20, 7, True))  # one held delivery, then drained
+    effects = h.flat()
+    assert [type(e) for e in effects] == [Deliver, LinkCredit, Drained]
+    assert h.link(20)["creditAvailable"] == 0
+
+
+def test_closest_round_robin_among_consumers_with_credit(core_cls):
+    h = Harness(core_cls, default_distribution="closest")
+    h.conn(1).receiver(20, 1, "q", credit=10).receiver(21, 1, "q", credit=10)
+    h.receiver(22, 1, "q", credit=0).sender(10, 1, "q", capacity=10)
+    h.flat()
+    for _ in range(4):
+        h.send(10, settled=True)
+    links = [e.link_id for e in h.flat() if isinstance(e, Deliver)]
+    assert links == [20, 21, 20, 21]
+
+
+def test_balanced_prefers_least_outstanding(h):
+    h.conn(1).receiver(20, 1, "q", capacity=10, credit=10).receiver(21, 1, "q", capacity=10,
+                                                                     credit=10)
+    h.sender(10, 1, "q", capacity=10)
+    h.flat()
+    for _ in range(3):
+        h.send(10)
+    links = [e.link_id for e in h.flat() if isinstance(e, Deliver)]
+    assert links == [20, 21, 20]
+    # settle everything on 20: it now has fewer outstanding than 21
+    h.do(Disposition(1, STATE_ACCEPTED, True, None), Disposition(3, STATE_ACCEPTED, True, None))
+    h.flat()
+    h.send(10)
+    h.send(10)
+    links = [e.link_id for e in h.flat() if isinstance(e, Deliver)]
+    assert links == [20, 21]  # 20 had 0 outstanding vs 1; then 1 vs 1: a tie, round robin
+
+
+def test_balanced_relative_to_capacity(h):
+    h.conn(1).receiver(20, 1, "q", capacity=2, credit=10).receiver(21, 1, "q", capacity=100,
+                                                                    credit=10)
+    h.sender(10, 1, "q")
+    h.flat()
+    for _ in range(4):
+        h.send(10)
+    links = [e.link_id for e in h.flat() if isinstance(e, Deliver)]
+    assert links == [20, 21, 21, 21]
+
+
+def test_unavailable_distribution(core_cls):
+    h = Harness(core_cls, addresses=[{"prefix": "u", "distribution": "unavailable"}])
+    h.conn(1).receiver(20, 1, "u", credit=5).sender(10, 1, None)
+    h.flat()
+    dlv = h.send(10, to="u")
+    h.send(10, settled=True, to="u")
+    assert h.flat() == [UpdateIn(dlv, STATE_RELEASED, True, None), LinkCredit(10, 2)]
+
+
+# ---- multicast -------------------------------------------------------------------------------
+@pytest.mark.parametrize("outcomes, final", [
+    ([STATE_ACCEPTED, STATE_ACCEPTED], STATE_ACCEPTED),
+    ([STATE_ACCEPTED, STATE_REJECTED], STATE_REJECTED),
+    ([STATE_RELEASED, STATE_ACCEPTED], STATE_ACCEPTED),
+    ([STATE_MODIFIED, STATE_RELEASED], STATE_MODIFIED),
+    ([STATE_RELEASED, STATE_RELEASED], STATE_RELEASED),
+    ([STATE_MODIFIED, STATE_ACCEPTED, STATE_REJECTED], STATE_REJECTED),
+])
+def test_multicast_outcome_precedence(core_cls, outcomes, final):
+    h = Harness(core_cls, default_distribution="multicast")
+    h.conn(1)
+    for n in range(len(outcomes)):
+        h.receiver(20 + n, 1, "m", credit=5)
+    h.sender(10, 1, "m")
+    h.flat()
+    dlv = h.send(10)
+    delivers = [e for e in h.flat() if isinstance(e, Deliver)]
+    assert sorted(d.link_id for d in delivers) == list(range(20, 20 + len(outcomes)))
+    for d, state in zip(delivers[:-1], outcomes[:-1]):
+        h.do(Disposition(d.dlv_id, state, True, None))
+        assert h.flat() == []  # waits for every copy
+    h.do(Disposition(delivers[-1].dlv_id, outcomes[-1], True, None))
+    assert h.flat() == [UpdateIn(dlv, final, True, None)]
+
+
+def test_multicast_terminal_unsettled_copies_settled_at_the_end(core_cls):
+    h = Harness(core_cls, default_distribution="multicast")
+    h.conn(1).receiver(20, 1, "m", credit=5).receiver(21, 1, "m", credit=5).sender(10, 1, "m")
+    h.flat()
+    dlv = h.send(10)
+    h.flat()
+    h.do(Disposition(1, STATE_ACCEPTED, False, None))
+    assert h.flat() == []
+    h.do(Disposition(2, STATE_ACCEPTED, True, None))
+    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None), SettleOut(1, STATE_ACCEPTED)]
+
+
+def test_multicast_presettled_and_per_link_queues(core_cls):
+    h = Harness(core_cls, default_distribution="multicast")
+    h.conn(1).receiver(20, 1, "m", credit=5).receiver(21, 1, "m", credit=0)
+    h.sender(10, 1, "m", capacity=2)
+    h.flat()
+    h.send(10, settled=True, payload=b"p")
+    assert h.flat() == [Deliver(1, 20, True, b"p")]  # credit back only when 21 got its copy
+    assert h.link(21)["undeliveredCount"] == 1
+    h.do(LinkFlow(21, 1, False))
+    assert h.flat() == [Deliver(2, 21, True, b"p"), LinkCredit(10, 1)]
+
+
+def test_multicast_lost_receiver_counts_released_or_modified(core_cls):
+    h = Harness(core_cls, default_distribution="multicast")
+    h.conn(1).receiver(20, 1, "m", credit=5).receiver(21, 1, "m", credit=0)
+    h.receiver(22, 1, "m", credit=5).sender(10, 1, "m")
+    h.flat()
+    dlv = h.send(10)
+    h.flat()
+    h.do(LinkDetach(21, True, ""))  # its copy never left the core: released
+    assert h.flat() == [LinkCredit(10, 1)]
+    h.do(Disposition(1, STATE_RELEASED, True, None))
+    h.do(LinkDetach(22, True, ""))  # sent, no outcome: modified
+    assert h.flat() == [UpdateIn(dlv, STATE_MODIFIED, True, MODIFIED_FAILED)]
+
+
+# ---- losing a receiver or a sender -----------------------------------------------------------
+def test_receiver_loss_never_loses_a_delivery(h):
+    h.conn(1).conn(2).receiver(20, 2, "q", credit=2).sender(10, 1, "q", capacity=5)
+    h.flat()
+    a, b, c = h.send(10), h.send(10), h.send(10)
+    h.flat()
+    h.do(Disposition(1, STATE_ACCEPTED, False, None))
+    assert h.flat() == [UpdateIn(a, STATE_ACCEPTED, False, None)]
+    h.do(ConnClosed(2, ""))
+    assert h.flat() == [UpdateIn(a, STATE_ACCEPTED, True, None),
+                        UpdateIn(b, STATE_MODIFIED, True, MODIFIED_FAILED),
+                        UpdateIn(c, STATE_RELEASED, True, None), LinkCredit(10, 1)]
+    router = h.snap()["router"]
+    assert (router["acceptedDeliveries"], router["modifiedDeliveries"],
+            router["releasedDeliveries"]) == (1, 1, 1)
+    assert router["linkCount"] == 1 and router["connectionCount"] == 1
+
+
+def test_held_deliveries_move_to_another_consumer(h):
+    h.conn(1).receiver(20, 1, "q", credit=0).receiver(21, 1, "q", credit=0).sender(10, 1, "q")
+    h.flat()
+    h.send(10, payload=b"x")
+    h.do(LinkDetach(20, True, ""))
+    assert h.flat() == []
+    h.do(LinkFlow(21, 1, False))
+    assert h.flat() == [Deliver(1, 21, False, b"x"), LinkCredit(10, 1)]
+
+
+def test_sender_loss_forwarded_and_held_continue(h):
+    h.conn(1).conn(2).receiver(20, 2, "q", credit=1).sender(10, 1, "q")
+    h.flat()
+    h.send(10, payload=b"a")
+    h.send(10, payload=b"b")
+    h.flat()
+    h.do(ConnClosed(1, "gone"))
+    assert h.flat() == []
+    h.do(LinkFlow(20, 2, False))
+    assert h.flat() == [Deliver(2, 20, False, b"b")]  # no credit for a dead link
+    h.do(Disposition(1, STATE_ACCEPTED, True, None))
+    assert h.flat() == []  # the outcome goes nowhere
+    h.do(Disposition(2, STATE_ACCEPTED, False, None))
+    assert h.flat() == [SettleOut(2, STATE_ACCEPTED)]  # nobody upstream to settle it
+    assert h.link(20)["unsettledCount"] == 0
+
+
+def test_settle_in_while_held_frees_credit(h):
+    h.conn(1).receiver(20, 1, "q", credit=0).sender(10, 1, "q")
+    h.flat()
+    dlv = h.send(10)
+    assert h.link(10)["undeliveredCount"] == 1
+    h.do(SettleIn(dlv, STATE_ACCEPTED))
+    assert h.flat() == [LinkCredit(10, 1)]
+    h.do(LinkFlow(20, 1, False))
+    assert h.flat() == []
+    assert h.link(10)["undeliveredCount"] == 0 and h.link(10)["unsettledCount"] == 0
+
+
+def test_addresses_come_and_go_with_links(h):
+    h.conn(1).receiver(20, 1, "q").sender(10, 1, "q")
+    assert h.snap()["router"]["addrCount"] == 1
+    h.do(LinkDetach(20, True, ""))
+    assert h.addr("M0q")["subscriberCount"] == 0
+    h.do(LinkDetach(10, True, ""))
+    assert h.snap()["router"]["addrCount"] == 0
+
+
+def test_transfer_on_unknown_link_is_released(h):
+    h.do(Transfer(5, 77, None, False, 4, b""), peer=3)
+    assert h.effects() == {3: [UpdateIn(5, STATE_RELEASED, True, None)]}
+
+
+def test_unknown_command_type(h):
+    h.do(PeerHello(0, "worker", 1))
+    with pytest.raises(IpcError):
+        h.do(ChildStatus("core", 0, 1, "ready", ""))
+
+
+def test_snapshot_shape(h):
+    h.conn(1).receiver(20, 1, "q", credit=3).sender(10, 1, "q")
+    h.send(10, settled=True)
+    snap = h.snap()
+    router = snap["router"]
+    for name in ("addrCount", "linkCount", "connectionCount", "presettledDeliveries",
+                 "droppedPresettledDeliveries", "acceptedDeliveries", "rejectedDeliveries",
+                 "releasedDeliveries", "modifiedDeliveries", "deliveriesIngress",
+                 "deliveriesEgress", "deliveriesTransit"):
+        assert isinstance(router[name], int), name
+    out = h.link(20)
+    assert out["linkDir"] == "out" and out["owningAddr"] == "M0q"
+    assert (out["deliveryCount"], out["presettledCount"], out["creditAvailable"]) == (1, 1, 2)
+    assert out["adminStatus"] == "enabled" and out["operStatus"] == "up"
+    addr = h.addr("M0q")
+    assert (addr["subscriberCount"], addr["deliveriesIngress"], addr["deliveriesEgress"]) == \
+        (1, 1, 1)
+    [conn] = snap["connections"]
+    assert conn["container"] == "c1" and conn["opened"] is True and conn["role"] == "normal"
