@@ -106,13 +106,15 @@ class MemRouter:
     def _pump_once(self) -> bool:
         moved = False
         for c in self.clients:
-            out = c.transport.peek(c.transport.pending()) if c.transport.pending() > 0 else b""
-            if out:
+            size = min(c.transport.pending(), c.server.capacity())
+            if size > 0:  # never push more than the server transport can take
+                out = c.transport.peek(size)
                 c.transport.pop(len(out))
                 c.server.push(out, len(out))
                 moved = True
-            buf = bytearray(1 << 20)
-            n = c.server.output(buf)
+            cap = c.transport.capacity()
+            buf = bytearray(max(cap, 0))
+            n = c.server.output(buf) if cap > 0 else 0
             if n > 0:
                 c.server.consumed(n)
                 c.transport.push(bytes(buf[:n]))

@@ -27,6 +27,7 @@ Lifecycle rules (the settlement contract of the docs, made explicit)::
   in-dlv        consumers, none with credit          held (address queue; multicast: per link)
   out-dlv       Disposition terminal, not settled    UpdateIn(state, unsettled) (anycast)
   out-dlv       Disposition settled                  UpdateIn(state, settled); forget both
+                                                     (no outcome ever given counts as ACCEPTED)
   in-dlv        SettleIn                             SettleOut to every copy; held: drop, +1 credit
   out-dlv       receiver lost, had terminal state    UpdateIn(that state, settled)
   out-dlv       receiver lost, no outcome            UpdateIn(MODIFIED failed, settled)
@@ -45,10 +46,9 @@ from router_core.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, ConnClosed,
     ConnOpened, Deliver, Disposition, Drained, IpcError, LinkAttach, LinkCredit, LinkDetach,
     LinkFlow, LinkOpen, LinkRefuse, PeerHello, SettleIn, SettleOut, Transfer, UpdateIn)
-
 from router_core.corestate import (
-    DIST_BALANCED, DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_NAMES, DIST_UNAVAILABLE,
-    MCAST_RANK, Address, Connection, InDelivery, Link, OutDelivery, management_snapshot)
+    DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_UNAVAILABLE, MCAST_RANK, Address, Connection,
+    InDelivery, Link, OutDelivery, management_snapshot)
 
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _KEY_CACHE_MAX = 8192
@@ -309,7 +309,7 @@ class RouterCore:
             if out.state:
                 state, info = out.state, out.info
             else:
-                state, info = STATE_MODIFIED, _MODIFIED_FAILED
+                state, info = STATE_MODIFIED, dict(_MODIFIED_FAILED)  # effects are not shared
             if dlv.multicast:
                 if not out.done:
                     out.done = True
@@ -585,14 +585,19 @@ class RouterCore:
         dlv = out.in_dlv
         if dlv.multicast:
             if settled:
+                if not out.state:
+                    out.state = STATE_ACCEPTED
                 self._forget_out(out)
             if not out.done and (terminal or settled):
                 out.done = True
-                self._copy_done(dlv, state, info)
+                self._copy_done(dlv, out.state, out.info)
             return
         if settled:
+            # Settled with no outcome ever given: the receiver consumed it (its default outcome).
+            if not out.state:
+                out.state = STATE_ACCEPTED
             self._forget_out(out)
-            self._settle_in(dlv, out.state or state, out.info if info is None else info)
+            self._settle_in(dlv, out.state, out.info)
         elif terminal:
             if dlv.link.closed:  # nobody upstream will ever settle: settle here
                 self._forget_out(out)

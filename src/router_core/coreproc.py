@@ -20,7 +20,7 @@ import zmq
 
 from router_core import ipc
 from router_core.log import RouterLog
-from router_core.procutil import core_endpoint, die_with_parent, status_socket
+from router_core.procutil import run_profiled, core_endpoint, die_with_parent, status_socket
 from router_core.select import get_core_class
 
 _MAX_BATCHES_PER_LOOP = 512
@@ -83,7 +83,7 @@ class CoreProcess:
             identity = self.identities.get(peer)
             if identity is None or not effects:
                 continue
-            self.sock.send_multipart([identity, *ipc.encode_batch(-1, effects)], copy=False)
+            self.sock.send_multipart([identity, *ipc.encode_batch(-1, effects)])
 
     def stop(self, *_: Any) -> None:
         self.running = False
@@ -99,7 +99,7 @@ def main(argv: Optional[list] = None) -> int:
     proc = CoreProcess(spec, args.ipc)
     signal.signal(signal.SIGTERM, proc.stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    proc.run()
+    run_profiled("core", proc.run)
     return 0
 
 

@@ -6,12 +6,13 @@ agent are *peers* of the core and talk to it over one ZeroMQ DEALER/ROUTER pair 
 
 Wire format of one batch (one ZeroMQ multipart message)::
 
-    frame 0      msgpack([IPC_VERSION, peer_index, [[code, field, field, ...], ...]])
-    frame 1..n   payload bytes of the messages that carry one (raw AMQP message bytes)
+    frame 0   msgpack([IPC_VERSION, peer_index, [[code, field, field, ...], ...]])
+    frame 1   (only if some message carries a payload) the payloads, back to back
 
 A message type whose last field is ``payload`` carries the payload object in memory; on the wire
-that field holds the index of the frame with the bytes, so message bytes are never re-encoded
-(the core hands the received frame object straight to the outbound peer).
+that field holds the payload's length, and the bytes sit in frame 1 in item order. Message bytes
+are never decoded or re-encoded: the core hands zero-copy slices of the received frame straight
+to the outbound peer's batch.
 
 Commands flow from peers to the core, effects from the core to peers. Both are NamedTuples: cheap
 to build on the hot path, typed, immutable, and packed by msgpack as arrays.
@@ -215,24 +216,36 @@ _HAS_PAYLOAD = frozenset(cls for cls in MESSAGE_TYPES if cls._fields[-1] == "pay
 
 
 def encode_batch(peer: int, messages: Iterable[tuple]) -> list:
-    """Return the frames of one batch; payload objects become frames of their own, untouched."""
-    frames: list = [None]
+    """Return the frames of one batch: the msgpack header, then (if any) the payload frame.
+
+    All payloads of the batch travel back to back in ONE frame, untouched; each payload-carrying
+    item records its length in place of the payload. One frame per message would cost a ZeroMQ
+    send per message (measured ~25 µs per frame in pyzmq with copy=False, ~1 µs with copy);
+    one joined frame costs a memcpy.
+    """
+    payloads: list = []
     items = []
     append = items.append
     for msg in messages:
         cls = type(msg)
         code = CODE_OF[cls]
         if cls in _HAS_PAYLOAD:
-            append([code, *msg[:-1], len(frames)])
-            frames.append(msg[-1])
+            payload = msg[-1]
+            append([code, *msg[:-1], len(payload)])
+            payloads.append(payload)
         else:
             append([code, *msg])
-    frames[0] = msgpack.packb([IPC_VERSION, peer, items], use_bin_type=True)
-    return frames
+    header = msgpack.packb([IPC_VERSION, peer, items], use_bin_type=True)
+    if not payloads:
+        return [header]
+    return [header, b"".join(payloads)]
 
 
 def decode_batch(frames: list) -> tuple:
-    """Parse the frames of one batch into ``(peer, [message, ...])``; raise IpcError if malformed."""
+    """Parse the frames of one batch into ``(peer, [message, ...])``; raise IpcError if malformed.
+
+    Payloads come back as zero-copy memoryview slices of the payload frame.
+    """
     if not frames:
         raise IpcError("empty batch")
     header = frames[0]
@@ -244,16 +257,24 @@ def decode_batch(frames: list) -> tuple:
         raise IpcError(f"bad batch header: {exc}") from exc
     if version != IPC_VERSION:
         raise IpcError(f"IPC version {version} is not {IPC_VERSION}")
+    blob = memoryview(frames[1]) if len(frames) > 1 else memoryview(b"")
+    offset = 0
     out = []
     append = out.append
     try:
         for item in items:
             cls = TYPE_OF[item[0]]
             if cls in _HAS_PAYLOAD:
-                item[-1] = frames[item[-1]]
+                end = offset + item[-1]
+                if end > len(blob):
+                    raise IpcError("payload lengths overrun the payload frame")
+                item[-1] = blob[offset:end]
+                offset = end
             append(cls._make(item[1:]))
     except (KeyError, IndexError, TypeError) as exc:
         raise IpcError(f"bad batch item: {exc!r}") from exc
+    if offset != len(blob):
+        raise IpcError("payload frame longer than its items")
     return peer, out
 
 

@@ -40,3 +40,16 @@ def die_with_parent() -> None:
         pass
     if os.getppid() == 1:  # the parent died before prctl took effect
         os.kill(os.getpid(), signal.SIGTERM)
+
+
+def run_profiled(name: str, func) -> int:
+    """Run ``func()``; under ROUTER_PROFILE_DIR=dir, profile it into dir/<name>.prof (dev aid)."""
+    target = os.environ.get("ROUTER_PROFILE_DIR")
+    if not target:
+        return func()
+    import cProfile
+    profiler = cProfile.Profile()
+    try:
+        return profiler.runcall(func)
+    finally:
+        profiler.dump_stats(os.path.join(target, f"{name}.prof"))

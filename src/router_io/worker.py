@@ -28,7 +28,7 @@ import zmq
 
 from router_core import ipc
 from router_core.log import RouterLog
-from router_core.procutil import die_with_parent, status_socket, core_endpoint
+from router_core.procutil import run_profiled, die_with_parent, status_socket, core_endpoint
 from router_io.engine import Connection, WorkerEngine
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
@@ -140,7 +140,7 @@ class Worker:
             engine.process_events()
             commands = engine.take_commands()
             if commands:
-                self.core.send_multipart(ipc.encode_batch(self.index, commands), copy=False)
+                self.core.send_multipart(ipc.encode_batch(self.index, commands))
             self._flush()
         self._shutdown()
 
@@ -244,7 +244,7 @@ class Worker:
         # closing connections can produce commands (ConnClosed)
         commands = engine.take_commands()
         if commands:
-            self.core.send_multipart(ipc.encode_batch(self.index, commands), copy=False)
+            self.core.send_multipart(ipc.encode_batch(self.index, commands))
 
     def _close_socket(self, sock: socket.socket, conn: Connection) -> None:
         fd = sock.fileno()
@@ -302,7 +302,7 @@ def main(argv: Optional[list] = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not worker.start():
         return 1
-    worker.run()
+    run_profiled(f"worker{args.index}", worker.run)
     return 0
 
 

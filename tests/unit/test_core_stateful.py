@@ -228,6 +228,6 @@ class CoreMachine(RuleBasedStateMachine):
 def test_credit_and_settlement_invariants(core_cls):
     machine = type(f"CoreMachine_{core_cls.__module__.replace('.', '_')}", (CoreMachine,),
                    {"core_cls": core_cls})
-    machine.TestCase.settings = settings(max_examples=200, stateful_step_count=40,
+    machine.TestCase.settings = settings(max_examples=150, stateful_step_count=40,
                                          deadline=None)
     machine.TestCase().runTest()

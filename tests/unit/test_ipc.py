@@ -1,0 +1,101 @@
+"""The IPC schema: every message type round-trips, payloads stay byte-identical, bad input fails."""
+from __future__ import annotations
+
+import msgpack
+import pytest
+from hypothesis import given, strategies as st
+
+from router_core import ipc
+
+SAMPLES = {
+    ipc.PeerHello: (0, "worker", 123),
+    ipc.ConnOpened: (1, "normal", "in", "127.0.0.1:5", "c", "l", "u", "ANONYMOUS", False, 250),
+    ipc.ConnClosed: (1, ""),
+    ipc.LinkAttach: (3, 1, ipc.DIR_IN, "name", None, False, True, 250),
+    ipc.LinkDetach: (3, True, "amqp:x: y"),
+    ipc.LinkFlow: (3, 10, False),
+    ipc.Transfer: (5, 3, "addr", False, 4, b"\x00Sw\xa1\x02hi"),
+    ipc.Disposition: (7, ipc.STATE_REJECTED, True, {"condition": "c", "description": "d"}),
+    ipc.SettleIn: (5, 0),
+    ipc.LinkOpen: (3, "amqp:/_topo/0/R/temp.x"),
+    ipc.LinkRefuse: (3, "amqp:not-allowed", "no"),
+    ipc.LinkCredit: (3, 250),
+    ipc.Deliver: (7, 4, True, b"payload"),
+    ipc.UpdateIn: (5, ipc.STATE_MODIFIED, True, {"failed": True, "undeliverable": False}),
+    ipc.SettleOut: (7, ipc.STATE_ACCEPTED),
+    ipc.Drained: (4,),
+    ipc.CloseConnection: (1, "amqp:connection:forced", "bye"),
+    ipc.DetachLink: (3, "amqp:resource-deleted", "gone"),
+    ipc.ChildStatus: ("worker", 0, 12, "ready", ""),
+}
+
+
+def test_every_type_has_a_sample():
+    assert set(SAMPLES) == set(ipc.MESSAGE_TYPES)
+
+
+@pytest.mark.parametrize("cls", ipc.MESSAGE_TYPES, ids=lambda c: c.__name__)
+def test_round_trip(cls):
+    msg = cls(*SAMPLES[cls])
+    peer, out = ipc.decode_batch(ipc.encode_batch(3, [msg]))
+    assert peer == 3
+    assert len(out) == 1 and type(out[0]) is cls
+    assert [bytes(v) if isinstance(v, memoryview) else v for v in out[0]] == list(msg)
+
+
+payloads = st.binary(max_size=3000)
+
+
+@given(st.lists(st.tuples(st.sampled_from(["t", "d", "c"]), payloads), max_size=40))
+def test_batches_keep_order_and_payload_bytes(spec):
+    msgs = []
+    for i, (kind, data) in enumerate(spec):
+        if kind == "t":
+            msgs.append(ipc.Transfer(i, 1, None, bool(i % 2), i % 10, data))
+        elif kind == "d":
+            msgs.append(ipc.Deliver(i, 2, False, data))
+        else:
+            msgs.append(ipc.LinkCredit(i, len(data)))
+    frames = ipc.encode_batch(0, msgs)
+    assert len(frames) <= 2  # header plus at most one payload frame, whatever the batch size
+    _, out = ipc.decode_batch(frames)
+    assert [type(m) for m in out] == [type(m) for m in msgs]
+    for got, sent in zip(out, msgs):
+        if type(sent) in (ipc.Transfer, ipc.Deliver):
+            assert bytes(got.payload) == bytes(sent.payload)
+            assert tuple(got[:-1]) == tuple(sent[:-1])
+        else:
+            assert got == sent
+
+
+def test_forwarded_slices_reencode_unchanged():
+    """The core re-batches received payload slices for another peer without touching them."""
+    _, inbound = ipc.decode_batch(ipc.encode_batch(0, [
+        ipc.Transfer(1, 1, None, False, 4, b"first"), ipc.Transfer(2, 1, None, False, 4, b"2nd")]))
+    outbound = [ipc.Deliver(9, 5, False, inbound[1].payload),
+                ipc.Deliver(10, 5, False, inbound[0].payload)]
+    _, out = ipc.decode_batch(ipc.encode_batch(-1, outbound))
+    assert [bytes(m.payload) for m in out] == [b"2nd", b"first"]
+
+
+@pytest.mark.parametrize("frames", [
+    [],
+    [b"\xc1"],
+    [msgpack.packb([99, 0, []])],
+    [msgpack.packb([ipc.IPC_VERSION, 0, [[999, 1]]])],
+    [msgpack.packb([ipc.IPC_VERSION, 0, [[ipc.CODE_OF[ipc.Deliver], 1, 2, False, 10]]]), b"short"],
+    [msgpack.packb([ipc.IPC_VERSION, 0, [[ipc.CODE_OF[ipc.LinkCredit], 1]]])],
+    [msgpack.packb([ipc.IPC_VERSION, 0, []]), b"extra"],
+])
+def test_malformed_batches_raise_ipc_error(frames):
+    with pytest.raises(ipc.IpcError):
+        ipc.decode_batch(frames)
+
+
+def test_id_allocator_partitions_ids():
+    a, b = ipc.IdAllocator(0, 2), ipc.IdAllocator(1, 2)
+    ids_a = {a() for _ in range(100)}
+    ids_b = {b() for _ in range(100)}
+    assert not ids_a & ids_b
+    with pytest.raises(ValueError):
+        ipc.IdAllocator(2, 2)
