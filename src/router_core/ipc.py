@@ -204,11 +204,46 @@ class ChildStatus(NamedTuple):
     detail: str
 
 
+# ----------------------------------------------------------------------------------------------
+# Management plumbing (agent <-> core process <-> workers); relayed by router_core/coreproc.py
+# ----------------------------------------------------------------------------------------------
+class CoreQuery(NamedTuple):
+    """Agent -> core: ask for a consistent snapshot of the core's state (``what`` = "snapshot")."""
+    request_id: int
+    what: str
+
+
+class CoreState(NamedTuple):
+    """Core -> agent: the answer to a CoreQuery (plain msgpack-able dicts)."""
+    request_id: int
+    state: dict
+
+
+class ConfigChange(NamedTuple):
+    """Agent -> core -> every worker (or the owning one): apply a runtime configuration change.
+
+    op: create | delete | update; entity_type: long or short type name (listener, connector,
+    log, router.config.address, connection...); attributes: the entity's attributes.
+    """
+    request_id: int
+    op: str
+    entity_type: str
+    attributes: dict
+
+
+class ConfigResult(NamedTuple):
+    """Worker/core -> agent: the outcome of a ConfigChange on one peer."""
+    request_id: int
+    peer: int
+    ok: bool
+    detail: str
+
+
 # One table of codes: the order is the wire contract, append only.
 MESSAGE_TYPES: tuple = (
     PeerHello, ConnOpened, ConnClosed, LinkAttach, LinkDetach, LinkFlow, Transfer, Disposition,
     SettleIn, LinkOpen, LinkRefuse, LinkCredit, Deliver, UpdateIn, SettleOut, Drained,
-    CloseConnection, DetachLink, ChildStatus,
+    CloseConnection, DetachLink, ChildStatus, CoreQuery, CoreState, ConfigChange, ConfigResult,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

@@ -27,6 +27,10 @@ SAMPLES = {
     ipc.CloseConnection: (1, "amqp:connection:forced", "bye"),
     ipc.DetachLink: (3, "amqp:resource-deleted", "gone"),
     ipc.ChildStatus: ("worker", 0, 12, "ready", ""),
+    ipc.CoreQuery: (1, "snapshot"),
+    ipc.CoreState: (1, {"router": {"addrCount": 1}, "links": [{"identity": "3"}]}),
+    ipc.ConfigChange: (2, "create", "listener", {"host": "127.0.0.1", "port": "5673"}),
+    ipc.ConfigResult: (2, 0, False, "Address already in use"),
 }
 
 
