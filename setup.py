@@ -15,6 +15,7 @@ HERE = Path(__file__).parent
 EXTENSIONS = {
     "router_core._core": "cython/_core.pyx",          # reference: router_core/core.py
     "router_io._amqpscan": "cython/_amqpscan.pyx",    # reference: router_io/amqpscan_py.py
+    "router_io._engine": "cython/_engine.pyx",        # reference: router_io/engine.py
 }
 
 

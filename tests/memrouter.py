@@ -14,7 +14,7 @@ from proton import Message
 
 from router_core import ipc
 from router_core.select import get_core_class
-from router_io.engine import WorkerEngine
+from router_io.select import get_engine_class
 
 LISTENER = {"name": "test-listener", "host": "127.0.0.1", "port": "0", "role": "normal",
             "linkCapacity": 250, "saslMechanisms": "ANONYMOUS", "idleTimeoutSeconds": 0}
@@ -83,8 +83,8 @@ class Client:
 
 
 class MemRouter:
-    def __init__(self, router_id: str = "Router.Mem", **core_kwargs) -> None:
-        self.engine = WorkerEngine(router_id, 0, 2)
+    def __init__(self, router_id: str = "Router.Mem", engine_cls=None, **core_kwargs) -> None:
+        self.engine = (engine_cls or get_engine_class())(router_id, 0, 2)
         self.core = get_core_class()(router_id, **core_kwargs)
         self.clients: list[Client] = []
         self.now = 0.0

@@ -18,7 +18,6 @@ for a scan of the message's routing fields.
 
 Must not import zmq, sockets or selectors.
 """
-from __future__ import annotations
 
 import struct
 from typing import Any, Callable, Optional
@@ -48,7 +47,7 @@ E_DELIVERY = lib.PN_DELIVERY
 E_TRANSPORT_CLOSED = lib.PN_TRANSPORT_CLOSED
 LOCAL_UNINIT = lib.PN_LOCAL_UNINIT
 LOCAL_CLOSED = lib.PN_LOCAL_CLOSED
-NULL = ffi.NULL
+PN_NULL = ffi.NULL
 
 _tag = struct.Struct(">Q").pack
 
@@ -56,8 +55,7 @@ _tag = struct.Struct(">Q").pack
 class Link:
     """Worker-side state of one link."""
 
-    __slots__ = ("link_id", "ptr", "conn", "direction", "anonymous", "sent", "flow",
-                 "in_dlvs", "out_dlvs", "open")
+    __slots__ = ("link_id", "ptr", "conn", "direction", "anonymous", "sent", "flow", "open")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -68,8 +66,6 @@ class Link:
         self.anonymous = anonymous
         self.sent = 0            # outbound: deliveries sent + credit consumed by drain
         self.flow = (-1, False)  # outbound: last (limit, drain) reported to the core
-        self.in_dlvs: set = set()
-        self.out_dlvs: set = set()
         self.open = False
 
 
@@ -163,6 +159,7 @@ class WorkerEngine:
         self.conns: dict = {}       # conn ptr -> Connection
         self.conns_by_id: dict = {}
         self.links: dict = {}       # link id -> Link
+        self.link_ptrs: dict = {}   # link ptr -> Link
         self.in_dlvs: dict = {}     # inbound delivery id -> (dlv ptr, Link)
         self.in_ids: dict = {}      # dlv ptr -> inbound delivery id
         self.out_dlvs: dict = {}    # core delivery id -> (dlv ptr, Link)
@@ -196,19 +193,25 @@ class WorkerEngine:
         self.dirty.discard(conn)
         if conn.reported_open:
             self.outbox.append(ipc.ConnClosed(conn.conn_id, conn.error_text()))
-        lib.pn_connection_collect(conn.c_ptr, NULL)
+        lib.pn_connection_collect(conn.c_ptr, PN_NULL)
         conn.transport.unbind()
 
     # --- events -> commands -------------------------------------------------------------------
     def process_events(self) -> None:
-        """Drain the collector, turning every event into commands / local actions."""
+        """Drain the collector, turning every event into commands / local actions.
+
+        Connections are marked dirty where their state can change (input read, effects
+        applied, timers), not per event: that keeps the per-event cost to a few C calls.
+        """
         coll = self._coll
         peek = lib.pn_collector_peek
+        pop = lib.pn_collector_pop
+        event_type = lib.pn_event_type
         while True:
             ev = peek(coll)
-            if ev == NULL:
+            if not ev:
                 return
-            etype = lib.pn_event_type(ev)
+            etype = event_type(ev)
             if etype == E_DELIVERY:
                 self._on_delivery(lib.pn_event_delivery(ev))
             elif etype == E_LINK_FLOW:
@@ -231,12 +234,7 @@ class WorkerEngine:
                 c = lib.pn_event_connection(ev)
                 if not lib.pn_connection_state(c) & LOCAL_CLOSED:
                     lib.pn_connection_close(c)
-            conn_ptr = lib.pn_event_connection(ev)
-            if conn_ptr != NULL:
-                conn = self.conns.get(conn_ptr)
-                if conn is not None:
-                    self.dirty.add(conn)
-            lib.pn_collector_pop(coll)
+            pop(coll)
 
     def _on_conn_open(self, c_ptr: Any) -> None:
         conn = self.conns.get(c_ptr)
@@ -274,16 +272,17 @@ class WorkerEngine:
                     anonymous=(direction == ipc.DIR_IN and address is None and not terminus.dynamic))
         conn.links[l_ptr] = link
         self.links[link.link_id] = link
+        self.link_ptrs[l_ptr] = link
         presettled = plink.remote_snd_settle_mode == proton.Link.SND_SETTLED
         self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, plink.name,
                                           address, bool(terminus.dynamic), presettled,
                                           conn.link_capacity))
 
     def _on_link_close(self, l_ptr: Any, closed: bool) -> None:
-        conn = self.conns.get(lib.pn_session_connection(lib.pn_link_session(l_ptr)))
-        link = conn.links.get(l_ptr) if conn is not None else None
+        link = self.link_ptrs.get(l_ptr)
         if link is None:
             return
+        conn = link.conn
         cond = proton.Link.wrap(l_ptr).remote_condition
         error = f"{cond.name}: {cond.description}" if cond is not None else ""
         self._forget_link(link)
@@ -296,22 +295,18 @@ class WorkerEngine:
 
     def _forget_link(self, link: Link) -> None:
         self.links.pop(link.link_id, None)
-        for dlv_id in link.in_dlvs:
+        self.link_ptrs.pop(link.ptr, None)
+        for dlv_id in [i for i, (_, lk) in self.in_dlvs.items() if lk is link]:
             ptr, _ = self.in_dlvs.pop(dlv_id)
             self.in_ids.pop(ptr, None)
-        for dlv_id in link.out_dlvs:
+        for dlv_id in [i for i, (_, lk) in self.out_dlvs.items() if lk is link]:
             ptr, _ = self.out_dlvs.pop(dlv_id)
             self.out_ids.pop(ptr, None)
-        link.in_dlvs.clear()
-        link.out_dlvs.clear()
         link.open = False
 
     def _on_flow(self, l_ptr: Any) -> None:
-        if not lib.pn_link_is_sender(l_ptr):
-            return
-        conn = self.conns.get(lib.pn_session_connection(lib.pn_link_session(l_ptr)))
-        link = conn.links.get(l_ptr) if conn is not None else None
-        if link is None:
+        link = self.link_ptrs.get(l_ptr)
+        if link is None or link.direction != ipc.DIR_OUT:
             return
         flow = (link.sent + lib.pn_link_credit(l_ptr), bool(lib.pn_link_get_drain(l_ptr)))
         if flow != link.flow:
@@ -320,7 +315,10 @@ class WorkerEngine:
 
     def _on_delivery(self, d_ptr: Any) -> None:
         l_ptr = lib.pn_delivery_link(d_ptr)
-        if lib.pn_link_is_sender(l_ptr):
+        link = self.link_ptrs.get(l_ptr)
+        if link is None:  # a link we refused or forgot; proton still reports on it
+            return
+        if link.direction == ipc.DIR_OUT:
             self._on_outbound_update(d_ptr)
             return
         dlv_id = self.in_ids.get(d_ptr)
@@ -330,21 +328,17 @@ class WorkerEngine:
                 self.outbox.append(ipc.SettleIn(dlv_id, lib.pn_delivery_remote_state(d_ptr)))
                 lib.pn_delivery_settle(d_ptr)
             return
-        if lib.pn_delivery_partial(d_ptr) or not lib.pn_delivery_readable(d_ptr):
-            if lib.pn_delivery_aborted(d_ptr):
-                self._drop_aborted(d_ptr, l_ptr)
-            return
         if lib.pn_delivery_aborted(d_ptr):
             self._drop_aborted(d_ptr, l_ptr)
             return
-        conn = self.conns.get(lib.pn_session_connection(lib.pn_link_session(l_ptr)))
-        link = conn.links.get(l_ptr) if conn is not None else None
+        if lib.pn_delivery_partial(d_ptr):
+            return  # wait for the rest of the message
         size = lib.pn_delivery_pending(d_ptr)
         payload = bytearray(size)
         if size:
             lib.pn_link_recv(l_ptr, ffi.from_buffer(payload), size)
         lib.pn_link_advance(l_ptr)
-        if link is None or not link.open:
+        if not link.open:
             lib.pn_delivery_update(d_ptr, ipc.STATE_RELEASED)
             lib.pn_delivery_settle(d_ptr)
             return
@@ -355,7 +349,7 @@ class WorkerEngine:
             try:
                 scan = amqpscan.scan(payload)
             except amqpscan.MessageFormatError as exc:
-                self.log("warning", f"[C{conn.conn_id}] rejecting malformed message: {exc}")
+                self.log("warning", f"[C{link.conn.conn_id}] rejecting malformed message: {exc}")
                 self._reject_local(d_ptr, "amqp:decode-error", str(exc))
                 return
             to = scan.ma_to if scan.ma_to is not None else scan.to
@@ -366,7 +360,6 @@ class WorkerEngine:
         else:
             self.in_dlvs[dlv_id] = (d_ptr, link)
             self.in_ids[d_ptr] = dlv_id
-            link.in_dlvs.add(dlv_id)
         self.outbox.append(ipc.Transfer(dlv_id, link.link_id, to, settled, priority, payload))
 
     def _drop_aborted(self, d_ptr: Any, l_ptr: Any) -> None:
@@ -381,9 +374,8 @@ class WorkerEngine:
         lib.pn_delivery_settle(d_ptr)
 
     def _drop_in(self, dlv_id: int) -> None:
-        ptr, link = self.in_dlvs.pop(dlv_id)
+        ptr, _ = self.in_dlvs.pop(dlv_id)
         self.in_ids.pop(ptr, None)
-        link.in_dlvs.discard(dlv_id)
 
     def _on_outbound_update(self, d_ptr: Any) -> None:
         dlv_id = self.out_ids.get(d_ptr)
@@ -395,9 +387,8 @@ class WorkerEngine:
         if state == ipc.STATE_REJECTED or state == ipc.STATE_MODIFIED:
             info = self._remote_info(d_ptr, state)
         if settled:
-            ptr, link = self.out_dlvs.pop(dlv_id)
+            del self.out_dlvs[dlv_id]
             del self.out_ids[d_ptr]
-            link.out_dlvs.discard(dlv_id)
             lib.pn_delivery_settle(d_ptr)
         self.outbox.append(ipc.Disposition(dlv_id, state, settled, info))
 
@@ -474,7 +465,6 @@ class WorkerEngine:
         else:
             self.out_dlvs[fx.dlv_id] = (d_ptr, link)
             self.out_ids[d_ptr] = fx.dlv_id
-            link.out_dlvs.add(fx.dlv_id)
         self.dirty.add(link.conn)
 
     def _fx_update_in(self, fx: ipc.UpdateIn) -> None:
@@ -503,7 +493,6 @@ class WorkerEngine:
             return
         d_ptr, link = entry
         self.out_ids.pop(d_ptr, None)
-        link.out_dlvs.discard(fx.dlv_id)
         if fx.state:
             lib.pn_delivery_update(d_ptr, fx.state)
         lib.pn_delivery_settle(d_ptr)

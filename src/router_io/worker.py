@@ -29,7 +29,8 @@ import zmq
 from router_core import ipc
 from router_core.log import RouterLog
 from router_core.procutil import run_profiled, die_with_parent, status_socket, core_endpoint
-from router_io.engine import Connection, WorkerEngine
+from router_io.engine import Connection
+from router_io.select import get_engine_class
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
 _READ_SIZE = 65536
@@ -69,7 +70,7 @@ class Worker:
         self.spec = spec
         self.index = index
         self.log_sink = RouterLog(spec.get("logs", []))
-        self.engine = WorkerEngine(spec["router_id"], index, peer_count, log=self._log_server)
+        self.engine = get_engine_class()(spec["router_id"], index, peer_count, log=self._log_server)
         self.ctx = zmq.Context()
         self.core = self.ctx.socket(zmq.DEALER)
         self.core.setsockopt(zmq.IDENTITY, b"p%d" % index)

@@ -1,14 +1,42 @@
 """The worker's proton engine and the core together, with bytes pumped in memory (no sockets)."""
 from __future__ import annotations
 
+import functools
+
 import proton
+import pytest
 from proton import Delivery
 
-from memrouter import MemRouter
+import memrouter
+from router_io import engine as engine_py
 
 
-def test_attach_gets_answered_and_capabilities_offered():
+def _compiled_engine():
+    try:
+        from router_io import _engine
+    except ImportError:
+        return None
+    return _engine.WorkerEngine
+
+
+@pytest.fixture(params=["python", "cython"], autouse=True)
+def engine_build(request, monkeypatch):
+    """Every test here runs against the pure-Python engine and the Cython-compiled one."""
+    cls = engine_py.WorkerEngine if request.param == "python" else _compiled_engine()
+    if cls is None:
+        pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
+    monkeypatch.setattr(memrouter, "MemRouter", functools.partial(memrouter.MemRouter,
+                                                                  engine_cls=cls))
+    return cls
+
+
+def MemRouter(*args, **kwargs):  # noqa: N802 - resolved at call time so the fixture applies
+    return memrouter.MemRouter(*args, **kwargs)
+
+
+def test_attach_gets_answered_and_capabilities_offered(engine_build):
     r = MemRouter()
+    assert type(r.engine) is engine_build
     c = r.client("c1")
     assert c.connection.remote_container == "Router.Mem"
     assert proton.symbol("ANONYMOUS-RELAY") in (c.connection.remote_offered_capabilities or [])

@@ -1,0 +1,90 @@
+"""Schema queries of the management agent: GET-TYPES, GET-ATTRIBUTES, GET-OPERATIONS,
+GET-ANNOTATIONS, GET-SCHEMA and GET-JSON-SCHEMA, answered from ``agent/schema/qdrouterd.json``.
+
+Pure functions over :class:`agent.schema.Schema`; no router state. Must not import zmq,
+router_io or router_core.
+"""
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+from agent.management.protocol import NOT_FOUND, ManagementError
+from agent.schema import EntityType, Schema, SchemaError
+
+_ABSTRACT = ("entity", "configurationEntity", "operationalEntity")
+
+
+def resolve_type(schema: Schema, name: str) -> EntityType:
+    """The entity type for a long or short name; 404 if the schema has no such type."""
+    try:
+        return schema.entity_type(name)
+    except SchemaError:
+        raise ManagementError(NOT_FOUND, f"Unknown entity type '{name}'") from None
+
+
+def _selected(schema: Schema, entity_type: Optional[str]) -> list[EntityType]:
+    if entity_type:
+        return [resolve_type(schema, entity_type)]
+    return schema.concrete_types()
+
+
+def base_types(schema: Schema, etype: EntityType) -> list[str]:
+    """Long names of the types ``etype`` extends, nearest first."""
+    out = []
+    current = etype.extends
+    while current:
+        base = schema.entity_type(current)
+        out.append(base.long_name)
+        current = base.extends
+    return out
+
+
+def get_types(schema: Schema, entity_type: Optional[str]) -> dict:
+    return {t.long_name: base_types(schema, t) for t in _selected(schema, entity_type)}
+
+
+def get_attributes(schema: Schema, entity_type: Optional[str]) -> dict:
+    return {t.long_name: list(t.attributes) for t in _selected(schema, entity_type)}
+
+
+def get_operations(schema: Schema, entity_type: Optional[str]) -> dict:
+    return {t.long_name: list(t.operations) for t in _selected(schema, entity_type)}
+
+
+def get_annotations(schema: Schema, entity_type: Optional[str]) -> dict:
+    """This schema has no annotations; every type maps to an empty list (as Qpid answers)."""
+    return {t.long_name: [] for t in _selected(schema, entity_type)}
+
+
+def get_schema(schema: Schema) -> dict:
+    """The schema document in Qpid's shape: prefix, description and entityTypes by short name,
+    each with fully qualified base types and the attributes including inherited ones."""
+    types = {}
+    for t in schema.entity_types.values():
+        raw = schema.document["entityTypes"][t.short_name]
+        attributes = {}
+        for name, attr in t.attributes.items():
+            spec = dict(_raw_attribute(schema, t, name))
+            attributes[name] = spec
+        entry = {key: value for key, value in raw.items() if key != "attributes"}
+        entry["fullyQualifiedType"] = t.long_name
+        entry["attributes"] = attributes
+        types[t.short_name] = entry
+    return {"prefix": schema.prefix, "description": schema.description, "entityTypes": types}
+
+
+def get_json_schema(schema: Schema) -> str:
+    """GET-JSON-SCHEMA answers the same document as GET-SCHEMA, as JSON text."""
+    return json.dumps(get_schema(schema), indent=2, sort_keys=True)
+
+
+def _raw_attribute(schema: Schema, etype: EntityType, name: str) -> dict:
+    raw_types = schema.document["entityTypes"]
+    current: Optional[str] = etype.short_name
+    while current:
+        attrs = raw_types[current].get("attributes", {})
+        if name in attrs:
+            return attrs[name]
+        current = raw_types[current].get("extends")
+    return {}

@@ -1,0 +1,17 @@
+"""Choose the compiled or the pure-Python build of the worker's engine adapter.
+
+The compiled module ``router_io._engine`` is ``router_io/engine.py`` compiled by Cython
+(``cython/_engine.pyx`` includes it). ``ROUTER_NO_EXTENSIONS=1`` forces the reference.
+"""
+import os
+
+
+def get_engine_class():
+    if os.environ.get("ROUTER_NO_EXTENSIONS") != "1":
+        try:
+            from router_io._engine import WorkerEngine
+            return WorkerEngine
+        except ImportError:
+            pass
+    from router_io.engine import WorkerEngine
+    return WorkerEngine
