@@ -20,6 +20,8 @@ from typing import Any, Optional
 
 import zmq
 
+from agent.management.agent import ManagementAgent
+from agent.supervisor import VERSION
 from router_core import ipc
 from router_core.log import RouterLog
 from router_core.procutil import core_endpoint, die_with_parent, status_socket
@@ -38,30 +40,52 @@ class ControlPlane:
         self.core.connect(core_endpoint(ipc_dir))
         self.status = status_socket(self.ctx, ipc_dir)
         self.outbox: list = []
+        self.control: list = []  # management messages: sent in their own batch (coreproc.py)
         self.running = True
         self.handlers: dict = {}  # effect type -> callable, filled by the engines
+        workers = int(spec.get("workers", peer_count - 1))
+        self.management = ManagementAgent(spec, self.log, self.new_id, self.send,
+                                          self.send_control, workers, VERSION)
+        self.handlers.update(self.management.handlers())
 
     def send(self, *messages: tuple) -> None:
         self.outbox.extend(messages)
 
+    def send_control(self, *messages: tuple) -> None:
+        self.control.extend(messages)
+
+    def _flush(self) -> None:
+        if self.outbox:
+            self.core.send_multipart(ipc.encode_batch(self.index, self.outbox))
+            self.outbox = []
+        if self.control:
+            self.core.send_multipart(ipc.encode_batch(self.index, self.control))
+            self.control = []
+
+    def _timeout_ms(self) -> int:
+        deadline = self.management.next_deadline()
+        if deadline is None:
+            return 1000
+        return max(0, min(1000, int((deadline - time.monotonic()) * 1000) + 1))
+
     def run(self) -> None:
         self.send(ipc.PeerHello(self.index, "agent", os.getpid()))
+        self.management.start()
         self.status.send_multipart(ipc.encode_batch(self.index, [
             ipc.ChildStatus("agent", self.index, os.getpid(), "ready", "")]))
         poller = zmq.Poller()
         poller.register(self.core, zmq.POLLIN)
         while self.running:
-            if self.outbox:
-                self.core.send_multipart(ipc.encode_batch(self.index, self.outbox))
-                self.outbox = []
+            self._flush()
             try:
-                ready = poller.poll(1000)
+                ready = poller.poll(self._timeout_ms())
             except zmq.ZMQError as exc:
                 if exc.errno == errno.EINTR:
                     continue
                 raise
             if ready:
                 self._drain()
+            self.management.tick(time.monotonic())
         self.core.close(0)
         self.status.close(0)
         self.ctx.term()

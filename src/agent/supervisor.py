@@ -50,6 +50,8 @@ def build_spec(config) -> dict:
         "autoLinks": entities("autoLink"),
         "logs": entities("log"),
         "sslProfiles": entities("sslProfile"),
+        "policy": next(iter(entities("policy")), None),
+        "vhosts": entities("vhost"),
     }
 
 

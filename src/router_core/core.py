@@ -3,9 +3,17 @@
 Owns: connections, links, addresses, inbound/outbound delivery tracking and the management
 counters. Takes typed commands from peers (:mod:`router_core.ipc`) and queues typed effects per peer
 index; the core process loop (coreproc.py) does the I/O. This file is the pure-Python reference AND
-the source of the compiled build (cython/_core.pyx includes it textually), so: no ``from
-__future__`` import, no ``import cython``, plain classes with ``__slots__``, no annotations with
-builtin container types on arguments (Cython would type-check them exactly).
+the source of the compiled build: setup.py hands Cython a copy of this file as
+``router_core._core`` next to ``cython/_core.pxd``, which augments it (pure-Python mode): the
+records below become ``cdef`` classes with typed fields, the per-message methods ``cdef`` methods
+with typed locals. So: no ``from __future__`` import, no ``import cython``, plain classes with
+``__slots__``, no annotations with builtin container types on arguments (Cython would type-check
+them exactly: a NamedTuple is not a ``tuple`` to it). Keep the .pxd in step with this file.
+
+Hot-path habits (they cost nothing in the pure build either): router-wide counters are plain int
+attributes (the management dict is built by :attr:`RouterCore.counters`); effects are built with
+:func:`_effect`, not by calling the NamedTuple (its Python-level ``__new__`` costs ~0.4 µs);
+pending credit is kept on the link itself; dicts are keyed by int ids.
 
 Must not import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
 
@@ -47,13 +55,161 @@ from router_core.ipc import (
     ConnOpened, Deliver, Disposition, Drained, IpcError, LinkAttach, LinkCredit, LinkDetach,
     LinkFlow, LinkOpen, LinkRefuse, PeerHello, SettleIn, SettleOut, Transfer, UpdateIn)
 from router_core.corestate import (
-    DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_UNAVAILABLE, MCAST_RANK, Address, Connection,
-    InDelivery, Link, OutDelivery, management_snapshot)
+    DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_UNAVAILABLE, MCAST_RANK, management_snapshot)
 
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _KEY_CACHE_MAX = 8192
 _MODIFIED_FAILED = {"failed": True, "undeliverable": False}
 _NO_INTERIOR = ("inter-router", "edge")
+_ROUTE_CONTAINER = "route-container"
+_tuple_new = tuple.__new__
+
+
+def _effect(cls: type, fields: tuple) -> Any:
+    """``cls(*fields)`` for an IPC NamedTuple, without running its Python-level ``__new__``."""
+    return _tuple_new(cls, fields)
+
+
+# ----------------------------------------------------------------------------------------------
+# Records: state only, no behaviour (cdef classes in the compiled build, see cython/_core.pxd).
+# corestate.management_snapshot reads them; nothing outside this module builds them.
+# ----------------------------------------------------------------------------------------------
+class Connection:
+    __slots__ = ("peer", "conn_id", "role", "direction", "host", "container", "listener", "user",
+                 "sasl", "encrypted", "link_capacity", "links")
+
+    def __init__(self, peer: int, conn_id: int, role: str, direction: str, host: str,
+                 container: str, listener: str, user: str, sasl: str, encrypted: bool,
+                 link_capacity: int) -> None:
+        self.peer = peer
+        self.conn_id = conn_id
+        self.role = role
+        self.direction = direction
+        self.host = host
+        self.container = container
+        self.listener = listener
+        self.user = user
+        self.sasl = sasl
+        self.encrypted = encrypted
+        self.link_capacity = link_capacity
+        self.links = {}  # link_id -> Link, in attach order
+
+
+class Link:
+    __slots__ = ("link_id", "conn", "peer", "direction", "name", "address", "addr", "capacity",
+                 "presettled", "closed", "from_container", "to_container",
+                 # inbound: credit granted in total, deliveries received, held in the core,
+                 # unsettled inbound deliveries; credited once the initial window was granted;
+                 # credit not yet flushed and the slot of its LinkCredit in the peer's effects
+                 "granted", "received", "held", "in_unsettled", "credited", "credit_pending",
+                 "credit_slot",
+                 # outbound: credit limit from the receiver, deliveries sent (delivery count),
+                 # per-link queue (multicast), unsettled outbound deliveries out_id -> OutDelivery
+                 "limit", "delivered", "queue", "unsettled",
+                 # management counters
+                 "delivery_count", "presettled_count", "dropped_presettled_count", "accepted",
+                 "rejected", "released", "modified")
+
+    def __init__(self, link_id: int, conn: Connection, direction: int, name: str,
+                 address: Optional[str], presettled: bool, capacity: int) -> None:
+        self.link_id = link_id
+        self.conn = conn
+        self.peer = conn.peer
+        self.direction = direction
+        self.name = name
+        self.address = address
+        self.addr = None
+        self.capacity = capacity
+        self.presettled = presettled
+        self.closed = False
+        container = conn.role == _ROUTE_CONTAINER
+        self.from_container = container and direction == DIR_IN
+        self.to_container = container and direction != DIR_IN
+        self.granted = 0
+        self.received = 0
+        self.held = 0
+        self.in_unsettled = 0
+        self.credited = False
+        self.credit_pending = 0
+        self.credit_slot = -1   # -1: no LinkCredit placeholder in this flush
+        self.limit = 0
+        self.delivered = 0
+        self.queue = deque()
+        self.unsettled = {}
+        self.delivery_count = 0
+        self.presettled_count = 0
+        self.dropped_presettled_count = 0
+        self.accepted = 0
+        self.rejected = 0
+        self.released = 0
+        self.modified = 0
+
+
+class Address:
+    __slots__ = ("key", "dist", "priority", "consumers", "waiting", "queues", "held", "rr", "refs",
+                 "container_count", "ingress", "egress", "to_container", "from_container")
+
+    def __init__(self, key: str, dist: int, priority: int) -> None:
+        self.key = key
+        self.dist = dist
+        self.priority = priority
+        self.consumers = []         # outbound links, in attach order
+        self.waiting = []           # targeted inbound links not yet given credit
+        # anycast deliveries held for want of credit, one FIFO per priority 0..9
+        self.queues = [deque() for _ in range(10)]
+        self.held = 0
+        self.rr = 0
+        self.refs = 0               # links whose terminus resolves to this address
+        self.container_count = 0
+        self.ingress = 0
+        self.egress = 0
+        self.to_container = 0
+        self.from_container = 0
+
+
+# The two per-message records are built by a function rather than ``__init__``: compiled,
+# ``cls.__new__(cls)`` is a direct allocation (from a free list) with no argument tuple.
+class InDelivery:
+    """An inbound delivery the core still has to hold or settle. Built by :func:`_in_delivery`."""
+
+    __slots__ = ("dlv_id", "link", "settled", "payload", "addr", "multicast", "priority",
+                 "pending", "out", "open", "copies", "outcome", "info")
+
+
+def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Address,
+                 multicast: bool) -> InDelivery:
+    dlv = InDelivery.__new__(InDelivery)
+    dlv.dlv_id = dlv_id
+    dlv.link = link
+    dlv.settled = settled
+    dlv.payload = payload
+    dlv.addr = addr
+    dlv.multicast = multicast
+    dlv.priority = 0
+    dlv.pending = 0        # copies still queued in the core (not yet sent)
+    dlv.out = None         # anycast: the OutDelivery
+    dlv.open = 0           # multicast: copies without an outcome yet
+    dlv.copies = None      # multicast: OutDelivery of every copy sent
+    dlv.outcome = 0        # multicast: aggregated outcome so far
+    dlv.info = None
+    return dlv
+
+
+class OutDelivery:
+    """One copy of an inbound delivery sent on an outbound link. Built by :func:`_out_delivery`."""
+
+    __slots__ = ("out_id", "link", "in_dlv", "state", "info", "done")
+
+
+def _out_delivery(out_id: int, link: Link, in_dlv: InDelivery) -> OutDelivery:
+    out = OutDelivery.__new__(OutDelivery)
+    out.out_id = out_id
+    out.link = link
+    out.in_dlv = in_dlv
+    out.state = 0     # last terminal state from the receiver (0 = none)
+    out.info = None
+    out.done = False  # multicast: this copy's outcome was already counted
+    return out
 
 
 class RouterCore:
@@ -75,20 +231,25 @@ class RouterCore:
         self.addrs = {}          # key -> Address
         self.in_unsettled = {}   # inbound dlv_id -> InDelivery (unsettled, not yet final)
         self.out_unsettled = {}  # outbound dlv_id -> OutDelivery
-        self.counters = {"presettledDeliveries": 0, "droppedPresettledDeliveries": 0,
-                         "acceptedDeliveries": 0, "rejectedDeliveries": 0,
-                         "releasedDeliveries": 0, "modifiedDeliveries": 0,
-                         "deliveriesIngress": 0, "deliveriesEgress": 0, "deliveriesTransit": 0,
-                         "deliveriesIngressRouteContainer": 0,
-                         "deliveriesEgressRouteContainer": 0}
+        # router-wide management counters (see the ``counters`` property for their names)
+        self.presettled = 0
+        self.dropped_presettled = 0
+        self.accepted = 0
+        self.rejected = 0
+        self.released = 0
+        self.modified = 0
+        self.ingress = 0
+        self.egress = 0
+        self.transit = 0
+        self.ingress_container = 0
+        self.egress_container = 0
         self._next_out = 1
         self._key_cache = {}
         self._rng = random.Random(seed)
         self._effects = {}       # peer -> [effect]
-        self._credit_acc = {}    # link_id -> [peer, position, credit] (coalesced LinkCredit)
-        self._dispatch = {Transfer: self._on_transfer, Disposition: self._on_disposition,
-                          LinkFlow: self._on_flow, SettleIn: self._on_settle_in,
-                          LinkAttach: self._on_attach, LinkDetach: self._on_detach,
+        self._credited = []      # links with a LinkCredit placeholder in _effects (coalesced)
+        # Commands off the per-message path (the per-message ones are tested first in _handle).
+        self._dispatch = {LinkAttach: self._on_attach, LinkDetach: self._on_detach,
                           ConnOpened: self._on_conn_opened, ConnClosed: self._on_conn_closed,
                           PeerHello: self._on_hello}
 
@@ -96,27 +257,41 @@ class RouterCore:
     # Public API
     # ------------------------------------------------------------------------------------------
     def handle(self, peer: int, cmd: Any, now: float) -> None:
-        handler = self._dispatch.get(type(cmd))
-        if handler is None:
-            raise IpcError(f"the core does not handle {type(cmd).__name__}")
-        handler(peer, cmd)
+        self._handle(peer, cmd)
 
     def handle_batch(self, peer: int, cmds: Any, now: float) -> None:
-        dispatch = self._dispatch
+        """``handle`` for every command of one peer's batch, in order."""
         for cmd in cmds:
-            handler = dispatch.get(type(cmd))
+            self._handle(peer, cmd)
+
+    def _handle(self, peer: Any, cmd: Any) -> None:
+        kind = type(cmd)
+        # In order of frequency: two or three per message, then credit, then the rest.
+        if kind is Transfer:
+            self._on_transfer(peer, cmd)
+        elif kind is Disposition:
+            self._on_disposition(peer, cmd)
+        elif kind is LinkFlow:
+            self._on_flow(peer, cmd)
+        elif kind is SettleIn:
+            self._on_settle_in(peer, cmd)
+        else:
+            handler = self._dispatch.get(kind)
             if handler is None:
-                raise IpcError(f"the core does not handle {type(cmd).__name__}")
+                raise IpcError(f"the core does not handle {kind.__name__}")
             handler(peer, cmd)
 
     def tick(self, now: float) -> None:
         """No timers yet (single router); kept so the loop's shape does not change later."""
 
     def take_effects(self) -> dict:
+        """Every effect queued since the last call, as ``{peer: [effect, ...]}``."""
         effects = self._effects
-        for link_id, acc in self._credit_acc.items():
-            effects[acc[0]][acc[1]] = LinkCredit(link_id, acc[2])
-        self._credit_acc = {}
+        for link in self._credited:
+            effects[link.peer][link.credit_slot] = LinkCredit(link.link_id, link.credit_pending)
+            link.credit_pending = 0
+            link.credit_slot = -1
+        self._credited = []
         self._effects = {}
         return effects
 
@@ -129,6 +304,34 @@ class RouterCore:
     def snapshot(self) -> dict:
         return management_snapshot(self)
 
+    @property
+    def counters(self) -> dict:
+        """The router-wide delivery counters, by their management attribute names."""
+        return {"presettledDeliveries": self.presettled,
+                "droppedPresettledDeliveries": self.dropped_presettled,
+                "acceptedDeliveries": self.accepted, "rejectedDeliveries": self.rejected,
+                "releasedDeliveries": self.released, "modifiedDeliveries": self.modified,
+                "deliveriesIngress": self.ingress, "deliveriesEgress": self.egress,
+                "deliveriesTransit": self.transit,
+                "deliveriesIngressRouteContainer": self.ingress_container,
+                "deliveriesEgressRouteContainer": self.egress_container}
+
+    def set_address_config(self, addresses: list) -> None:
+        """Replace the configured ``address`` rules (same dicts as the constructor's
+        ``addresses=``).
+
+        Applied at once: every existing mobile address takes the distribution and priority the
+        new rules give it (or the defaults), as a new address would. Deliveries already held or
+        sent keep going: held anycast deliveries still drain to consumers with credit whatever
+        the new distribution (even multicast or unavailable), queued multicast copies still go
+        to their links, and each delivery keeps the priority queue it was held in. Invalid
+        rules raise before anything changes.
+        """
+        self.rules = AddressRules(addresses)
+        for addr in self.addrs.values():
+            if mobile_text(addr.key) is not None:
+                addr.dist, addr.priority = self._treatment(addr.key)
+
     # ------------------------------------------------------------------------------------------
     # Effects
     # ------------------------------------------------------------------------------------------
@@ -140,15 +343,14 @@ class RouterCore:
 
     def _credit(self, link: Link, credit: int) -> None:
         link.granted += credit
-        acc = self._credit_acc.get(link.link_id)
-        if acc is None:
+        link.credit_pending += credit
+        if link.credit_slot < 0:
             lst = self._effects.get(link.peer)
             if lst is None:
                 lst = self._effects[link.peer] = []
-            self._credit_acc[link.link_id] = [link.peer, len(lst), credit]
+            link.credit_slot = len(lst)
             lst.append(None)  # placeholder, filled in by take_effects
-        else:
-            acc[2] += credit
+            self._credited.append(link)
 
     def _replenish(self, link: Link) -> None:
         if link.credited and not link.closed:
@@ -169,21 +371,26 @@ class RouterCore:
     def _address(self, key: str) -> Address:
         addr = self.addrs.get(key)
         if addr is None:
-            dist = self.default_distribution
-            priority = -1
-            text = mobile_text(key)
-            if text is not None:
-                rule = self.rules.lookup(text)
-                if rule is not None:
-                    dist = DIST_CODES.get(rule.distribution, dist)
-                    priority = rule.priority
-            elif key[0] == "T":
-                dist = DIST_MULTICAST
-            else:
-                dist = DIST_CLOSEST
+            dist, priority = self._treatment(key)
             addr = Address(key, dist, priority)
             self.addrs[key] = addr
         return addr
+
+    def _treatment(self, key: str) -> tuple:
+        """(distribution, priority) of the address ``key`` under the configured rules."""
+        dist = self.default_distribution
+        priority = -1
+        text = mobile_text(key)
+        if text is not None:
+            rule = self.rules.lookup(text)
+            if rule is not None:
+                dist = DIST_CODES.get(rule.distribution, dist)
+                priority = rule.priority
+        elif key[0] == "T":
+            dist = DIST_MULTICAST
+        else:
+            dist = DIST_CLOSEST
+        return dist, priority
 
     def _unref(self, addr: Address) -> None:
         addr.refs -= 1
@@ -328,20 +535,19 @@ class RouterCore:
         link = self.links.get(link_id)
         if link is None or link.direction != DIR_IN:
             if not settled:
-                self._emit(peer, UpdateIn(dlv_id, STATE_RELEASED, True, None))
+                self._emit(peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
             return
         link.received += 1
         link.delivery_count += 1
-        counters = self.counters
-        counters["deliveriesIngress"] += 1
+        self.ingress += 1
         if link.from_container:
-            counters["deliveriesIngressRouteContainer"] += 1
+            self.ingress_container += 1
         addr = link.addr
         if addr is None and to is not None:
             addr = self.addrs.get(self._key(to))
         if settled:
             link.presettled_count += 1
-            counters["presettledDeliveries"] += 1
+            self.presettled += 1
         else:
             link.in_unsettled += 1
         if addr is not None:
@@ -351,28 +557,28 @@ class RouterCore:
         if addr is None or not addr.consumers or addr.dist == DIST_UNAVAILABLE:
             if settled:
                 link.dropped_presettled_count += 1
-                counters["droppedPresettledDeliveries"] += 1
+                self.dropped_presettled += 1
             else:
                 link.in_unsettled -= 1
                 self._count_outcome(link, STATE_RELEASED, True)
                 if not link.closed:
-                    self._emit(link.peer, UpdateIn(dlv_id, STATE_RELEASED, True, None))
+                    self._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
             self._replenish(link)
             return
         if addr.dist == DIST_MULTICAST:
-            self._forward_multicast(addr, InDelivery(dlv_id, link, settled, payload, addr, True))
+            self._forward_multicast(addr, _in_delivery(dlv_id, link, settled, payload, addr, True))
             return
         target = self._pick(addr)
         if target is not None:
             if settled:
                 self._send(target, None, True, payload)
             else:
-                dlv = InDelivery(dlv_id, link, False, None, addr, False)
+                dlv = _in_delivery(dlv_id, link, False, None, addr, False)
                 self.in_unsettled[dlv_id] = dlv
                 dlv.out = self._send(target, dlv, False, payload)
             self._replenish(link)
             return
-        dlv = InDelivery(dlv_id, link, settled, payload, addr, False)
+        dlv = _in_delivery(dlv_id, link, settled, payload, addr, False)
         if not settled:
             self.in_unsettled[dlv_id] = dlv
         if addr.priority >= 0:
@@ -423,16 +629,15 @@ class RouterCore:
         link.delivery_count += 1
         addr = link.addr
         addr.egress += 1
-        counters = self.counters
-        counters["deliveriesEgress"] += 1
+        self.egress += 1
         if link.to_container:
             addr.to_container += 1
-            counters["deliveriesEgressRouteContainer"] += 1
-        self._emit(link.peer, Deliver(out_id, link.link_id, settled, payload))
+            self.egress_container += 1
+        self._emit(link.peer, _effect(Deliver, (out_id, link.link_id, settled, payload)))
         if settled:
             link.presettled_count += 1
             return None
-        out = OutDelivery(out_id, link, dlv)
+        out = _out_delivery(out_id, link, dlv)
         self.out_unsettled[out_id] = out
         link.unsettled[out_id] = out
         return out
@@ -482,7 +687,7 @@ class RouterCore:
                 else:
                     dlv.copies.append(self._send(link, dlv, False, dlv.payload))
                 self._copy_unqueued(dlv)
-        elif addr.held and addr.dist != DIST_MULTICAST:
+        elif addr.held:  # anycast deliveries held at the address (whatever its dist is now)
             queues = addr.queues
             while addr.held and link.limit > link.delivered:
                 for p in range(9, -1, -1):
@@ -514,7 +719,7 @@ class RouterCore:
                 link.held -= 1
                 if dlv.settled:
                     link.dropped_presettled_count += 1
-                    self.counters["droppedPresettledDeliveries"] += 1
+                    self.dropped_presettled += 1
                 else:
                     self._settle_in(dlv, STATE_RELEASED, None)
                 dlv.payload = None
@@ -527,19 +732,19 @@ class RouterCore:
         if state == STATE_ACCEPTED:
             link.accepted += 1
             if router_wide:
-                self.counters["acceptedDeliveries"] += 1
+                self.accepted += 1
         elif state == STATE_RELEASED:
             link.released += 1
             if router_wide:
-                self.counters["releasedDeliveries"] += 1
+                self.released += 1
         elif state == STATE_MODIFIED:
             link.modified += 1
             if router_wide:
-                self.counters["modifiedDeliveries"] += 1
+                self.modified += 1
         elif state == STATE_REJECTED:
             link.rejected += 1
             if router_wide:
-                self.counters["rejectedDeliveries"] += 1
+                self.rejected += 1
 
     def _settle_in(self, dlv: InDelivery, state: int, info: Any) -> None:
         """Final outcome of an unsettled inbound delivery: tell its sender (if still there)."""
@@ -549,11 +754,14 @@ class RouterCore:
         link.in_unsettled -= 1
         self._count_outcome(link, state, True)
         if not link.closed:
-            self._emit(link.peer, UpdateIn(dlv.dlv_id, state, True, info))
+            self._emit(link.peer, _effect(UpdateIn, (dlv.dlv_id, state, True, info)))
 
     def _forget_out(self, out: OutDelivery) -> None:
         del self.out_unsettled[out.out_id]
         del out.link.unsettled[out.out_id]
+        dlv = out.in_dlv
+        if dlv.out is out:  # anycast: break the dlv <-> out cycle, or only the GC frees them
+            dlv.out = None
         if out.state:
             self._count_outcome(out.link, out.state, False)
 
@@ -570,7 +778,7 @@ class RouterCore:
             if out.out_id in self.out_unsettled:
                 self._forget_out(out)
                 if not out.link.closed:
-                    self._emit(out.link.peer, SettleOut(out.out_id, out.state))
+                    self._emit(out.link.peer, _effect(SettleOut, (out.out_id, out.state)))
         dlv.copies = []
 
     def _on_disposition(self, peer: int, cmd: Any) -> None:
@@ -602,9 +810,9 @@ class RouterCore:
             if dlv.link.closed:  # nobody upstream will ever settle: settle here
                 self._forget_out(out)
                 self._settle_in(dlv, state, info)
-                self._emit(out.link.peer, SettleOut(out_id, state))
+                self._emit(out.link.peer, _effect(SettleOut, (out_id, state)))
             else:
-                self._emit(dlv.link.peer, UpdateIn(dlv.dlv_id, state, False, info))
+                self._emit(dlv.link.peer, _effect(UpdateIn, (dlv.dlv_id, state, False, info)))
 
     def _on_settle_in(self, peer: int, cmd: Any) -> None:
         dlv_id, state = cmd
@@ -633,6 +841,6 @@ class RouterCore:
             if out.out_id in self.out_unsettled:
                 self._forget_out(out)
                 if not out.link.closed:
-                    self._emit(out.link.peer, SettleOut(out.out_id, state))
+                    self._emit(out.link.peer, _effect(SettleOut, (out.out_id, state)))
         dlv.copies = []
         dlv.out = None

@@ -4,6 +4,15 @@ Binds one ROUTER socket; every worker and the agent connect a DEALER with identi
 Each iteration drains every batch that is ready, feeds it to the sans-I/O core with the current
 time, then flushes the effects once: one batch per peer per iteration (batch, then flush).
 Payload frames pass from the inbound peer's batch to the outbound peer's batch untouched.
+
+Management plumbing (CoreQuery, CoreState, ConfigChange, ConfigResult) is handled here, never by
+RouterCore.handle: CoreQuery is answered with ``core.snapshot()`` taken between batches (one
+consistent view); a ConfigChange is applied to the core where it concerns the core
+(``router.config.address`` -> ``core.set_address_config``, ``log`` -> this process's log),
+answered for the core as ConfigResult(peer=-1), and relayed to every worker, whose
+ConfigResults are relayed back to the agent. Contract: management messages travel in their own
+batches (the agent and the workers send them apart from data-path commands), so the hot path
+only looks at the first message of a batch.
 """
 from __future__ import annotations
 
@@ -24,6 +33,9 @@ from router_core.procutil import run_profiled, core_endpoint, die_with_parent, s
 from router_core.select import get_core_class
 
 _MAX_BATCHES_PER_LOOP = 512
+_MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult)
+_TYPE_PREFIX = "org.apache.qpid.dispatch."
+NOT_SUPPORTED = "not supported"
 
 
 class CoreProcess:
@@ -42,6 +54,9 @@ class CoreProcess:
         self.sock.bind(core_endpoint(ipc_dir))
         self.status = status_socket(self.ctx, ipc_dir)
         self.identities: dict[int, bytes] = {}
+        self.worker_count = int(spec.get("workers", 1))
+        self.agent_peer = self.worker_count  # workers are peers 0..n-1, the agent is peer n
+        self.address_config: list = [dict(a) for a in spec.get("addresses", [])]
         self.running = True
         self.log.log("ROUTER_CORE", "info",
                      f"Router core started ({core_cls.__module__}), router id {spec['router_id']}")
@@ -71,7 +86,10 @@ class CoreProcess:
                     self.log.log("ROUTER_CORE", "error", f"dropping malformed IPC batch: {exc}")
                     continue
                 self.identities[peer] = frames[0]
-                core.handle_batch(peer, commands, now)
+                if commands and type(commands[0]) in _MANAGEMENT:
+                    self.management_batch(peer, commands, now)
+                else:
+                    core.handle_batch(peer, commands, now)
             core.tick(now)
             self.flush()
         self.sock.close(0)
@@ -84,6 +102,61 @@ class CoreProcess:
             if identity is None or not effects:
                 continue
             self.sock.send_multipart([identity, *ipc.encode_batch(-1, effects)])
+
+    # --- management plumbing (off the hot path) --------------------------------------------------
+    def management_batch(self, peer: int, commands: list, now: float) -> None:
+        for cmd in commands:
+            kind = type(cmd)
+            if kind is ipc.CoreQuery:
+                self._send_alone(peer, ipc.CoreState(cmd.request_id, self._query(cmd.what)))
+            elif kind is ipc.ConfigChange:
+                self._config_change(peer, cmd)
+            elif kind is ipc.ConfigResult:
+                self._send_alone(self.agent_peer, cmd)
+            else:
+                self.core.handle(peer, cmd, now)
+
+    def _query(self, what: str) -> dict:
+        if what == "snapshot":
+            return self.core.snapshot()
+        return {"error": f"unknown query '{what}'"}
+
+    def _config_change(self, peer: int, change: ipc.ConfigChange) -> None:
+        entity_type = change.entity_type
+        if entity_type.startswith(_TYPE_PREFIX):
+            entity_type = entity_type[len(_TYPE_PREFIX):]
+        ok, detail = True, ""
+        try:
+            if entity_type in ("router.config.address", "address"):
+                ok, detail = self._change_addresses(change.op, change.attributes)
+            elif entity_type == "log" and change.op == "update":
+                self.log.configure(change.attributes)
+        except Exception as exc:  # the core process must survive a bad change: report it
+            ok, detail = False, f"core: {exc}"
+        self.flush()  # effects of the change go before the relayed message
+        for worker in range(self.worker_count):
+            self._send_alone(worker, change)
+        self._send_alone(peer, ipc.ConfigResult(change.request_id, -1, ok, detail))
+
+    def _change_addresses(self, op: str, attributes: dict) -> tuple:
+        identity = attributes.get("identity")
+        if op == "create":
+            new = self.address_config + [dict(attributes)]
+        elif op == "delete":
+            new = [a for a in self.address_config if a.get("identity") != identity]
+        else:
+            return False, f"{NOT_SUPPORTED}: {op} of router.config.address"
+        setter = getattr(self.core, "set_address_config", None)
+        if setter is None:
+            return False, f"{NOT_SUPPORTED}: this core cannot change addresses at run time"
+        setter(new)
+        self.address_config = new
+        return True, ""
+
+    def _send_alone(self, peer: int, message: tuple) -> None:
+        identity = self.identities.get(peer)
+        if identity is not None:
+            self.sock.send_multipart([identity, *ipc.encode_batch(-1, [message])])
 
     def stop(self, *_: Any) -> None:
         self.running = False

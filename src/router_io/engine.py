@@ -88,10 +88,16 @@ class Connection:
         if idle:
             self.transport.idle_timeout = float(idle)
         self.sasl = self.transport.sasl()
-        mechs = settings.get("saslMechanisms") or ("ANONYMOUS" if not settings.get(
-            "authenticatePeer") else "")
+        if direction == "in":
+            mechs = settings.get("saslMechanisms") or ("ANONYMOUS" if not settings.get(
+                "authenticatePeer") else "")
+        else:
+            mechs = settings.get("saslMechanisms") or (
+                "PLAIN" if settings.get("saslUsername") else "ANONYMOUS")
         if mechs:
             self.sasl.allowed_mechs(mechs)
+        if direction == "out" and "PLAIN" in str(mechs).split():
+            self.sasl.allow_insecure_mechs = True  # PLAIN over loopback/plain TCP, as asked
         self.connection = proton.Connection()
         self.connection.collect(engine.collector)
         self.transport.bind(self.connection)
@@ -176,10 +182,33 @@ class WorkerEngine:
 
     # --- connections --------------------------------------------------------------------------
     def new_connection(self, settings: dict, host: str, direction: str = "in") -> Connection:
+        """A connection accepted on a listener ("in") or made by a connector ("out").
+
+        The connecting side speaks first: an outgoing connection is opened at once, with the
+        SASL credentials of its connector.
+        """
         conn = Connection(self, self.new_id(), settings, host, direction)
         self.conns[conn.c_ptr] = conn
         self.conns_by_id[conn.conn_id] = conn
+        if direction == "out":
+            pc = conn.connection
+            pc.hostname = str(settings.get("host") or host.rsplit(":", 1)[0])
+            if settings.get("saslUsername"):
+                pc.user = str(settings["saslUsername"])
+                if settings.get("saslPassword"):
+                    pc.password = str(settings["saslPassword"])
+            self._open_local(conn)
+            self.dirty.add(conn)
         return conn
+
+    def _open_local(self, conn: Connection) -> None:
+        pc = conn.connection
+        pc.container = self.router_id
+        pc.offered_capabilities = [ANONYMOUS_RELAY]
+        pc.desired_capabilities = [ANONYMOUS_RELAY]
+        pc.properties = {symbol("product"): PRODUCT, symbol("version"): VERSION,
+                         symbol("qd.conn-id"): conn.conn_id}
+        pc.open()
 
     def drop_connection(self, conn: Connection) -> None:
         """The socket is gone: forget the connection and tell the core (once)."""
@@ -241,13 +270,8 @@ class WorkerEngine:
         if conn is None or conn.reported_open:
             return
         pc = conn.connection
-        pc.container = self.router_id
-        pc.offered_capabilities = [ANONYMOUS_RELAY]
-        pc.desired_capabilities = [ANONYMOUS_RELAY]
-        props = {symbol("product"): PRODUCT, symbol("version"): VERSION,
-                 symbol("qd.conn-id"): conn.conn_id}
-        pc.properties = props
-        pc.open()
+        if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:
+            self._open_local(conn)
         conn.reported_open = True
         sasl = conn.sasl
         user = sasl.user or ("anonymous" if sasl.mech == "ANONYMOUS" else "")

@@ -22,6 +22,7 @@ import signal
 import socket
 import sys
 import time
+import zlib
 from typing import Any, Optional
 
 import zmq
@@ -65,6 +66,33 @@ def open_listener(settings: dict) -> socket.socket:
     return sock
 
 
+class Connector:
+    """An outgoing connection kept up by one worker: connect, and connect again after a loss.
+
+    Retries back off 1, 2, 4 s up to 8 s between attempts, as long as the connector exists.
+    """
+
+    def __init__(self, settings: dict) -> None:
+        self.settings = settings
+        self.name = str(settings.get("name") or f"{settings.get('host')}:{settings.get('port')}")
+        self.host = str(settings.get("host") or "127.0.0.1")
+        self.port = resolve_port(settings.get("port", "amqp"))
+        self.sock: Optional[socket.socket] = None
+        self.conn: Optional[Connection] = None
+        self.next_attempt = 0.0
+        self.failures = 0
+        self.status = "CONNECTING"
+        self.message = ""
+
+    def retry_later(self, now: float, why: str) -> None:
+        self.sock = None
+        self.conn = None
+        self.failures += 1
+        self.status = "CONNECTING"
+        self.message = why
+        self.next_attempt = now + min(8.0, 2.0 ** (self.failures - 1))
+
+
 class Worker:
     def __init__(self, spec: dict, index: int, peer_count: int, ipc_dir: str) -> None:
         self.spec = spec
@@ -85,6 +113,10 @@ class Worker:
         self.sockets: dict[int, tuple[socket.socket, Connection]] = {}
         self.sock_of: dict[Connection, socket.socket] = {}
         self.want_write: set = set()
+        self.connectors: dict[str, Connector] = {}
+        self.connecting: dict[int, Connector] = {}
+        self.conn_connector: dict[Connection, Connector] = {}
+        self.worker_count = int(spec.get("workers", 1))
         self.running = True
         self.rbuf = bytearray(_READ_SIZE)
         self.wbuf = bytearray(_READ_SIZE)
@@ -110,8 +142,94 @@ class Worker:
                 return False
             self.listeners[sock.fileno()] = (sock, settings)
             self.poller.register(sock, POLLIN)
+        for settings in self.spec.get("connectors", []):
+            self.open_connector(settings)
         self.report("ready")
         return True
+
+    # --- connectors ---------------------------------------------------------------------------
+    def owns(self, name: str) -> bool:
+        """Each connector is run by exactly one worker, chosen by a stable hash of its name."""
+        return zlib.crc32(name.encode()) % self.worker_count == self.index
+
+    def open_connector(self, settings: dict) -> bool:
+        """Start keeping a connector's connection up (if this worker owns it)."""
+        connector = Connector(settings)
+        if not self.owns(connector.name) or connector.name in self.connectors:
+            return False
+        self.connectors[connector.name] = connector
+        self.next_tick = 0.0  # attempt at once
+        return True
+
+    def close_connector(self, name: str) -> None:
+        connector = self.connectors.pop(name, None)
+        if connector is None:
+            return
+        if connector.conn is not None:
+            connector.conn.connection.close()
+            self.engine.dirty.add(connector.conn)
+            self.conn_connector.pop(connector.conn, None)
+        elif connector.sock is not None:
+            fd = connector.sock.fileno()
+            self.connecting.pop(fd, None)
+            self.poller.unregister(connector.sock)
+            connector.sock.close()
+
+    def _attempt(self, connector: Connector, now: float) -> None:
+        try:
+            infos = socket.getaddrinfo(connector.host, connector.port, 0, socket.SOCK_STREAM)
+            family, stype, proto, _, sockaddr = infos[0]
+            sock = socket.socket(family, stype, proto)
+        except OSError as exc:
+            connector.retry_later(now, str(exc))
+            return
+        sock.setblocking(False)
+        err = sock.connect_ex(sockaddr)
+        if err not in (0, errno.EINPROGRESS):
+            sock.close()
+            connector.retry_later(now, os.strerror(err))
+            return
+        connector.sock = sock
+        connector.next_attempt = float("inf")
+        self.connecting[sock.fileno()] = connector
+        self.poller.register(sock, POLLOUT)
+
+    def _finish_connect(self, fd: int) -> None:
+        connector = self.connecting.pop(fd)
+        sock = connector.sock
+        assert sock is not None
+        self.poller.unregister(sock)
+        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        now = time.monotonic()
+        if err:
+            sock.close()
+            if connector.failures == 0:
+                self._log_server("info", f"Connection to {connector.host}:{connector.port} "
+                                         f"failed: {os.strerror(err)}")
+            connector.retry_later(now, os.strerror(err))
+            return
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = self.engine.new_connection(connector.settings,
+                                          f"{connector.host}:{connector.port}", "out")
+        connector.conn = conn
+        connector.failures = 0
+        connector.status = "SUCCESS"
+        connector.message = ""
+        self.conn_connector[conn] = connector
+        self.sockets[fd] = (sock, conn)
+        self.sock_of[conn] = sock
+        self.poller.register(sock, POLLIN)
+        self._log_server("info", f"[C{conn.conn_id}] Connection to {connector.host}:"
+                                 f"{connector.port} established")
+
+    def _service_connectors(self, now: float) -> float:
+        """Start due connection attempts; return the next attempt's time."""
+        nxt = float("inf")
+        for connector in self.connectors.values():
+            if connector.sock is None and connector.conn is None and now >= connector.next_attempt:
+                self._attempt(connector, now)
+            nxt = min(nxt, connector.next_attempt)
+        return nxt
 
     # --- loop ---------------------------------------------------------------------------------
     def run(self) -> None:
@@ -128,6 +246,8 @@ class Worker:
                     self._drain_core()
                 elif target in self.listeners:
                     self._accept(target)
+                elif target in self.connecting:
+                    self._finish_connect(target)
                 else:
                     entry = self.sockets.get(target)
                     if entry is None:
@@ -156,8 +276,72 @@ class Worker:
             except zmq.Again:
                 return
             _, effects = ipc.decode_batch(frames)
+            if effects and type(effects[0]) is ipc.ConfigChange:
+                self._config_changes(effects)  # management batches come alone (coreproc.py)
+                continue
             for effect in effects:
                 apply(effect)
+
+    # --- runtime configuration changes from management ----------------------------------------
+    def _config_changes(self, effects: list) -> None:
+        for change in effects:
+            if type(change) is not ipc.ConfigChange:
+                self.engine.apply(change)
+                continue
+            try:
+                ok, detail = self.apply_config_change(change)
+            except Exception as exc:  # a bad change must not take the worker down: report it
+                ok, detail = False, f"{type(exc).__name__}: {exc}"
+            self.core.send_multipart(ipc.encode_batch(self.index, [
+                ipc.ConfigResult(change.request_id, self.index, ok, detail)]))
+
+    def apply_config_change(self, change: ipc.ConfigChange) -> tuple:
+        """Apply one management change in this worker; return (ok, detail).
+
+        A detail starting with "not supported" makes the agent answer 501.
+        """
+        kind = change.entity_type.rsplit("org.apache.qpid.dispatch.", 1)[-1]
+        attrs = change.attributes
+        name = attrs.get("name")
+        if kind == "listener" and change.op == "create":
+            try:
+                sock = open_listener(attrs)
+            except OSError as exc:
+                return False, (f"Listener error on {attrs.get('host')}:{attrs.get('port')}: "
+                               f"{exc.strerror or exc}")
+            self.listeners[sock.fileno()] = (sock, attrs)
+            self.poller.register(sock, POLLIN)
+            self._log_server("info", f"Listening on {attrs.get('host')}:{attrs.get('port')}")
+            return True, ""
+        if kind == "listener" and change.op == "delete":
+            for fd, (sock, settings) in list(self.listeners.items()):
+                if settings.get("name") == name:
+                    self.poller.unregister(sock)
+                    sock.close()
+                    del self.listeners[fd]
+                    self._log_server("info", f"Stopped listening on {settings.get('host')}:"
+                                             f"{settings.get('port')}")
+            return True, ""
+        if kind == "connector":
+            # Every worker gets the change; open_connector keeps it only in the owning worker.
+            if change.op == "create" and hasattr(self, "open_connector"):
+                owned = self.open_connector(attrs)
+                return True, "opened" if owned else "not owned"
+            if change.op == "delete" and hasattr(self, "close_connector"):
+                self.close_connector(str(name))
+                return True, ""
+            return False, "not supported: connectors not supported yet"
+        if kind == "log" and change.op == "update":
+            self.log_sink.configure(attrs)
+            return True, ""
+        if kind == "connection" and change.op == "update":
+            conn_id = int(attrs.get("connId", 0))
+            if conn_id not in self.engine.conns_by_id:
+                return False, "not owned"
+            self.engine.apply(ipc.CloseConnection(conn_id, "amqp:connection:forced",
+                                                  "Connection closed by management"))
+            return True, "closed"
+        return True, "ignored"
 
     def _accept(self, fd: int) -> None:
         lsock, settings = self.listeners[fd]
@@ -258,6 +442,9 @@ class Worker:
             pass
         sock.close()
         self.engine.drop_connection(conn)
+        connector = self.conn_connector.pop(conn, None)
+        if connector is not None and self.connectors.get(connector.name) is connector:
+            connector.retry_later(time.monotonic(), conn.error_text() or "connection closed")
         self._log_server("info", f"[C{conn.conn_id}] Connection from {conn.host} closed"
                          + (f": {conn.error_text()}" if conn.error_text() else ""))
 
@@ -270,7 +457,7 @@ class Worker:
             if nxt:
                 deadline = min(deadline, nxt / 1000.0)
             self.engine.dirty.add(conn)
-        self.next_tick = deadline
+        self.next_tick = min(deadline, self._service_connectors(now))
 
     def _shutdown(self) -> None:
         for sock, _ in self.listeners.values():

@@ -242,3 +242,27 @@ def test_example_clients_exchange_messages(router):
         rc.stop()
     assert send.confirmed == 100
     assert [b["sequence"] for b in recv.received] == list(range(1, 101))
+
+
+def test_two_workers_share_connections_and_route_between_them(router_factory):
+    """Every worker accepts (SO_REUSEPORT); deliveries cross from one worker to another."""
+    import re
+    r = router_factory(workers=2)
+    conns = [BlockingConnection(r.url, timeout=TIMEOUT) for _ in range(16)]
+    try:
+        receivers = [c.create_receiver(f"pair-{i}", credit=10) for i, c in enumerate(conns[:8])]
+        senders = [c.create_sender(f"pair-{i}") for i, c in enumerate(conns[8:])]
+        deliveries = [s.link.send(Message(body=f"to-{i}")) for i, s in enumerate(senders)]
+        for i, rcv in enumerate(receivers):
+            pump_until(conns, lambda: rcv.fetcher.has_message)
+            assert rcv.receive(timeout=TIMEOUT).body == f"to-{i}"
+            rcv.accept()
+        pump_until(conns, lambda: all(d.settled for d in deliveries))
+        assert all(d.remote_state == Delivery.ACCEPTED for d in deliveries)
+    finally:
+        for c in conns:
+            c.close()
+    # connection ids are minted per worker: worker w of n peers issues w+1, w+1+n, ...
+    ids = {int(m) for m in re.findall(r"\[C(\d+)\] Accepted connection", r.proc.output())}
+    peers = 3  # two workers and the agent
+    assert {(i - 1) % peers for i in ids} == {0, 1}, f"one worker took every connection: {ids}"

@@ -1,0 +1,142 @@
+# cython: language_level=3
+# Augmenting declarations for the compiled router core (pure-Python mode).
+#
+# setup.py copies src/router_core/core.py to build/cython_src/router_core/_core.py and this file
+# next to it as _core.pxd, then compiles the pair as ``router_core._core``. The .py stays the
+# readable pure-Python reference; this file only adds C types: the records become final cdef
+# classes with typed fields, the per-message methods cdef methods with typed locals.
+#
+# Rules for keeping it in step with core.py:
+# * every attribute of a record or of RouterCore must be declared here (cdef classes have no
+#   __dict__); what corestate.management_snapshot or callers read is ``public``/``readonly``;
+# * ids (link, connection, delivery) and peers stay Python objects: they are dict keys and effect
+#   fields, so boxing them once on the way in is cheaper than on every use;
+# * commands arrive as NamedTuples, which Cython's ``tuple`` type rejects (exact check): keep them
+#   ``object``;
+# * a method the dispatch table or a caller reaches by name stays ``def``; anything only called
+#   from inside this module may be ``cdef``.
+# After editing only this file: ROUTER_FORCE_REBUILD=1 (see setup.py).
+cimport cython
+
+
+cdef object _effect(type cls, tuple fields)
+cdef InDelivery _in_delivery(dlv_id, Link link, bint settled, payload, Address addr,
+                             bint multicast)
+cdef OutDelivery _out_delivery(out_id, Link link, InDelivery in_dlv)
+
+# Constants compared on the per-message path: C ints, not module-global lookups and boxing.
+cdef int DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED
+cdef int DIST_CLOSEST, DIST_MULTICAST, DIST_UNAVAILABLE
+cdef dict MCAST_RANK
+
+
+@cython.final
+cdef class Connection:
+    cdef public object peer, conn_id, role, direction, host, container, listener, user, sasl
+    cdef public object encrypted, link_capacity
+    cdef public dict links
+
+
+@cython.final
+cdef class Link:
+    cdef public object link_id, peer, name, address
+    cdef public Connection conn
+    cdef public int direction
+    cdef public Address addr
+    cdef public long long capacity
+    cdef public bint presettled, closed, from_container, to_container, credited
+    cdef public long long granted, received, held, in_unsettled, credit_pending
+    cdef public Py_ssize_t credit_slot
+    cdef public long long limit, delivered
+    cdef public object queue
+    cdef public dict unsettled
+    cdef public long long delivery_count, presettled_count, dropped_presettled_count
+    cdef public long long accepted, rejected, released, modified
+
+
+@cython.final
+cdef class Address:
+    cdef public object key
+    cdef public int dist, priority
+    cdef public list consumers, waiting, queues
+    cdef public long long held, rr, refs, container_count
+    cdef public long long ingress, egress, to_container, from_container
+
+
+@cython.final
+@cython.freelist(64)
+cdef class InDelivery:
+    cdef public object dlv_id, payload, info
+    cdef public Link link
+    cdef public Address addr
+    cdef public bint settled, multicast
+    cdef public int priority, outcome
+    cdef public long long pending, open
+    cdef public OutDelivery out
+    cdef public list copies
+
+
+@cython.final
+@cython.freelist(64)
+cdef class OutDelivery:
+    cdef public object out_id, info
+    cdef public Link link
+    cdef public InDelivery in_dlv
+    cdef public int state
+    cdef public bint done
+
+
+@cython.final
+cdef class RouterCore:
+    cdef readonly object router_id, area
+    cdef public int default_distribution
+    cdef readonly object rules
+    cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled
+    cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
+    cdef readonly long long modified, ingress, egress, transit, ingress_container
+    cdef readonly long long egress_container
+    cdef long long _next_out
+    cdef dict _key_cache, _effects, _dispatch
+    cdef list _credited
+    cdef object _rng
+
+    cdef _handle(self, peer, cmd)
+    cdef _emit(self, peer, effect)
+    cdef _credit(self, Link link, long long credit)
+    cdef _replenish(self, Link link)
+    cdef _key(self, address)
+    @cython.locals(addr=Address)
+    cdef Address _address(self, key)
+    cdef tuple _treatment(self, key)
+    cdef _unref(self, Address addr)
+    @cython.locals(addr=Address, out=OutDelivery, dlv=InDelivery)
+    cdef _drop_link(self, Link link)
+    @cython.locals(link=Link, addr=Address, target=Link, dlv=InDelivery, settled=cython.bint,
+                   priority=cython.int)
+    cdef _on_transfer(self, peer, cmd)
+    @cython.locals(consumers=list, n=cython.Py_ssize_t, start=cython.Py_ssize_t,
+                   k=cython.Py_ssize_t, i=cython.Py_ssize_t,
+                   link=Link, best=Link, best_i=cython.Py_ssize_t, best_out=cython.Py_ssize_t,
+                   best_cap=cython.longlong, out=cython.Py_ssize_t, cap=cython.longlong)
+    cdef Link _pick(self, Address addr)
+    @cython.locals(out_id=cython.longlong, addr=Address, out=OutDelivery)
+    cdef OutDelivery _send(self, Link link, InDelivery dlv, bint settled, payload)
+    @cython.locals(link=Link, settled=cython.bint)
+    cdef _forward_multicast(self, Address addr, InDelivery dlv)
+    cdef _copy_unqueued(self, InDelivery dlv)
+    @cython.locals(link=Link, addr=Address, dlv=InDelivery, p=cython.int, drain=cython.bint)
+    cdef _on_flow(self, peer, cmd)
+    @cython.locals(dlv=InDelivery, link=Link)
+    cdef _release_held(self, Address addr)
+    cdef _count_outcome(self, Link link, int state, bint router_wide)
+    @cython.locals(link=Link)
+    cdef _settle_in(self, InDelivery dlv, int state, info)
+    @cython.locals(dlv=InDelivery)
+    cdef _forget_out(self, OutDelivery out)
+    @cython.locals(out=OutDelivery)
+    cdef _copy_done(self, InDelivery dlv, int state, info)
+    @cython.locals(out=OutDelivery, dlv=InDelivery, terminal=cython.bint, settled=cython.bint,
+                   state=cython.int)
+    cdef _on_disposition(self, peer, cmd)
+    @cython.locals(dlv=InDelivery, link=Link, out=OutDelivery, consumer=Link, state=cython.int)
+    cdef _on_settle_in(self, peer, cmd)

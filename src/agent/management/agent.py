@@ -1,0 +1,264 @@
+"""The management agent's IPC adapter: how requests reach the agent and answers leave it.
+
+Like an I/O worker, the agent is a peer of the core. On start it opens an *internal* connection
+in the core and attaches three links on it: receivers (DIR_OUT) on ``$management`` (key
+``M0$management``) and ``_local/$management`` (key ``L$management``, which is also where
+``amqp:/_topo/0/<router id>/$management`` resolves), whose credit it keeps topped up, and an
+anonymous sender (DIR_IN) for the replies, used only while the core has given it credit (a small
+bounded queue holds replies otherwise).
+
+A request arrives as a Deliver with the raw message bytes: it is settled (ACCEPTED), parsed, and
+answered from ONE core snapshot (CoreQuery -> CoreState). A change other processes must apply
+goes out as ConfigChange; the core answers for itself (peer -1) and every worker answers too; the
+agent answers the client when all have, or after a bounded wait. Management messages travel in
+their own IPC batches (see router_core/coreproc.py).
+
+Must not import router_io or router_core.core.
+"""
+from __future__ import annotations
+
+import collections
+import itertools
+import time
+import traceback
+from typing import Any, Callable, Optional
+
+from agent.management import operations
+from agent.management.entities import View
+from agent.management.operations import Change, Context, Reply
+from agent.management.protocol import (
+    INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
+    error_response, parse_request, response)
+from agent.management.store import ConfigStore
+from router_core import ipc
+from router_core.log import LogConfigError, RouterLog
+
+MANAGEMENT_ADDRESSES = ("$management", "_local/$management")
+LINK_WINDOW = 250
+CHANGE_TIMEOUT = 5.0
+QUERY_TIMEOUT = 5.0
+MAX_QUEUED_REPLIES = 1000
+NOT_SUPPORTED = "not supported"
+
+
+class _PendingChange:
+    __slots__ = ("request", "change", "results", "deadline")
+
+    def __init__(self, request: Request, change: Change, deadline: float) -> None:
+        self.request = request
+        self.change = change
+        self.results: dict[int, tuple] = {}
+        self.deadline = deadline
+
+
+class ManagementAgent:
+    def __init__(self, spec: dict, log: RouterLog, new_id: Callable[[], int],
+                 send: Callable[..., None], send_control: Callable[..., None],
+                 worker_count: int, version: str) -> None:
+        self.spec = spec
+        self.log = log
+        self.new_id = new_id
+        self.send = send
+        self.send_control = send_control
+        self.workers = worker_count
+        self.version = version
+        self.store = ConfigStore(spec)
+        self.started = time.time()
+        self.conn_id = 0
+        self.in_links: dict[int, list] = {}   # link id -> [received, limit]
+        self.reply_link = 0
+        self.reply_credit = 0
+        self.replies: collections.deque = collections.deque()
+        self.queries: dict[int, tuple] = {}   # request id -> (Request, deadline)
+        self.changes: dict[int, _PendingChange] = {}
+        self._ids = itertools.count(1)
+
+    def handlers(self) -> dict:
+        return {ipc.Deliver: self.on_deliver, ipc.LinkCredit: self.on_credit,
+                ipc.LinkRefuse: self.on_refuse, ipc.CoreState: self.on_core_state,
+                ipc.ConfigResult: self.on_config_result, ipc.LinkOpen: lambda fx, now: None,
+                ipc.UpdateIn: lambda fx, now: None}
+
+    # --- start --------------------------------------------------------------------------------
+    def start(self) -> None:
+        router_id = self.spec["router_id"]
+        self.conn_id = self.new_id()
+        self.send(ipc.ConnOpened(self.conn_id, "internal", "in", "", router_id, "", "", "",
+                                 False, LINK_WINDOW))
+        for address in MANAGEMENT_ADDRESSES:
+            link_id = self.new_id()
+            self.in_links[link_id] = [0, LINK_WINDOW]
+            self.send(ipc.LinkAttach(link_id, self.conn_id, ipc.DIR_OUT, f"mgmt:{address}",
+                                     address, False, False, LINK_WINDOW),
+                      ipc.LinkFlow(link_id, LINK_WINDOW, False))
+        self.reply_link = self.new_id()
+        self.send(ipc.LinkAttach(self.reply_link, self.conn_id, ipc.DIR_IN, "mgmt:replies", None,
+                                 False, True, LINK_WINDOW))
+        self.log.log("AGENT", "info", "Management agent started on $management")
+
+    # --- requests -----------------------------------------------------------------------------
+    def on_deliver(self, fx: ipc.Deliver, now: float) -> None:
+        window = self.in_links.get(fx.link_id)
+        if not fx.settled:
+            self.send(ipc.Disposition(fx.dlv_id, ipc.STATE_ACCEPTED, True, None))
+        if window is None:
+            return
+        window[0] += 1
+        if window[1] - window[0] < LINK_WINDOW // 2:
+            window[1] = window[0] + LINK_WINDOW
+            self.send(ipc.LinkFlow(fx.link_id, window[1], False))
+        try:
+            msg = decode(fx.payload)
+        except Exception as exc:  # proton raises several types for garbage bytes
+            self.log.log("AGENT", "warning", f"Dropping a management request that is not an "
+                                             f"AMQP message: {exc}")
+            return
+        try:
+            request = parse_request(msg)
+        except ManagementError as exc:
+            self.log.log("AGENT", "info", f"Bad management request: {exc.description}")
+            if msg.reply_to:
+                self._reply(msg.reply_to, response(msg.reply_to, msg.correlation_id, exc.status,
+                                                   exc.description))
+            return
+        if self.log.enabled("AGENT", "debug"):
+            self.log.log("AGENT", "debug", f"Agent request {request.operation} "
+                                           f"type={request.type or request.entity_type} "
+                                           f"name={request.name} identity={request.identity}")
+        request_id = next(self._ids)
+        self.queries[request_id] = (request, now + QUERY_TIMEOUT)
+        self.send_control(ipc.CoreQuery(request_id, "snapshot"))
+
+    def on_core_state(self, fx: ipc.CoreState, now: float) -> None:
+        entry = self.queries.pop(fx.request_id, None)
+        if entry is None:
+            return
+        request = entry[0]
+        try:
+            view = View(fx.state, self.store, version=self.version, started=self.started)
+            outcome = operations.execute(request, view,
+                                         Context(log_entries=list(self.log.recent)))
+        except ManagementError as exc:
+            self._answer(request, exc.status, exc.description, None)
+            return
+        except Exception as exc:  # a bug must not take the agent down; the client learns it
+            self.log.log("AGENT", "error", f"Management request {request.operation} failed: "
+                                           f"{exc!r}\n{traceback.format_exc()}")
+            self._answer(request, INTERNAL_ERROR, f"internal error: {exc!r}", None)
+            return
+        if isinstance(outcome, Reply):
+            self._answer(request, outcome.status, outcome.description, outcome.body)
+            return
+        change_id = next(self._ids)
+        self.changes[change_id] = _PendingChange(request, outcome, now + CHANGE_TIMEOUT)
+        self.send_control(ipc.ConfigChange(change_id, outcome.op, outcome.entity_type,
+                                           outcome.attributes))
+
+    # --- runtime changes ----------------------------------------------------------------------
+    def on_config_result(self, fx: ipc.ConfigResult, now: float) -> None:
+        pending = self.changes.get(fx.request_id)
+        if pending is None:
+            return
+        pending.results[fx.peer] = (bool(fx.ok), fx.detail)
+        if len(pending.results) >= self.workers + 1:
+            del self.changes[fx.request_id]
+            self._finish(pending)
+
+    def _finish(self, pending: _PendingChange) -> None:
+        change, results = pending.change, pending.results
+        failures = []
+        core = results.get(-1)
+        if core is None:
+            failures.append("the router core did not answer in time")
+        elif not core[0]:
+            failures.append(core[1])
+        worker_results = {p: r for p, r in results.items() if p >= 0}
+        missing = [str(p) for p in range(self.workers) if p not in worker_results]
+        status = INTERNAL_ERROR
+        if change.workers == "all":
+            failures += [f"worker {p}: {d}" for p, (ok, d) in sorted(worker_results.items())
+                         if not ok]
+            if missing:
+                failures.append(f"worker(s) {', '.join(missing)} did not answer in time")
+        elif change.workers == "any" and not failures:
+            if not any(ok for ok, _ in worker_results.values()):
+                status = NOT_FOUND
+                failures.append(f"{change.entity_type.rsplit('.', 1)[-1]} "
+                                f"{change.entity.get('identity')} not found in any I/O worker")
+        if failures:
+            if all(NOT_SUPPORTED in f for f in failures):
+                status = NOT_IMPLEMENTED
+            if change.op == "create" and any(ok for ok, _ in worker_results.values()):
+                # some processes applied it: take it back so the router stays consistent
+                self.send_control(ipc.ConfigChange(next(self._ids), "delete", change.entity_type,
+                                                   change.attributes))
+            description = "; ".join(dict.fromkeys(failures))
+            self.log.log("AGENT", "warning", f"{change.summary or change.op} failed: "
+                                             f"{description}")
+            self._answer(pending.request, status, description, None)
+            return
+        if change.commit == "add":
+            self.store.add(change.entity)
+        elif change.commit == "remove":
+            self.store.remove(change.entity)
+        elif change.commit == "replace":
+            self.store.replace(change.entity)
+        if change.entity_type.endswith(".log"):
+            try:
+                self.log.configure(change.attributes)
+            except LogConfigError as exc:
+                self.log.log("AGENT", "error", f"log update not applied in the agent: {exc}")
+        self.log.log("AGENT", "info", change.summary or f"{change.op} {change.entity_type}")
+        self._answer(pending.request, change.status, None, change.body)
+
+    def tick(self, now: float) -> None:
+        for change_id in [i for i, p in self.changes.items() if p.deadline <= now]:
+            self._finish(self.changes.pop(change_id))
+        for request_id in [i for i, (_, d) in self.queries.items() if d <= now]:
+            request, _ = self.queries.pop(request_id)
+            self._answer(request, INTERNAL_ERROR, "the router core did not answer in time", None)
+
+    def next_deadline(self) -> Optional[float]:
+        deadlines = [p.deadline for p in self.changes.values()]
+        deadlines += [d for _, d in self.queries.values()]
+        return min(deadlines) if deadlines else None
+
+    # --- replies ------------------------------------------------------------------------------
+    def _answer(self, request: Request, status: int, description: Optional[str],
+                body: Any) -> None:
+        if not request.reply_to:
+            return
+        if status >= 400:
+            msg = error_response(request, ManagementError(status, description or ""))
+        else:
+            msg = response(request.reply_to, request.correlation_id, status, description, body)
+        self._reply(request.reply_to, msg)
+
+    def _reply(self, to: str, msg: Any) -> None:
+        try:
+            payload = msg.encode()
+        except Exception as exc:  # a body proton cannot encode: say so instead of going silent
+            self.log.log("AGENT", "error", f"cannot encode management response: {exc!r}")
+            fallback = response(to, msg.correlation_id, INTERNAL_ERROR,
+                                f"cannot encode the response: {exc}")
+            payload = fallback.encode()
+        if len(self.replies) >= MAX_QUEUED_REPLIES:
+            self.replies.popleft()
+            self.log.log("AGENT", "warning", "management reply queue full: dropped the oldest")
+        self.replies.append((to, payload))
+        self._send_replies()
+
+    def on_credit(self, fx: ipc.LinkCredit, now: float) -> None:
+        if fx.link_id == self.reply_link:
+            self.reply_credit += fx.credit
+            self._send_replies()
+
+    def _send_replies(self) -> None:
+        while self.replies and self.reply_credit > 0:
+            to, payload = self.replies.popleft()
+            self.reply_credit -= 1
+            self.send(ipc.Transfer(self.new_id(), self.reply_link, to, True, 4, payload))
+
+    def on_refuse(self, fx: ipc.LinkRefuse, now: float) -> None:
+        self.log.log("AGENT", "error", f"the core refused management link {fx.link_id}: "
+                                       f"{fx.condition} {fx.description}")

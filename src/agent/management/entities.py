@@ -1,0 +1,159 @@
+"""The management view of one moment: configuration entities plus ONE core snapshot.
+
+Owns the entity adapters: how the core's snapshot (``RouterCore.snapshot()``) and the agent's
+configuration store become management entities with Qpid Dispatch 1.x attribute names and
+identities (``router/<id>``, ``router.node/<id>``, ``router.address/<key>``, ``log/<MODULE>``,
+connections and links by their numeric ids). The router's own internal connections (the agent's)
+are not client connections: they and their links are hidden, and their consumers show as
+in-process (``inProcess``) on the address, as Qpid shows its embedded agent.
+
+Every answer to one request is computed from one View. Must not import zmq, proton, router_io or
+router_core.core.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+from agent.management.protocol import NOT_FOUND, ManagementError
+from agent.management.store import ConfigStore
+from agent.schema import EntityType
+
+PREFIX = "org.apache.qpid.dispatch."
+INTERNAL_ROLE = "internal"
+
+
+class View:
+    """Entities of every type as of one core snapshot."""
+
+    def __init__(self, snapshot: dict, store: ConfigStore, *, version: str, started: float,
+                 now: Optional[float] = None) -> None:
+        self.snapshot = snapshot
+        self.store = store
+        self.version = version
+        self.started = started
+        self.now = time.time() if now is None else now
+        self.router_id = snapshot.get("router", {}).get("id") or store.of_type(
+            PREFIX + "router")[0]["id"]
+        conns = snapshot.get("connections", [])
+        self._internal = {c["identity"] for c in conns if c.get("role") == INTERNAL_ROLE}
+        self._cache: dict[str, list[dict]] = {}
+
+    # --- public -------------------------------------------------------------------------------
+    def entities(self, etype: EntityType) -> list[dict]:
+        """Every entity of one type, attribute maps with ``type``/``name``/``identity``."""
+        long = etype.long_name
+        if long not in self._cache:
+            builder = _BUILDERS.get(etype.short_name)
+            if builder is not None:
+                found = builder(self)
+            else:
+                found = [dict(e) for e in self.store.of_type(long)]
+            for entity in found:
+                entity["type"] = long
+                entity.setdefault("name", entity.get("identity"))
+            self._cache[long] = found
+        return self._cache[long]
+
+    def find(self, etype: EntityType, name: Optional[str], identity: Optional[str]) -> dict:
+        """The entity named by ``identity`` and/or ``name``; 404 if there is none."""
+        for entity in self.entities(etype):
+            if identity is not None and entity.get("identity") != identity:
+                continue
+            if name is not None and entity.get("name") != name:
+                continue
+            return entity
+        what = " and ".join(f"{k} '{v}'" for k, v in (("identity", identity), ("name", name))
+                            if v is not None)
+        raise ManagementError(NOT_FOUND, f"Not found: {etype.short_name} with {what}")
+
+    def is_internal_connection(self, identity: str) -> bool:
+        return identity in self._internal
+
+    # --- builders -----------------------------------------------------------------------------
+    def _links(self) -> list[dict]:
+        return [{**link, "peer": None} for link in self.snapshot.get("links", [])
+                if str(link.get("connectionId")) not in self._internal]
+
+    def _in_process(self) -> dict:
+        """Address key -> (in-process consumers, deliveries to them) from internal links."""
+        out: dict[str, list[int]] = {}
+        for link in self.snapshot.get("links", []):
+            if str(link.get("connectionId")) in self._internal and link.get("linkDir") == "out" \
+                    and link.get("owningAddr"):
+                entry = out.setdefault(link["owningAddr"], [0, 0])
+                entry[0] += 1
+                entry[1] += link.get("deliveryCount", 0)
+        return out
+
+    def _addresses(self) -> list[dict]:
+        in_process = self._in_process()
+        out = []
+        for addr in self.snapshot.get("addresses", []):
+            entity = dict(addr)
+            key = addr["key"]
+            entity["identity"] = f"router.address/{key}"
+            entity["name"] = key
+            consumers, delivered = in_process.get(key, (0, 0))
+            if consumers:
+                entity["inProcess"] = consumers
+                entity["subscriberCount"] = max(0, addr.get("subscriberCount", 0) - consumers)
+                entity["deliveriesEgress"] = max(0, addr.get("deliveriesEgress", 0) - delivered)
+                entity["deliveriesToContainer"] = addr.get("deliveriesToContainer", 0) + delivered
+            entity.setdefault("remoteHostRouters", [])
+            entity.setdefault("deliveriesRedirectedToFallback", 0)
+            out.append(entity)
+        return out
+
+    def _connections(self) -> list[dict]:
+        out = []
+        for conn in self.snapshot.get("connections", []):
+            if conn.get("role") == INTERNAL_ROLE:
+                continue
+            entity = {**conn, "name": f"connection/{conn.get('host')}",
+                      "adminStatus": "enabled", "operStatus": "up", "active": True,
+                      "ssl": bool(conn.get("isEncrypted")), "tenant": None, "properties": {},
+                      "uptimeSeconds": None, "lastDlvSeconds": None}
+            out.append(entity)
+        return out
+
+    def _nodes(self) -> list[dict]:
+        identity = f"router.node/{self.router_id}"
+        return [{"identity": identity, "name": identity, "id": self.router_id,
+                 "protocolVersion": 1, "instance": int(self.started), "linkState": [],
+                 "nextHop": "(self)", "validOrigins": [],
+                 "address": f"amqp:/_topo/0/{self.router_id}", "routerLink": None, "cost": 0,
+                 "index": 0, "lastTopoChange": 0}]
+
+    def _router(self) -> list[dict]:
+        config = dict(self.store.of_type(PREFIX + "router")[0])
+        counters = dict(self.snapshot.get("router", {}))
+        counters.pop("mode", None)  # the configured mode is the truth, not the core's default
+        config.update(counters)
+        store = self.store
+        config.update({
+            "identity": config.get("identity") or f"router/{self.router_id}",
+            "version": self.version,
+            "uptimeSeconds": int(self.now - self.started),
+            "addrCount": len(self.snapshot.get("addresses", [])),
+            "linkCount": len(self._links()),
+            "connectionCount": len(self._connections()),
+            "nodeCount": 0,  # remote routers known; a standalone router knows none
+            "linkRouteCount": len(store.of_type(PREFIX + "router.config.linkRoute")),
+            "autoLinkCount": len(store.of_type(PREFIX + "router.config.autoLink")),
+            "memoryUsage": None,
+        })
+        for counter in ("deliveriesDelayed1Sec", "deliveriesDelayed10Sec", "deliveriesStuck",
+                        "deletedOnDetach", "deliveriesTransit"):
+            config.setdefault(counter, 0)
+        return [config]
+
+    def _management(self) -> list[dict]:
+        return [{"identity": "self", "name": "self"}]
+
+
+_BUILDERS: dict[str, Any] = {
+    "router": View._router, "router.link": View._links, "router.address": View._addresses,
+    "connection": View._connections, "router.node": View._nodes, "management": View._management,
+    "vhostStats": lambda view: [],
+}

@@ -1,0 +1,245 @@
+"""Management operations: one request and one View in, a reply or a runtime change out.
+
+Owns the semantics of CREATE, READ, UPDATE, DELETE, QUERY (attributeNames, offset/count paging),
+GET-TYPES, GET-ATTRIBUTES, GET-OPERATIONS, GET-ANNOTATIONS, GET-MGMT-NODES, GET-SCHEMA,
+GET-JSON-SCHEMA and GET-LOG, and which status answers what (200, 201, 204, 400 with a
+description, 404, 501 for an operation a type does not have or a feature not built yet).
+
+Changes that other processes must apply (listeners, connectors, addresses, log levels,
+closing a connection) are returned as :class:`Change`; the agent sends them and answers when
+every process has. Pure: no I/O. Must not import zmq, router_io or router_core.core.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from agent.management import schemaops
+from agent.management.entities import View
+from agent.management.protocol import (
+    BAD_REQUEST, CREATED, FORBIDDEN, NO_CONTENT, NOT_IMPLEMENTED, OK, ManagementError, Request)
+from agent.schema import EntityType
+
+# Mutations of these types need a feature the router does not have yet: answer 501, clearly.
+NOT_BUILT = {
+    "router.config.linkRoute": "link routes are not supported by this router yet",
+    "router.config.autoLink": "auto-links are not supported by this router yet",
+    "sslProfile": "sslProfile changes at run time are not supported by this router yet",
+    "vhost": "vhost policy is not supported by this router yet",
+    "policy": "policy changes are not supported by this router yet",
+    "router.link": "changing a link's adminStatus is not supported by this router yet",
+}
+# Types whose CREATE/DELETE go to processes; how many workers must succeed.
+_RUNTIME = {"listener": "all", "connector": "all", "router.config.address": "none"}
+
+
+@dataclass
+class Reply:
+    status: int
+    body: Any = None
+    description: Optional[str] = None
+
+
+@dataclass
+class Change:
+    """A change every process must apply before the agent answers ``status`` with ``body``.
+
+    ``workers``: "all" (every worker must succeed), "any" (the owner, e.g. of a connection) or
+    "none" (only the core's result counts). ``commit``: what the agent's store does on success.
+    """
+    op: str
+    entity_type: str
+    attributes: dict
+    entity: dict
+    status: int
+    body: Any
+    workers: str = "all"
+    commit: Optional[str] = None  # add | remove | replace | None
+    summary: str = ""
+
+
+Outcome = Union[Reply, Change]
+
+
+@dataclass
+class Context:
+    """What the operations need besides the view: the log entries for GET-LOG."""
+    log_entries: list = field(default_factory=list)
+
+
+def execute(request: Request, view: View, ctx: Optional[Context] = None) -> Outcome:
+    ctx = ctx or Context()
+    op = request.operation
+    if op in ("CREATE", "READ", "UPDATE", "DELETE"):
+        return _entity_operation(request, view)
+    schema = view.store.schema
+    if op == "QUERY":
+        return _query(request, view)
+    if op == "GET-TYPES":
+        return Reply(OK, schemaops.get_types(schema, request.entity_type))
+    if op == "GET-ATTRIBUTES":
+        return Reply(OK, schemaops.get_attributes(schema, request.entity_type))
+    if op == "GET-OPERATIONS":
+        return Reply(OK, schemaops.get_operations(schema, request.entity_type))
+    if op == "GET-ANNOTATIONS":
+        return Reply(OK, schemaops.get_annotations(schema, request.entity_type))
+    if op == "GET-MGMT-NODES":
+        return Reply(OK, [f"amqp:/_topo/0/{view.router_id}/$management"])
+    if op == "GET-SCHEMA":
+        return Reply(OK, schemaops.get_schema(schema))
+    if op == "GET-JSON-SCHEMA":
+        return Reply(OK, schemaops.get_json_schema(schema))
+    if op == "GET-LOG":
+        return _get_log(request, ctx)
+    raise ManagementError(BAD_REQUEST, f"Unknown operation '{op}'")
+
+
+# --- QUERY ------------------------------------------------------------------------------------
+def query_rows(entities: list[dict], names: list[str], offset: int,
+               count: Optional[int]) -> list[list]:
+    """Rows of ``names`` values (None where an entity lacks one), paged by offset/count."""
+    selected = entities[offset:] if count is None else entities[offset:offset + count]
+    return [[entity.get(name) for name in names] for entity in selected]
+
+
+def _query(request: Request, view: View) -> Reply:
+    body = request.body_map()
+    names = body.get("attributeNames") or []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ManagementError(BAD_REQUEST, "attributeNames must be a list of strings")
+    offset = request.int_prop("offset", 0) or 0
+    count = request.int_prop("count")
+    schema = view.store.schema
+    if request.entity_type:
+        types = [schemaops.resolve_type(schema, request.entity_type)]
+    else:
+        types = schema.concrete_types()
+    if not names:
+        names = []
+        for etype in types:
+            names.extend(n for n in etype.attributes if n not in names)
+    entities = [e for etype in types for e in view.entities(etype)]
+    return Reply(OK, {"attributeNames": names,
+                      "results": query_rows(entities, names, offset, count)})
+
+
+# --- GET-LOG ----------------------------------------------------------------------------------
+def _get_log(request: Request, ctx: Context) -> Reply:
+    module = request.prop("module")
+    limit = request.int_prop("limit")
+    entries = [list(e) for e in ctx.log_entries if module is None or e[0] == module]
+    if limit is not None:
+        entries = entries[-limit:] if limit else []
+    return Reply(OK, entries)
+
+
+# --- CREATE / READ / UPDATE / DELETE ----------------------------------------------------------
+def _target_type(request: Request, view: View) -> Optional[EntityType]:
+    name = request.type
+    body = request.body if isinstance(request.body, dict) else {}
+    if name is None and request.operation == "CREATE" and isinstance(body.get("type"), str):
+        name = body["type"]
+    if name is None:
+        return None
+    return schemaops.resolve_type(view.store.schema, name)
+
+
+def _locate(request: Request, view: View, etype: Optional[EntityType]) -> tuple:
+    if request.name is None and request.identity is None:
+        raise ManagementError(BAD_REQUEST, f"{request.operation} needs a 'name' or an "
+                                           "'identity'")
+    if etype is not None:
+        return etype, view.find(etype, request.name, request.identity)
+    for candidate in view.store.schema.concrete_types():
+        try:
+            return candidate, view.find(candidate, request.name, request.identity)
+        except ManagementError:
+            continue
+    # no type given and nothing found: report it like a typed lookup would
+    what = request.identity if request.identity is not None else request.name
+    raise ManagementError(404, f"Not found: no entity with name or identity '{what}'")
+
+
+def _entity_operation(request: Request, view: View) -> Outcome:
+    op = request.operation
+    etype = _target_type(request, view)
+    if op == "CREATE":
+        if etype is None:
+            raise ManagementError(BAD_REQUEST, "CREATE needs a 'type'")
+        _check_operation(etype, op)
+        return _create(request, view, etype)
+    etype, entity = _locate(request, view, etype)
+    _check_operation(etype, op)
+    if op == "READ":
+        return Reply(OK, dict(entity))
+    if op == "UPDATE":
+        return _update(request, view, etype, entity)
+    return _delete(etype, entity)
+
+
+def _check_operation(etype: EntityType, op: str) -> None:
+    if op not in etype.operations:
+        raise ManagementError(NOT_IMPLEMENTED, f"Operation '{op}' is not implemented for "
+                                               f"'{etype.long_name}' (operations: "
+                                               f"{', '.join(etype.operations) or 'none'})")
+    if op != "READ" and etype.short_name in NOT_BUILT:
+        raise ManagementError(NOT_IMPLEMENTED, NOT_BUILT[etype.short_name])
+
+
+def _create(request: Request, view: View, etype: EntityType) -> Change:
+    entity = view.store.validate_create(etype, request.body_map(), request.name)
+    mode = _RUNTIME.get(etype.short_name)
+    if mode is None:  # pragma: no cover - every creatable type is runtime or NOT_BUILT
+        raise ManagementError(NOT_IMPLEMENTED, f"CREATE of {etype.short_name} is not supported")
+    return Change("create", etype.long_name, _plain(entity), entity, CREATED, dict(entity),
+                  workers=mode, commit="add",
+                  summary=f"Created {etype.short_name} {entity['name']}")
+
+
+def _delete(etype: EntityType, entity: dict) -> Change:
+    mode = _RUNTIME.get(etype.short_name)
+    if mode is None:  # pragma: no cover
+        raise ManagementError(NOT_IMPLEMENTED, f"DELETE of {etype.short_name} is not supported")
+    return Change("delete", etype.long_name, _plain(entity), entity, NO_CONTENT, {},
+                  workers=mode, commit="remove",
+                  summary=f"Deleted {etype.short_name} {entity['name']}")
+
+
+def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Outcome:
+    changes = view.store.validate_update(etype, entity, request.body_map())
+    short = etype.short_name
+    if short == "log":
+        return _update_log(view, etype, entity, changes)
+    if short == "connection":
+        status = changes.pop("adminStatus", None)
+        if changes:
+            raise ManagementError(BAD_REQUEST, "only adminStatus can be updated on a connection")
+        if status != "deleted":
+            return Reply(OK, dict(entity))
+        if view.is_internal_connection(entity["identity"]):
+            raise ManagementError(FORBIDDEN, "the router's internal connection cannot be closed")
+        closed = {**entity, "adminStatus": "deleted", "operStatus": "down"}
+        attrs = {"identity": entity["identity"], "connId": int(entity["identity"]),
+                 "adminStatus": "deleted"}
+        return Change("update", etype.long_name, attrs, closed, OK, closed, workers="any",
+                      summary=f"Closed connection {entity['identity']} by management")
+    raise ManagementError(NOT_IMPLEMENTED, f"UPDATE of {short} is not supported")
+
+
+def _update_log(view: View, etype: EntityType, entity: dict, changes: dict) -> Change:
+    updated = {**entity, **changes}
+    effective = dict(_plain(updated))
+    if effective.get("enable") == "default":
+        if updated["module"] == "DEFAULT":
+            raise ManagementError(BAD_REQUEST, "the DEFAULT log module cannot be set to "
+                                               "'default'")
+        default = next(e for e in view.store.of_type(etype.long_name) if e["module"] == "DEFAULT")
+        effective["enable"] = default.get("enable", "info+")
+    return Change("update", etype.long_name, effective, updated, OK, dict(updated),
+                  workers="all", commit="replace",
+                  summary=f"Log {updated['module']} set to {changes}")
+
+
+def _plain(entity: dict) -> dict:
+    """Attributes to send to other processes: no None values (they mean 'unset')."""
+    return {k: v for k, v in entity.items() if v is not None}

@@ -1,0 +1,187 @@
+"""The configuration entities the management agent answers for, and CREATE/UPDATE validation.
+
+Owns the agent's copy of every configuration entity (from the runtime spec, then changed at run
+time by management): router, listener, connector, sslProfile, log, router.config.address,
+router.config.linkRoute, router.config.autoLink, policy, vhost. Each entity is a plain dict of
+canonical attribute names with ``name``, ``identity`` and ``type`` (long name) filled.
+
+Validation uses the one schema (``agent.schema``): names normalised, values converted, required
+attributes checked, defaults filled, identities given as the configuration parser gives them.
+Must not import zmq, proton, router_io or router_core.core.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from agent.management.protocol import BAD_REQUEST, ManagementError
+from agent.schema import EntityType, Schema, SchemaError, load_schema
+
+# spec key -> short type name, in the order the configuration applies them
+SPEC_KEYS = (("sslProfiles", "sslProfile"), ("addresses", "router.config.address"),
+             ("linkRoutes", "router.config.linkRoute"), ("autoLinks", "router.config.autoLink"),
+             ("vhosts", "vhost"), ("connectors", "connector"), ("listeners", "listener"))
+_DEFAULT_LOG_ENABLE = "info+"
+
+
+class ConfigStore:
+    """Configuration entities by long type name, in application order."""
+
+    def __init__(self, spec: dict, schema: Optional[Schema] = None) -> None:
+        self.schema = schema or load_schema()
+        self.mode = spec.get("router", {}).get("mode", "standalone")
+        self.entities: dict[str, list[dict]] = {}
+        self._serial: dict[str, int] = {}
+        router = dict(spec.get("router") or {})
+        router.setdefault("id", spec.get("router_id", "Router"))
+        router.setdefault("identity", f"router/{router['id']}")
+        router.setdefault("name", router["identity"])
+        self._put("router", [router])
+        self._put("log", self._logs(spec.get("logs", [])))
+        policy = spec.get("policy")
+        self._put("policy", [policy] if policy else [])
+        for key, short in SPEC_KEYS:
+            self._put(short, spec.get(key) or [])
+
+    # --- lookup -------------------------------------------------------------------------------
+    def _put(self, short: str, entities: list) -> None:
+        etype = self.schema.entity_type(short)
+        self.entities[etype.long_name] = [{**e, "type": etype.long_name} for e in entities]
+        self._serial[etype.long_name] = len(entities)
+
+    def _logs(self, configured: list) -> list[dict]:
+        by_module = {str(e.get("module", "DEFAULT")).upper(): e for e in configured}
+        modules = self.schema.entity_type("log").attributes["module"].type
+        out = []
+        for module in modules:
+            entity = dict(by_module.get(module) or {"module": module})
+            if "enable" not in entity or (module == "DEFAULT" and entity["enable"] == "default"):
+                entity["enable"] = _DEFAULT_LOG_ENABLE if module == "DEFAULT" else "default"
+            entity.setdefault("identity", f"log/{module}")
+            entity.setdefault("name", entity["identity"])
+            out.append(entity)
+        return out
+
+    def has_type(self, long_name: str) -> bool:
+        return long_name in self.entities
+
+    def of_type(self, long_name: str) -> list[dict]:
+        return self.entities.get(long_name, [])
+
+    def all_entities(self) -> list[dict]:
+        return [e for entities in self.entities.values() for e in entities]
+
+    # --- changes (the agent calls these only after every process applied the change) ----------
+    def add(self, entity: dict) -> None:
+        self.entities.setdefault(entity["type"], []).append(entity)
+
+    def remove(self, entity: dict) -> None:
+        entities = self.entities.get(entity["type"], [])
+        self.entities[entity["type"]] = [e for e in entities if e["identity"] != entity["identity"]]
+
+    def replace(self, entity: dict) -> None:
+        entities = self.entities.get(entity["type"], [])
+        self.entities[entity["type"]] = [entity if e["identity"] == entity["identity"] else e
+                                         for e in entities]
+
+    # --- validation ---------------------------------------------------------------------------
+    def validate_create(self, etype: EntityType, attributes: dict,
+                        name: Optional[str] = None) -> dict:
+        """A complete new entity from CREATE attributes; ManagementError(400) if invalid."""
+        values = self._convert(etype, attributes, for_update=False)
+        if name is not None:
+            if "name" in values and values["name"] != name:
+                raise ManagementError(BAD_REQUEST, f"conflicting names '{name}' and "
+                                                  f"'{values['name']}'")
+            values["name"] = name
+        short = etype.short_name
+        if short == "vhost" and "hostname" not in values and "name" in values:
+            values["hostname"] = values["name"]
+        if short in ("router.config.address", "router.config.linkRoute"):
+            given = [k for k in ("prefix", "pattern") if k in values]
+            if len(given) != 1:
+                problem = "cannot have both" if given else "requires one of"
+                raise ManagementError(BAD_REQUEST, f"{short} {problem} 'prefix' or 'pattern'")
+        for attr_name, attr in etype.attributes.items():
+            if attr.required and attr_name != "type" and attr_name not in values:
+                raise ManagementError(BAD_REQUEST,
+                                      f"missing required attribute '{attr_name}' for {short}")
+        entity = {**etype.defaults(), **values}
+        if short in ("listener", "connector"):
+            role = entity.get("role", "normal")
+            if role == "inter-router" and self.mode != "interior":
+                raise ManagementError(BAD_REQUEST, f"{short} with role 'inter-router' is not "
+                                                   f"allowed in {self.mode} mode")
+            if role == "edge" and self.mode == "standalone":
+                raise ManagementError(BAD_REQUEST, f"{short} with role 'edge' is not allowed in "
+                                                   "standalone mode")
+        if short == "listener":
+            for other in self.of_type(etype.long_name):
+                if (str(other.get("host")), str(other.get("port"))) == \
+                        (str(entity.get("host")), str(entity.get("port"))):
+                    raise ManagementError(BAD_REQUEST, f"a listener on {entity.get('host')}:"
+                                                       f"{entity.get('port')} already exists "
+                                                       f"('{other['name']}')")
+        entity["identity"] = self._new_identity(etype, entity)
+        entity.setdefault("name", entity["identity"])
+        entity["type"] = etype.long_name
+        if any(e["name"] == entity["name"] for e in self.of_type(etype.long_name)):
+            raise ManagementError(BAD_REQUEST,
+                                  f"Duplicate name '{entity['name']}' for {etype.short_name}")
+        return entity
+
+    def validate_update(self, etype: EntityType, entity: dict, attributes: dict) -> dict:
+        """The changed attributes of an UPDATE (canonical names, converted values)."""
+        changes = self._convert(etype, attributes, for_update=True)
+        for key in ("name", "identity"):
+            if key in changes and changes[key] != entity.get(key):
+                raise ManagementError(BAD_REQUEST, f"attribute '{key}' cannot be updated")
+            changes.pop(key, None)
+        return changes
+
+    def _convert(self, etype: EntityType, attributes: dict, for_update: bool) -> dict:
+        values: dict[str, Any] = {}
+        for raw_name, raw_value in attributes.items():
+            canonical = etype.canonical_attribute(str(raw_name))
+            if canonical == "type":
+                if raw_value is not None and self.schema.find(str(raw_value)) is not etype:
+                    raise ManagementError(BAD_REQUEST, f"type '{raw_value}' does not match "
+                                                       f"'{etype.long_name}'")
+                continue
+            if canonical is None:
+                raise ManagementError(BAD_REQUEST, f"Unknown attribute '{raw_name}' for "
+                                                   f"{etype.short_name}")
+            if canonical == "identity":
+                if for_update:
+                    values["identity"] = raw_value
+                    continue
+                raise ManagementError(BAD_REQUEST, "attribute 'identity' is assigned by the "
+                                                   "router and cannot be set")
+            attr = etype.attributes[canonical]
+            if canonical != "name" and not (attr.update if for_update else attr.create):
+                verb = "updated" if for_update else "set"
+                raise ManagementError(BAD_REQUEST, f"attribute '{canonical}' of "
+                                                   f"{etype.short_name} cannot be {verb}")
+            if raw_value is None:
+                continue
+            try:
+                values[canonical] = attr.convert(raw_value)
+            except SchemaError as exc:
+                raise ManagementError(BAD_REQUEST, f"bad value for attribute '{canonical}' "
+                                                   f"of {etype.short_name}: {exc}") from None
+        return values
+
+    def _new_identity(self, etype: EntityType, entity: dict) -> str:
+        short = etype.short_name
+        if short in ("listener", "connector"):
+            base = f"{short}/{entity.get('host')}:{entity.get('port')}"
+        elif short == "vhost":
+            base = f"{short}/{entity.get('hostname')}"
+        else:
+            self._serial[etype.long_name] = self._serial.get(etype.long_name, 0) + 1
+            base = f"{short}/{self._serial[etype.long_name]}"
+        taken = {e["identity"] for e in self.all_entities()}
+        identity, n = base, 1
+        while identity in taken:
+            n += 1
+            identity = f"{base}:{n}"
+        return identity

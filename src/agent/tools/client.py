@@ -1,0 +1,134 @@
+"""The management client shared by qdstat and qdmanage: options, connection, requests.
+
+Owns the connection options of both tools (``-b/--bus``, ``-r/--router``, ``-t/--timeout``, TLS
+and SASL), the connection (proton BlockingConnection with a dynamic reply receiver via
+SyncRequestResponse), and one request/response call that raises :class:`StatusError` for a
+non-2xx answer. ``0.0.0.0`` (qdstat's documented default bus) means this host.
+
+Must not import zmq, router_io or router_core.
+"""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Optional
+
+from proton import Message, SSLDomain, Url
+from proton.utils import BlockingConnection, SyncRequestResponse
+
+DEFAULT_BUS = "0.0.0.0"
+STATUS_NAMES = {400: "BadRequestStatus", 401: "UnauthorizedStatus", 403: "ForbiddenStatus",
+                404: "NotFoundStatus", 500: "InternalServerErrorStatus",
+                501: "NotImplementedStatus"}
+
+
+class StatusError(Exception):
+    """The agent answered with an error status."""
+
+    def __init__(self, status: int, description: str) -> None:
+        super().__init__(f"{STATUS_NAMES.get(status, f'Status{status}')}: {description}")
+        self.status = status
+        self.description = description
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("Connection Options")
+    group.add_argument("-b", "--bus", default=DEFAULT_BUS, metavar="URL",
+                       help="URL of the messaging bus to connect to (default %(default)s)")
+    group.add_argument("-r", "--router", metavar="ROUTER-ID", default=None,
+                       help="router to be queried")
+    group.add_argument("-t", "--timeout", type=float, default=5.0, metavar="SECS",
+                       help="maximum time to wait for a connection or a response (default "
+                            "%(default)s)")
+    group.add_argument("--ssl-certificate", metavar="CERT", help="client SSL certificate (PEM)")
+    group.add_argument("--ssl-key", metavar="KEY", help="client SSL private key (PEM)")
+    group.add_argument("--ssl-trustfile", metavar="TRUSTED-CA-DB",
+                       help="trusted Certificate Authority database file (PEM)")
+    group.add_argument("--ssl-password", metavar="PASSWORD", help="certificate password")
+    group.add_argument("--ssl-disable-peer-name-verify", action="store_true",
+                       help="disables SSL peer name verification")
+    group.add_argument("--sasl-mechanisms", metavar="MECHS",
+                       help="allowed SASL mechanisms (space separated)")
+    group.add_argument("--sasl-username", metavar="USER", help="SASL user name")
+    group.add_argument("--sasl-password", metavar="PASSWORD", help="SASL password")
+
+
+def bus_url(bus: str) -> str:
+    """``0.0.0.0``, ``host``, ``host:port`` or a full URL -> an ``amqp[s]://host:port`` URL."""
+    text = bus if "://" in bus else f"amqp://{bus}"
+    url = Url(text)
+    host = url.host or "127.0.0.1"
+    if host in ("0.0.0.0", "::", ""):
+        host = "127.0.0.1"
+    port = url.port or (5671 if url.scheme == "amqps" else 5672)
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{url.scheme or 'amqp'}://{host}:{port}"
+
+
+def ssl_domain(opts: argparse.Namespace) -> Optional[SSLDomain]:
+    if not (opts.ssl_certificate or opts.ssl_trustfile or opts.bus.startswith("amqps:")):
+        return None
+    domain = SSLDomain(SSLDomain.MODE_CLIENT)
+    if opts.ssl_trustfile:
+        domain.set_trusted_ca_db(str(opts.ssl_trustfile))
+    if opts.ssl_certificate:
+        domain.set_credentials(str(opts.ssl_certificate), opts.ssl_key, opts.ssl_password)
+    if not opts.ssl_trustfile:
+        domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
+    elif opts.ssl_disable_peer_name_verify:
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER)
+    else:
+        domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    return domain
+
+
+def management_address(router: Optional[str]) -> str:
+    return f"amqp:/_topo/0/{router}/$management" if router else "$management"
+
+
+class ManagementClient:
+    """One connection to a router's management agent."""
+
+    def __init__(self, opts: argparse.Namespace) -> None:
+        kwargs: dict[str, Any] = {}
+        if opts.sasl_mechanisms:
+            kwargs["allowed_mechs"] = opts.sasl_mechanisms
+        if opts.sasl_username:
+            kwargs["user"] = opts.sasl_username
+            kwargs["allow_insecure_mechs"] = True
+        if opts.sasl_password:
+            kwargs["password"] = opts.sasl_password
+        self.timeout = opts.timeout
+        self.conn = BlockingConnection(bus_url(opts.bus), timeout=opts.timeout,
+                                       ssl_domain=ssl_domain(opts), **kwargs)
+        self.address = management_address(opts.router)
+        self.rr = SyncRequestResponse(self.conn, self.address)
+
+    def set_router(self, router: Optional[str]) -> None:
+        """Direct further requests to another router's agent (for --all-routers)."""
+        self.address = management_address(router)
+        self.rr.sender.close()
+        self.rr.sender = self.conn.create_sender(self.address)
+
+    def call(self, operation: str, body: Any = None, **properties: Any) -> Any:
+        """Send one request; return the response body; raise StatusError for an error status."""
+        props = {"operation": operation}
+        props.update({k: v for k, v in properties.items() if v is not None})
+        reply = self.rr.call(Message(properties=props, body=body))
+        status = int((reply.properties or {}).get("statusCode", 500))
+        if status >= 300:
+            raise StatusError(status, str((reply.properties or {}).get("statusDescription", "")))
+        return reply.body
+
+    def query(self, entity_type: str, attribute_names: Optional[list] = None,
+              count: Optional[int] = None) -> list[dict]:
+        body = self.call("QUERY", {"attributeNames": attribute_names or []},
+                         entityType=entity_type, count=count)
+        names = body.get("attributeNames", [])
+        return [dict(zip(names, row)) for row in body.get("results", [])]
+
+    def close(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # closing after a failure must not hide the failure
+            pass

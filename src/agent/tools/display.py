@@ -1,0 +1,53 @@
+"""Tables as qdstat prints them: a title line, column headers, a line of ``=``, then rows.
+
+Columns are left-aligned, two spaces apart, indented by two spaces; the ``=`` line is two
+characters longer than the header text (as in the Qpid Dispatch documents). ``--csv`` prints the
+title, then every header and cell in double quotes separated by commas. Pure formatting.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+PREFIX = "  "
+
+
+def cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def format_table(title: str, heads: Sequence[str], rows: Iterable[Sequence[Any]],
+                 csv: bool = False) -> str:
+    text_rows = [[cell(v) for v in row] for row in rows]
+    lines = [title] if title else []
+    if csv:
+        quote = lambda items: ",".join('"' + i.replace('"', '""') + '"' for i in items)  # noqa
+        lines.append(quote(heads))
+        lines.extend(quote(row) for row in text_rows)
+        return "\n".join(lines)
+    widths = [len(h) for h in heads]
+    for row in text_rows:
+        for i, value in enumerate(row):
+            widths[i] = max(widths[i], len(value))
+
+    def line(items: Sequence[str]) -> str:
+        return (PREFIX + "  ".join(v.ljust(w) for v, w in zip(items, widths))).rstrip()
+
+    lines.append(line(list(heads)))
+    lines.append(PREFIX + "=" * (sum(widths) + 2 * (len(widths) - 1) + 2))
+    lines.extend(line(row) for row in text_rows)
+    return "\n".join(lines)
+
+
+def time_long(seconds: Any) -> str:
+    """Uptime as ``DDD:HH:MM:SS``."""
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return "%03d:%02d:%02d:%02d" % (days, hours, minutes, secs)

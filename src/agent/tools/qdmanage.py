@@ -1,0 +1,180 @@
+"""``qdmanage``: a general AMQP management client of the router, with JSON output.
+
+``qdmanage [options] OPERATION [ATTR=VALUE ...]``; OPERATION is any management operation
+(lowercase accepted). ``--type`` takes long or short names (``link``, ``node``, ``address``,
+``linkRoute``, ``autoLink`` expand to the ``router.*`` names). ATTR=VALUE pairs are typed by the
+schema; ``type=``, ``name=`` and ``identity=`` select the entity; a bare word names it (as in
+``qdmanage update log/DEFAULT enable=debug+``); for QUERY, bare words are attribute names.
+``--stdin`` reads a JSON map, or a list of maps for bulk CREATE/UPDATE. An error status prints
+``<Status>: <description>`` on stderr and exits 1.
+
+Must not import zmq, router_io or router_core.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, Optional
+
+from proton import ProtonException
+from proton.utils import LinkDetached
+
+from agent.schema import SchemaError, load_schema
+from agent.tools.client import ManagementClient, StatusError, add_connection_options
+
+OPERATIONS = ("QUERY", "CREATE", "READ", "UPDATE", "DELETE", "GET-TYPES", "GET-OPERATIONS",
+              "GET-ATTRIBUTES", "GET-ANNOTATIONS", "GET-MGMT-NODES", "GET-SCHEMA",
+              "GET-JSON-SCHEMA", "GET-LOG")
+
+
+class UsageError(Exception):
+    pass
+
+
+def long_type(name: Optional[str]) -> Optional[str]:
+    """Expand a short type name; unknown names go to the agent as written (it answers 404)."""
+    if not name:
+        return None
+    try:
+        return load_schema().long_name(name)
+    except SchemaError:
+        return name
+
+
+def typed(entity_type: Optional[str], attribute: str, value: str) -> Any:
+    """``value`` converted by the schema type of ``attribute``; as written if unknown/invalid
+    (the agent then answers with its own 400 description)."""
+    schema = load_schema()
+    etype = schema.find(entity_type) if entity_type else None
+    attr = etype.attribute(attribute) if etype else None
+    if attr is None:
+        return value
+    try:
+        return attr.convert(value)
+    except SchemaError:
+        return value
+
+
+def parse_args(argv: Optional[list]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="qdmanage", usage="%(prog)s [options] OPERATION [ATTR=VALUE ...]",
+        description="Standard AMQP management operations on a router; JSON output.")
+    parser.add_argument("operation", metavar="OPERATION",
+                        help=f"one of {', '.join(OPERATIONS)} (lowercase accepted)")
+    parser.add_argument("args", nargs="*", metavar="ATTR=VALUE")
+    parser.add_argument("--type", help="entity type (long or short name)")
+    parser.add_argument("--name", help="entity name")
+    parser.add_argument("--identity", help="entity identity")
+    parser.add_argument("--indent", type=int, default=2,
+                        help="pretty-printing indent, -1 for a single line (default 2)")
+    parser.add_argument("--stdin", action="store_true",
+                        help="read attributes as JSON from stdin (a map, or a list of maps for "
+                             "bulk CREATE/UPDATE)")
+    parser.add_argument("--body", help="JSON value to use as the request body")
+    parser.add_argument("--properties", help="JSON map of extra application properties")
+    parser.add_argument("--limit", type=int, default=None, help="QUERY/GET-LOG: at most N")
+    add_connection_options(parser)
+    return parser.parse_intermixed_args(argv)
+
+
+def build_requests(opts: argparse.Namespace, stdin_text: Optional[str] = None) -> list[tuple]:
+    """The (operation, body, properties) requests a command line stands for."""
+    op = opts.operation.upper()
+    if op not in OPERATIONS:
+        raise UsageError(f"unknown operation '{opts.operation}' (one of {', '.join(OPERATIONS)})")
+    etype, name, identity = long_type(opts.type), opts.name, opts.identity
+    attrs: dict[str, Any] = {}
+    words: list[str] = []
+    for arg in opts.args:
+        key, eq, value = arg.partition("=")
+        if not eq:
+            words.append(arg)
+        elif key == "type":
+            etype = long_type(value)
+        elif key == "name":
+            name = value
+        elif key == "identity":
+            identity = value
+        else:
+            attrs[key] = value
+    attrs = {k: typed(etype, k, v) for k, v in attrs.items()}
+    extra = json.loads(opts.properties) if opts.properties else {}
+    if not isinstance(extra, dict):
+        raise UsageError("--properties must be a JSON map")
+    if op == "QUERY":
+        body = {"attributeNames": words}
+        return [(op, body, {"entityType": etype, "count": opts.limit, **extra})]
+    if op.startswith("GET-"):
+        props = {"entityType": etype, **extra}
+        if op == "GET-LOG":
+            props["limit"] = opts.limit
+        return [(op, json.loads(opts.body) if opts.body else None, props)]
+    if words and name is None and identity is None:
+        name = words[0]
+    maps: list = [attrs]
+    if opts.stdin:
+        data = json.loads(stdin_text if stdin_text is not None else sys.stdin.read())
+        maps = data if isinstance(data, list) else [data]
+        if not all(isinstance(m, dict) for m in maps):
+            raise UsageError("--stdin needs a JSON map or a list of maps")
+    elif opts.body:
+        maps = [json.loads(opts.body)]
+    requests = []
+    for body in maps:
+        body = dict(body) if isinstance(body, dict) else body
+        item_type, item_name, item_identity = etype, name, identity
+        if isinstance(body, dict):
+            item_type = long_type(body.pop("type", None)) or item_type
+            item_name = body.get("name", item_name)
+            item_identity = body.pop("identity", item_identity)
+            if op == "CREATE" and item_name is not None:
+                body["name"] = item_name
+        if op in ("READ", "DELETE"):
+            body = None
+        props = {"type": item_type, "name": item_name, "identity": item_identity, **extra}
+        if op != "CREATE" and item_name is None and item_identity is None:
+            raise UsageError(f"{op} needs --name or --identity")
+        requests.append((op, body, props))
+    return requests
+
+
+def result_of(op: str, body: Any) -> Any:
+    """What qdmanage prints for an answer: QUERY -> a list of entity maps."""
+    if op == "QUERY" and isinstance(body, dict):
+        names = body.get("attributeNames", [])
+        return [dict(zip(names, row)) for row in body.get("results", [])]
+    return body
+
+
+def main(argv: Optional[list] = None) -> int:
+    opts = parse_args(argv)
+    client = None
+    try:
+        requests = build_requests(opts)
+        client = ManagementClient(opts)
+        results = []
+        for op, body, props in requests:
+            results.append(result_of(op, client.call(op, body, **props)))
+        output = results if opts.stdin and len(results) > 1 else results[0]
+        if requests[0][0] != "DELETE":
+            indent = None if opts.indent < 0 else opts.indent
+            print(json.dumps(output, indent=indent, default=str))
+        return 0
+    except StatusError as exc:
+        print(str(exc), file=sys.stderr)
+    except (UsageError, ValueError) as exc:
+        print(f"Usage error: {exc}", file=sys.stderr)
+        return 2
+    except (ProtonException, LinkDetached, OSError) as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if client is not None:
+            client.close()
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

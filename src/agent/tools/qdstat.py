@@ -1,0 +1,319 @@
+"""``qdstat``: show the status of a router through its management agent.
+
+One of ``-g`` (general, default), ``-c`` connections, ``-l`` links, ``-n`` nodes, ``-a``
+addresses, ``-m`` memory, ``-p`` policy, ``--autolinks``, ``--linkroutes``, ``--vhosts``,
+``--vhoststats``, ``--log``, ``--all-entities``. Output: a timestamp line, the router id, a blank
+line, then a titled table whose column headers are those of the Qpid Dispatch documents (``-a``:
+class addr phs distrib in-proc local remote cntnr in out thru to-proc from-proc).
+
+Each table comes from ONE QUERY (the agent answers it from one snapshot). Must not import zmq,
+router_io or router_core.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from datetime import datetime, timezone
+from typing import Callable, Optional
+
+from proton import ProtonException
+from proton.utils import LinkDetached
+
+from agent.tools.client import ManagementClient, StatusError, add_connection_options
+from agent.tools.display import format_table, time_long
+
+T = "org.apache.qpid.dispatch."
+_ADDR_CLASS = {"M": "mobile", "R": "router", "A": "area", "L": "local", "T": "topo",
+               "C": "link-in", "E": "link-in", "D": "link-out", "F": "link-out", "H": "edge"}
+
+
+def addr_class(key: Optional[str]) -> str:
+    if not key:
+        return ""
+    return _ADDR_CLASS.get(key[0], f"unknown: {key[0]}")
+
+
+def addr_text(key: Optional[str]) -> str:
+    if not key:
+        return ""
+    return key[2:] if key[0] == "M" else key[1:]
+
+
+def addr_phase(key: Optional[str]) -> str:
+    return key[1] if key and key[0] == "M" else ""
+
+
+class Qdstat:
+    def __init__(self, client: ManagementClient, opts: argparse.Namespace) -> None:
+        self.client = client
+        self.opts = opts
+        self.out: list[str] = []
+
+    def print(self, text: str = "") -> None:
+        self.out.append(text)
+
+    def table(self, title: str, heads: list, rows: list) -> None:
+        self.print(format_table(title, heads, rows, csv=self.opts.csv))
+
+    def query(self, entity_type: str, names: Optional[list] = None) -> list[dict]:
+        return self.client.query(T + entity_type, names, count=self.opts.limit)
+
+    def header(self) -> None:
+        router = self.client.query(T + "router", ["id"])
+        self.print(datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC")
+        self.print(router[0]["id"] if router else "")
+        self.print()
+
+    # --- views --------------------------------------------------------------------------------
+    def general(self) -> None:
+        r = self.client.query(T + "router")[0]
+        rows = [("Version", r.get("version")), ("Mode", r.get("mode")),
+                ("Router Id", r.get("id")), ("Worker Threads", r.get("workerThreads")),
+                ("Uptime", time_long(r.get("uptimeSeconds")))]
+        if r.get("memoryUsage"):
+            rows.append(("VmSize", r["memoryUsage"]))
+        rows += [("Area", r.get("area")), ("Link Routes", r.get("linkRouteCount")),
+                 ("Auto Links", r.get("autoLinkCount")), ("Links", r.get("linkCount")),
+                 ("Nodes", r.get("nodeCount")), ("Addresses", r.get("addrCount")),
+                 ("Connections", r.get("connectionCount")),
+                 ("Presettled Count", r.get("presettledDeliveries")),
+                 ("Dropped Presettled Count", r.get("droppedPresettledDeliveries")),
+                 ("Accepted Count", r.get("acceptedDeliveries")),
+                 ("Rejected Count", r.get("rejectedDeliveries")),
+                 ("Released Count", r.get("releasedDeliveries")),
+                 ("Modified Count", r.get("modifiedDeliveries")),
+                 ("Deliveries Delayed > 1sec", r.get("deliveriesDelayed1Sec")),
+                 ("Deliveries Delayed > 10sec", r.get("deliveriesDelayed10Sec")),
+                 ("Deliveries Stuck > 10sec", r.get("deliveriesStuck")),
+                 ("Ingress Count", r.get("deliveriesIngress")),
+                 ("Egress Count", r.get("deliveriesEgress")),
+                 ("Transit Count", r.get("deliveriesTransit")),
+                 ("Deliveries from Route Container", r.get("deliveriesIngressRouteContainer")),
+                 ("Deliveries to Route Container", r.get("deliveriesEgressRouteContainer"))]
+        self.table("Router Statistics", ["attr", "value"], rows)
+
+    def connections(self) -> None:
+        rows = []
+        for c in self.query("connection"):
+            if not c.get("isEncrypted"):
+                security = "no-security"
+            else:
+                security = f"{c.get('sslProto')}({c.get('sslCipher')})"
+            if not c.get("isAuthenticated"):
+                auth = "no-auth"
+            elif c.get("sasl") == "ANONYMOUS":
+                auth = "anonymous-user"
+            else:
+                auth = f"{c.get('user')}({c.get('sasl')})" if c.get("user") else c.get("sasl")
+            rows.append([c.get("identity"), c.get("host"), c.get("container"), c.get("role"),
+                         "amqp", c.get("dir"), security, auth, c.get("tenant")])
+        heads = ["id", "host", "container", "role", "proto", "dir", "security", "authentication",
+                 "tenant"]
+        self.table("Connections", heads, rows)
+
+    def links(self) -> None:
+        heads = ["type", "dir", "conn id", "id", "peer", "class", "addr", "phs", "cap", "pri",
+                 "undel", "unsett", "deliv", "presett", "psdrop", "acc", "rej", "rel", "mod",
+                 "cred"]
+        if self.opts.verbose:
+            heads += ["admin", "oper", "name"]
+        rows = []
+        for k in self.query("router.link"):
+            owning = k.get("owningAddr")
+            row = [k.get("linkType"), k.get("linkDir"), k.get("connectionId"), k.get("identity"),
+                   k.get("peer"), addr_class(owning), addr_text(owning), addr_phase(owning),
+                   k.get("capacity"), k.get("priority"), k.get("undeliveredCount"),
+                   k.get("unsettledCount"), k.get("deliveryCount"), k.get("presettledCount"),
+                   k.get("droppedPresettledCount"), k.get("acceptedCount"),
+                   k.get("rejectedCount"), k.get("releasedCount"), k.get("modifiedCount"),
+                   k.get("creditAvailable")]
+            if self.opts.verbose:
+                row += [k.get("adminStatus"), k.get("operStatus"), k.get("linkName")]
+            rows.append(row)
+        self.table("Router Links", heads, rows)
+
+    def nodes(self) -> None:
+        heads = ["router-id", "next-hop", "link"]
+        if self.opts.verbose:
+            heads += ["ver", "cost", "neighbors", "valid-origins"]
+        rows = []
+        for n in self.query("router.node"):
+            row = [n.get("id"), n.get("nextHop") if n.get("nextHop") is not None else "-",
+                   "-" if n.get("nextHop") is not None else n.get("routerLink")]
+            if self.opts.verbose:
+                row += [n.get("protocolVersion"), n.get("cost"), repr(n.get("linkState") or []),
+                        repr(n.get("validOrigins") or [])]
+            rows.append(row)
+        if not rows:
+            self.print("Router is Standalone - No Router List")
+            return
+        rows.sort(key=lambda r: str(r[0]))
+        self.table("Routers in the Network", heads, rows)
+
+    def addresses(self) -> None:
+        heads = ["class", "addr", "phs", "distrib", "in-proc", "local", "remote", "cntnr", "in",
+                 "out", "thru", "to-proc", "from-proc"]
+        rows = []
+        for a in self.query("router.address"):
+            key = a.get("name") or a.get("key")
+            rows.append([addr_class(key), addr_text(key), addr_phase(key), a.get("distribution"),
+                         a.get("inProcess"), a.get("subscriberCount"), a.get("remoteCount"),
+                         a.get("containerCount"), a.get("deliveriesIngress"),
+                         a.get("deliveriesEgress"), a.get("deliveriesTransit"),
+                         a.get("deliveriesToContainer"), a.get("deliveriesFromContainer")])
+        rows.sort(key=lambda r: r[1])
+        self.table("Router Addresses", heads, rows)
+
+    def autolinks(self) -> None:
+        rows = [[a.get("address"), a.get("direction"), a.get("phase"), a.get("externalAddress"),
+                 a.get("linkRef"), a.get("operStatus") or "inactive", a.get("lastError")]
+                for a in self.query("router.config.autoLink")]
+        if not rows:
+            self.print("AutoLinks\nNo AutoLinks found")
+            return
+        rows.sort(key=lambda r: str(r[0]))
+        self.table("AutoLinks", ["addr", "dir", "phs", "extAddr", "link", "status", "lastErr"],
+                   rows)
+
+    def linkroutes(self) -> None:
+        rows = [[r.get("prefix") or r.get("pattern"), r.get("direction"), r.get("distribution"),
+                 r.get("operStatus") or "inactive"] for r in self.query("router.config.linkRoute")]
+        if not rows:
+            self.print("Link Routes\nNo Link Routes found")
+            return
+        rows.sort(key=lambda r: str(r[0]))
+        self.table("Link Routes", ["address", "dir", "distrib", "status"], rows)
+
+    def memory(self) -> None:
+        self.print("No memory statistics available")
+
+    def policy(self) -> None:
+        found = self.query("policy")
+        p = found[0] if found else {}
+        self.table("Policy Configuration", ["attr", "value"], [
+            ("Maximum Concurrent Connections", p.get("maxConnections", 65535)),
+            ("Maximum Message Size", p.get("maxMessageSize", 0)),
+            ("Enable Vhost Policy", p.get("enableVhostPolicy", False)),
+            ("Enable Vhost Name Patterns", p.get("enableVhostNamePatterns", False)),
+            ("Policy Directory", p.get("policyDir") or "(nil)"),
+            ("Default Vhost", p.get("defaultVhost") or "(nil)")])
+        self.print()
+        self.table("Policy Status", ["attr", "value"], [
+            ("Connections Processed", p.get("connectionsProcessed", 0)),
+            ("Connections Denied", p.get("connectionsDenied", 0)),
+            ("Connections Current", p.get("connectionsCurrent", 0)),
+            ("Links Denied", p.get("linksDenied", 0)),
+            ("Total Denials", p.get("totalDenials", 0))])
+
+    def vhosts(self) -> None:
+        rows = [[v.get("hostname"), v.get("maxConnections"), v.get("maxMessageSize"),
+                 v.get("maxConnectionsPerUser"), v.get("maxConnectionsPerHost"),
+                 v.get("allowUnknownUser"), len(v.get("groups") or {})]
+                for v in self.query("vhost")]
+        if not rows:
+            self.print("No Vhosts")
+            return
+        self.table("Vhosts", ["hostname", "maxConnections", "maxMessageSize",
+                              "maxConnectionsPerUser", "maxConnectionsPerHost",
+                              "allowUnknownUser", "groups"], rows)
+
+    def vhoststats(self) -> None:
+        rows = [[v.get("hostname"), v.get("connectionsApproved"), v.get("connectionsDenied"),
+                 v.get("connectionsCurrent"), v.get("sessionDenied"), v.get("senderDenied"),
+                 v.get("receiverDenied")] for v in self.query("vhostStats")]
+        if not rows:
+            self.print("No Vhost Stats")
+            return
+        self.table("Vhost Stats", ["hostname", "connectionsApproved", "connectionsDenied",
+                                   "connectionsCurrent", "sessionDenied", "senderDenied",
+                                   "receiverDenied"], rows)
+
+    def log(self) -> None:
+        for entry in self.client.call("GET-LOG", None, limit=self.opts.limit):
+            module, level, text = entry[0], entry[1], entry[2]
+            stamp = time.ctime(entry[5]) if len(entry) > 5 and entry[5] else ""
+            self.print(f"{stamp} {module} ({level}) {text}")
+
+    def all_entities(self) -> None:
+        for view in (self.links, self.addresses, self.connections, self.autolinks,
+                     self.linkroutes, self.general, self.memory, self.policy, self.vhosts,
+                     self.vhoststats):
+            view()
+            self.print()
+
+    # --- driver -------------------------------------------------------------------------------
+    def show(self, view: Callable[[], None], with_header: bool = True) -> None:
+        if with_header and view is not self.log:
+            self.header()
+        view()
+
+    def run(self, view: Callable[[], None]) -> None:
+        if self.opts.all_routers:
+            nodes = self.client.call("GET-MGMT-NODES") or []
+            self.print(datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC")
+            for node in nodes:
+                router_id = node.split("/")[3] if node.count("/") >= 4 else node
+                self.client.set_router(router_id)
+                self.print(f"Router {router_id}")
+                self.print()
+                view()
+                self.print()
+        else:
+            self.show(view)
+
+
+VIEWS = (("-g", "--general", "general", "show general router statistics"),
+         ("-c", "--connections", "connections", "show connections"),
+         ("-l", "--links", "links", "show router links"),
+         ("-n", "--nodes", "nodes", "show router nodes"),
+         ("-a", "--address", "addresses", "show router addresses"),
+         ("-m", "--memory", "memory", "show memory statistics"),
+         ("-p", "--policy", "policy", "show policy statistics"),
+         (None, "--autolinks", "autolinks", "show auto links"),
+         (None, "--linkroutes", "linkroutes", "show link routes"),
+         (None, "--vhosts", "vhosts", "show vhosts"),
+         (None, "--vhoststats", "vhoststats", "show vhost statistics"),
+         (None, "--log", "log", "show recent log entries"),
+         (None, "--all-entities", "all_entities", "show all entities"))
+
+
+def parse_args(argv: Optional[list]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="qdstat", description="Show the status of a router.")
+    views = parser.add_argument_group("Display Options").add_mutually_exclusive_group()
+    for short, long, dest, text in VIEWS:
+        flags = [f for f in (short, long) if f]
+        views.add_argument(*flags, dest="show", action="store_const", const=dest, help=text)
+    parser.set_defaults(show="general")
+    parser.add_argument("--all-routers", action="store_true",
+                        help="show statistics for all routers")
+    parser.add_argument("--limit", type=int, default=None, help="limit the number of rows")
+    parser.add_argument("--csv", action="store_true", help="comma separated values output")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show more columns")
+    add_connection_options(parser)
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[list] = None) -> int:
+    opts = parse_args(argv)
+    client = None
+    try:
+        client = ManagementClient(opts)
+        stat = Qdstat(client, opts)
+        stat.run(getattr(stat, opts.show))
+        print("\n".join(stat.out))
+        return 0
+    except StatusError as exc:
+        print(str(exc), file=sys.stderr)
+    except (ProtonException, LinkDetached, OSError) as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if client is not None:
+            client.close()
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

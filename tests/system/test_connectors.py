@@ -1,0 +1,106 @@
+"""Connectors: the router opens outgoing connections, and opens them again after a loss."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+
+from conftest import free_port
+
+TIMEOUT = 15
+
+
+PEER_SCRIPT = r"""
+import sys
+from proton.handlers import MessagingHandler
+from proton.reactor import Container
+
+class Peer(MessagingHandler):
+    def on_start(self, event):
+        event.container.listen("127.0.0.1:%s" % sys.argv[1])
+        print("LISTENING", flush=True)
+
+    def on_connection_opened(self, event):
+        c = event.connection
+        props = dict(c.remote_properties or {})
+        print("OPENED", c.remote_container, props.get("product"), c.remote_hostname, flush=True)
+
+Container(Peer()).run()
+"""
+
+
+class Peer:
+    """A proton peer in its own process, so killing it really closes its sockets."""
+
+    def __init__(self, port: int) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", PEER_SCRIPT, str(port)],
+                                     stdout=subprocess.PIPE, text=True)
+        self.lines: list = []
+        self.opened = threading.Event()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            self.lines.append(line.split())
+            if line.startswith("OPENED"):
+                self.opened.set()
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(TIMEOUT)
+        self.thread.join(TIMEOUT)
+
+
+def test_connector_connects_and_reconnects(router_factory):
+    port = free_port()
+    peer = Peer(port)
+    try:
+        router_factory(router_id="Router.C", extra=f"""
+            connector {{
+                name: peer
+                host: 127.0.0.1
+                port: {port}
+                role: normal
+            }}
+            """)
+        assert peer.opened.wait(TIMEOUT), "the router never connected"
+        assert peer.lines[-1] == ["OPENED", "Router.C", "qpid-dispatch-router", "127.0.0.1"]
+    finally:
+        peer.stop()
+    # The peer went away; a new one on the same port is connected to again.
+    peer2 = Peer(port)
+    try:
+        assert peer2.opened.wait(TIMEOUT), "the router did not reconnect"
+    finally:
+        peer2.stop()
+
+
+def test_connector_to_nothing_keeps_retrying_and_router_serves(router_factory):
+    port = free_port()
+    r = router_factory(extra=f"""
+        connector {{
+            host: 127.0.0.1
+            port: {port}
+        }}
+        """)
+    time.sleep(1.5)  # a few failed attempts
+    assert r.proc.proc.poll() is None
+    from proton.utils import BlockingConnection
+    from proton import Message
+    conn = BlockingConnection(r.url, timeout=TIMEOUT)
+    try:
+        rcv = conn.create_receiver("still-works", credit=1)
+        dlv = conn.create_sender("still-works").link.send(Message(body="ok"))
+        assert rcv.receive(timeout=TIMEOUT).body == "ok"
+        rcv.accept()
+        conn.wait(lambda: dlv.settled, timeout=TIMEOUT)
+    finally:
+        conn.close()
+    # and the peer appearing later gets connected
+    peer = Peer(port)
+    try:
+        assert peer.opened.wait(TIMEOUT)
+    finally:
+        peer.stop()

@@ -1,0 +1,242 @@
+"""System tests of management: raw AMQP management requests, qdstat and qdmanage as
+subprocesses, and runtime changes (listeners, log levels, closing a connection) against launched
+routers. Every CLI run and every wait is bounded."""
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from proton import ConnectionException, Message
+from proton.utils import BlockingConnection, SyncRequestResponse
+
+from conftest import free_port
+
+TIMEOUT = 10
+T = "org.apache.qpid.dispatch."
+
+
+class Mgmt:
+    def __init__(self, url: str, address: str = "$management") -> None:
+        self.conn = BlockingConnection(url, timeout=TIMEOUT)
+        self.rr = SyncRequestResponse(self.conn, address)
+
+    def call(self, props: dict, body=None) -> tuple:
+        reply = self.rr.call(Message(properties=props, body=body))
+        return reply.properties["statusCode"], reply.properties["statusDescription"], reply.body
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+@pytest.fixture
+def mgmt(router):
+    client = Mgmt(router.url)
+    yield client
+    client.close()
+
+
+def cli(tool: str, router, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", f"agent.tools.{tool}", "-b",
+                           f"127.0.0.1:{router.port}", "-t", "5", *args],
+                          capture_output=True, text=True, timeout=30)
+
+
+def table(output: str, title: str) -> tuple:
+    """(header columns, rows as lists of cells) of the titled table in qdstat output."""
+    lines = output.splitlines()
+    start = lines.index(title)
+    heads = lines[start + 1].split()
+    assert set(lines[start + 2].strip()) == {"="}
+    rows = [line.split() for line in lines[start + 3:] if line.strip()]
+    return heads, rows
+
+
+# --- raw requests -----------------------------------------------------------------------------
+def test_read_and_query_with_paging(mgmt, router):
+    status, _, body = mgmt.call({"operation": "READ", "type": T + "router",
+                                 "identity": f"router/{router.id}"})
+    assert status == 200 and body["id"] == router.id and body["mode"] == "standalone"
+    status, _, body = mgmt.call({"operation": "QUERY", "entityType": "log"},
+                                {"attributeNames": ["identity"]})
+    every = [row[0] for row in body["results"]]
+    assert status == 200 and "log/DEFAULT" in every and len(every) > 5
+    status, _, body = mgmt.call({"operation": "QUERY", "entityType": "log", "offset": 2,
+                                 "count": 3}, {"attributeNames": ["identity"]})
+    assert [row[0] for row in body["results"]] == every[2:5]
+
+
+def test_bad_requests_get_descriptions_and_router_survives(mgmt, router):
+    cases = [({"type": "router"}, None, 400),
+             ({"operation": "QUERY", "entityType": "log"}, "not a map", 400),
+             ({"operation": "QUERY", "entityType": "no.such.type"}, {}, 404),
+             ({"operation": "NO-SUCH-OP"}, None, 400),
+             ({"operation": "READ", "type": "listener", "name": "nope"}, None, 404),
+             ({"operation": "CREATE", "type": "listener"}, {"port": "70000"}, 400),
+             ({"operation": "UPDATE", "type": "router", "name": f"router/{router.id}"}, {}, 501),
+             ({"operation": "CREATE", "type": "autoLink"}, {"address": "q", "direction": "in"},
+              501)]
+    for props, body, expected in cases:
+        status, description, _ = mgmt.call(props, body)
+        assert status == expected, (props, description)
+        assert description and description not in ("OK",)
+    # a request nobody can answer (no reply-to), and a non-management message
+    sender = mgmt.conn.create_sender("$management", name="garbage-sender")
+    sender.send(Message(body="garbage"))
+    sender.send(Message(properties={"operation": "QUERY"}, body=[1, 2, 3]))
+    status, _, _ = mgmt.call({"operation": "GET-MGMT-NODES"})
+    assert status == 200
+    assert router.proc.proc.poll() is None
+
+
+def test_topological_management_address(router):
+    client = Mgmt(router.url, f"amqp:/_topo/0/{router.id}/$management")
+    try:
+        status, _, body = client.call({"operation": "GET-MGMT-NODES"})
+        assert status == 200 and body == [f"amqp:/_topo/0/{router.id}/$management"]
+    finally:
+        client.close()
+
+
+# --- qdstat -----------------------------------------------------------------------------------
+def test_qdstat_general_connections_links_addresses(router):
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        conn.create_receiver("stat.orders", credit=5)
+        out = cli("qdstat", router, "-g")
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.splitlines()[1] == router.id
+        heads, rows = table(out.stdout, "Router Statistics")
+        assert heads == ["attr", "value"]
+        assert ["Router", "Id", router.id] in rows and ["Mode", "standalone"] in rows
+
+        out = cli("qdstat", router, "-a")
+        heads, rows = table(out.stdout, "Router Addresses")
+        assert heads == ["class", "addr", "phs", "distrib", "in-proc", "local", "remote",
+                         "cntnr", "in", "out", "thru", "to-proc", "from-proc"]
+        mobile = {r[1]: r for r in rows if r[0] == "mobile"}
+        assert mobile["stat.orders"][2] == "0" and mobile["stat.orders"][5] == "1"
+        assert mobile["$management"][4] == "1"  # the agent is in-process
+
+        out = cli("qdstat", router, "-c")
+        heads, rows = table(out.stdout, "Connections")
+        assert heads[:4] == ["id", "host", "container", "role"]
+        assert len(rows) == 2  # the receiver and qdstat itself; not the agent
+
+        out = cli("qdstat", router, "-l")
+        heads, rows = table(out.stdout, "Router Links")
+        assert heads[:5] == ["type", "dir", "conn", "id", "id"]  # "conn id" splits
+        assert any("stat.orders" in r for r in rows)
+
+        out = cli("qdstat", router, "-a", "--csv")
+        assert '"class","addr","phs","distrib"' in out.stdout
+        for flag in ("-n", "-m", "-p", "--autolinks", "--linkroutes", "--log", "--vhosts"):
+            out = cli("qdstat", router, flag)
+            assert out.returncode == 0 and out.stdout.strip(), (flag, out.stderr)
+    finally:
+        conn.close()
+
+
+def test_qdstat_unreachable_router_fails_cleanly():
+    port = free_port()
+    out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", "-b",
+                          f"127.0.0.1:{port}", "-t", "2"], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode != 0 and out.stderr
+
+
+# --- qdmanage and runtime changes -------------------------------------------------------------
+def test_qdmanage_create_and_delete_listener(router_factory):
+    router = router_factory(workers=2)
+    port = free_port()
+    out = cli("qdmanage", router, "create", "type=listener", f"port={port}", "host=127.0.0.1",
+              "name=extra", "saslMechanisms=ANONYMOUS")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["name"] == "extra"
+    for _ in range(4):  # SO_REUSEPORT spreads connections over both workers
+        conn = BlockingConnection(f"amqp://127.0.0.1:{port}", timeout=TIMEOUT)
+        conn.create_receiver("via.new.port")
+        conn.close()
+    listed = json.loads(cli("qdmanage", router, "query", "--type", "listener", "name").stdout)
+    assert {"name": "extra"} in listed
+    again = cli("qdmanage", router, "create", "type=listener", f"port={port}",
+                "host=127.0.0.1")
+    assert again.returncode != 0 and "BadRequestStatus" in again.stderr
+    out = cli("qdmanage", router, "delete", "--type", "listener", "--name", "extra")
+    assert out.returncode == 0, out.stderr
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+    out = cli("qdmanage", router, "read", "--type", "listener", "--name", "extra")
+    assert out.returncode != 0 and "NotFoundStatus" in out.stderr
+
+
+def test_qdmanage_update_log_level(router):
+    out = cli("qdmanage", router, "update", "log/DEFAULT", "enable=debug+")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["enable"] == "debug+"
+    cli("qdmanage", router, "query", "--type", "router")
+    router.proc.wait_for_line("AGENT (debug)", timeout=TIMEOUT)
+    out = cli("qdmanage", router, "read", "--type", "log", "--name", "log/DEFAULT")
+    assert json.loads(out.stdout)["enable"] == "debug+"
+    bad = cli("qdmanage", router, "update", "log/DEFAULT", "enable=loud")
+    assert bad.returncode != 0 and "BadRequestStatus" in bad.stderr
+
+
+def test_connection_admin_status_deleted_closes_client(router, mgmt):
+    victim = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        victim.create_receiver("victim.q")
+        container = victim.conn.container
+        _, _, body = mgmt.call({"operation": "QUERY", "entityType": "connection"},
+                               {"attributeNames": ["identity", "container"]})
+        [identity] = [row[0] for row in body["results"] if row[1] == container]
+        out = cli("qdmanage", router, "update", "--type", "connection", "--identity", identity,
+                  "adminStatus=deleted")
+        assert out.returncode == 0, out.stderr
+        with pytest.raises(ConnectionException):
+            victim.wait(lambda: False, timeout=TIMEOUT)
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            _, _, body = mgmt.call({"operation": "QUERY", "entityType": "connection"},
+                                   {"attributeNames": ["identity"]})
+            if [identity] not in body["results"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert [identity] not in body["results"]
+        status, _, _ = mgmt.call({"operation": "UPDATE", "type": "connection",
+                                  "identity": identity}, {"adminStatus": "deleted"})
+        assert status == 404
+    finally:
+        try:
+            victim.close()
+        except ConnectionException:
+            pass
+
+
+def test_create_address_config_at_run_time(router, mgmt):
+    status, description, body = mgmt.call({"operation": "CREATE", "type": "address",
+                                           "name": "mc"},
+                                          {"prefix": "mc", "distribution": "multicast"})
+    if status == 501:
+        pytest.skip(f"core without runtime address config: {description}")
+    assert status == 201 and body["prefix"] == "mc"
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        receivers = [conn.create_receiver("mc.news", credit=5) for _ in range(2)]
+        sender = conn.create_sender("mc.news")
+        sender.send(Message(body="hello"))
+        assert [r.receive(timeout=TIMEOUT).body for r in receivers] == ["hello", "hello"]
+    finally:
+        conn.close()
+    status, _, _ = mgmt.call({"operation": "DELETE", "type": "address", "name": "mc"})
+    assert status == 204
+
+
+def test_get_log_returns_recent_entries(mgmt):
+    status, _, body = mgmt.call({"operation": "GET-LOG"})
+    assert status == 200 and body
+    module, level, text, _, _, timestamp = body[0]
+    assert module == "AGENT" and level in ("info", "notice") and timestamp > 0

@@ -1,0 +1,329 @@
+"""Unit tests of the management agent without processes: request parsing, paging, operations,
+attribute typing, qdstat tables, and the agent's IPC flow driven with fake effects."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+from proton import Message
+
+from agent.management.agent import ManagementAgent
+from agent.management.entities import View
+from agent.management.operations import Change, Reply, execute, query_rows
+from agent.management.protocol import ManagementError, decode, parse_request
+from agent.management.store import ConfigStore
+from agent.tools import qdmanage
+from agent.tools.display import format_table
+from router_core import ipc
+from router_core.log import RouterLog
+
+T = "org.apache.qpid.dispatch."
+
+SPEC = {
+    "router_id": "R1", "workers": 2,
+    "router": {"id": "R1", "mode": "standalone", "identity": "router/R1", "name": "router/R1",
+               "workerThreads": 2},
+    "listeners": [{"host": "127.0.0.1", "port": "5672", "role": "normal",
+                   "identity": "listener/127.0.0.1:5672", "name": "listener/127.0.0.1:5672"}],
+    "addresses": [], "logs": [{"module": "DEFAULT", "enable": "info+", "identity": "log/DEFAULT",
+                               "name": "log/DEFAULT"}],
+}
+
+SNAPSHOT = {
+    "router": {"id": "R1", "area": "0", "mode": "standalone", "addrCount": 3, "linkCount": 3,
+               "connectionCount": 2, "acceptedDeliveries": 7},
+    "connections": [
+        {"identity": "1", "container": "R1", "host": "", "dir": "in", "role": "internal"},
+        {"identity": "5", "container": "client", "host": "127.0.0.1:4000", "dir": "in",
+         "role": "normal", "isAuthenticated": False, "isEncrypted": False},
+    ],
+    "links": [
+        {"identity": "2", "name": "mgmt", "linkDir": "out", "owningAddr": "M0$management",
+         "connectionId": 1, "deliveryCount": 4},
+        {"identity": "6", "name": "a", "linkDir": "out", "owningAddr": "M0orders",
+         "connectionId": 5, "deliveryCount": 1},
+        {"identity": "7", "name": "b", "linkDir": "in", "owningAddr": "M0orders",
+         "connectionId": 5, "deliveryCount": 1},
+    ],
+    "addresses": [
+        {"key": "M0$management", "distribution": "closest", "inProcess": 0,
+         "subscriberCount": 1, "deliveriesEgress": 4, "deliveriesToContainer": 0},
+        {"key": "M0orders", "distribution": "balanced", "inProcess": 0, "subscriberCount": 1},
+        {"key": "Ltemp.x", "distribution": "closest", "inProcess": 0, "subscriberCount": 1},
+    ],
+}
+
+
+def request(props, body=None, reply_to="amqp:/_topo/0/R1/temp.1"):
+    return parse_request(Message(properties=props, body=body, reply_to=reply_to,
+                                 correlation_id=42))
+
+
+def run(props, body=None, store=None):
+    store = store or ConfigStore(SPEC)
+    return execute(request(props, body), View(SNAPSHOT, store, version="1.19.0", started=0.0))
+
+
+def status_of(props, body=None):
+    with pytest.raises(ManagementError) as err:
+        run(props, body)
+    assert err.value.description
+    return err.value.status
+
+
+# --- parsing ----------------------------------------------------------------------------------
+def test_missing_operation_is_a_bad_request():
+    with pytest.raises(ManagementError) as err:
+        parse_request(Message(body={}))
+    assert err.value.status == 400 and "operation" in err.value.description
+
+
+def test_operation_names_are_case_insensitive_and_unknown_ones_rejected():
+    assert request({"operation": "query"}).operation == "QUERY"
+    with pytest.raises(ManagementError) as err:
+        request({"operation": "FROB"})
+    assert err.value.status == 400
+
+
+def test_non_string_type_is_a_bad_request():
+    with pytest.raises(ManagementError):
+        request({"operation": "READ", "type": 5})
+
+
+@pytest.mark.parametrize("value", [-1, "x", 1.5, True])
+def test_bad_paging_values(value):
+    assert status_of({"operation": "QUERY", "entityType": "log", "offset": value}) == 400
+
+
+def test_non_map_body_is_a_bad_request():
+    assert status_of({"operation": "QUERY", "entityType": "log"}, body=[1, 2]) == 400
+
+
+# --- QUERY ------------------------------------------------------------------------------------
+@given(st.integers(0, 30), st.one_of(st.none(), st.integers(0, 30)), st.integers(0, 25))
+def test_query_rows_paging(offset, count, n):
+    entities = [{"i": i} for i in range(n)]
+    rows = query_rows(entities, ["i", "missing"], offset, count)
+    expected = list(range(n))[offset:] if count is None else list(range(n))[offset:offset + count]
+    assert rows == [[i, None] for i in expected]
+
+
+def test_query_paging_and_attribute_names():
+    reply = run({"operation": "QUERY", "entityType": "log", "offset": 2, "count": 3},
+                {"attributeNames": ["identity", "module"]})
+    assert reply.status == 200
+    assert reply.body["attributeNames"] == ["identity", "module"]
+    assert len(reply.body["results"]) == 3
+
+
+def test_query_all_attributes_uses_schema_order():
+    reply = run({"operation": "QUERY", "entityType": "listener"}, {"attributeNames": []})
+    assert reply.body["attributeNames"][:3] == ["name", "identity", "type"]
+    row = dict(zip(reply.body["attributeNames"], reply.body["results"][0]))
+    assert row["type"] == T + "listener" and row["port"] == "5672"
+
+
+def test_internal_connection_is_hidden_and_its_consumer_is_in_process():
+    conns = run({"operation": "QUERY", "entityType": "connection"},
+                {"attributeNames": ["identity"]}).body["results"]
+    assert conns == [["5"]]
+    links = run({"operation": "QUERY", "entityType": "link"},
+                {"attributeNames": ["identity"]}).body["results"]
+    assert links == [["6"], ["7"]]
+    addrs = run({"operation": "QUERY", "entityType": "router.address"},
+                {"attributeNames": ["name", "inProcess", "subscriberCount", "identity",
+                                    "deliveriesEgress", "deliveriesToContainer"]}).body["results"]
+    assert addrs[0] == ["M0$management", 1, 0, "router.address/M0$management", 0, 4]
+
+
+def test_unknown_type_is_not_found():
+    assert status_of({"operation": "QUERY", "entityType": "nosuch"}) == 404
+
+
+# --- READ / CREATE / UPDATE / DELETE ----------------------------------------------------------
+def test_read_router_merges_counters_and_config():
+    reply = run({"operation": "READ", "type": "router", "name": "router/R1"})
+    assert reply.body["acceptedDeliveries"] == 7 and reply.body["workerThreads"] == 2
+    assert reply.body["connectionCount"] == 1 and reply.body["linkCount"] == 2
+    assert reply.body["version"] == "1.19.0"
+
+
+def test_read_without_type_finds_by_identity_and_404_otherwise():
+    assert run({"operation": "READ", "identity": "log/DEFAULT"}).body["module"] == "DEFAULT"
+    assert status_of({"operation": "READ", "identity": "nope"}) == 404
+    assert status_of({"operation": "READ", "type": "listener"}) == 400
+
+
+def test_create_listener_validates_and_types_attributes():
+    change = run({"operation": "CREATE", "type": "listener", "name": "l2"},
+                 {"port": "5673", "linkCapacity": "10", "authenticatePeer": "no"})
+    assert isinstance(change, Change) and change.status == 201 and change.workers == "all"
+    assert change.entity["linkCapacity"] == 10 and change.entity["authenticatePeer"] is False
+    assert change.entity["name"] == "l2" and change.entity["identity"] == "listener/:5673"
+
+
+@pytest.mark.parametrize("body", [{"port": "99999"}, {"bogus": 1}, {"identity": "x"},
+                                  {"port": "5672", "host": "127.0.0.1"}, {"role": "edge"}])
+def test_create_listener_bad_requests(body):
+    assert status_of({"operation": "CREATE", "type": "listener"}, body) == 400
+
+
+def test_create_of_unbuilt_feature_is_501_with_description():
+    assert status_of({"operation": "CREATE", "type": "linkRoute"},
+                     {"prefix": "a", "direction": "in"}) == 501
+    assert status_of({"operation": "UPDATE", "type": "router", "name": "router/R1"}, {}) == 501
+    assert status_of({"operation": "DELETE", "type": "log", "name": "log/DEFAULT"}) == 501
+
+
+def test_address_create_needs_prefix_or_pattern():
+    assert status_of({"operation": "CREATE", "type": "address"}, {"distribution": "closest"}) \
+        == 400
+    change = run({"operation": "CREATE", "type": "address"}, {"prefix": "b"})
+    assert change.workers == "none" and change.entity_type == T + "router.config.address"
+
+
+def test_log_update_and_default_resolution():
+    change = run({"operation": "UPDATE", "type": "log", "name": "log/SERVER"},
+                 {"enable": "default"})
+    assert change.attributes["enable"] == "info+" and change.entity["enable"] == "default"
+    assert status_of({"operation": "UPDATE", "type": "log", "name": "log/DEFAULT"},
+                     {"enable": "loud"}) == 400
+
+
+def test_connection_delete_goes_to_the_owner_and_internal_is_hidden():
+    change = run({"operation": "UPDATE", "type": "connection", "identity": "5"},
+                 {"adminStatus": "deleted"})
+    assert change.workers == "any" and change.attributes["connId"] == 5
+    assert status_of({"operation": "UPDATE", "type": "connection", "identity": "1"},
+                     {"adminStatus": "deleted"}) == 404
+
+
+def test_schema_operations():
+    types = run({"operation": "GET-TYPES", "entityType": "link"}).body
+    assert types == {T + "router.link": [T + "operationalEntity", T + "entity"]}
+    ops = run({"operation": "GET-OPERATIONS", "entityType": "listener"}).body
+    assert set(ops[T + "listener"]) >= {"CREATE", "DELETE"}
+    assert "port" in run({"operation": "GET-ATTRIBUTES"}).body[T + "listener"]
+    assert run({"operation": "GET-MGMT-NODES"}).body == ["amqp:/_topo/0/R1/$management"]
+    assert "listener" in run({"operation": "GET-SCHEMA"}).body["entityTypes"]
+    assert isinstance(run({"operation": "GET-JSON-SCHEMA"}).body, str)
+
+
+# --- qdmanage argument typing -----------------------------------------------------------------
+def build(*argv, stdin=None):
+    return qdmanage.build_requests(qdmanage.parse_args(list(argv)), stdin)
+
+
+def test_qdmanage_types_values_by_schema_and_expands_types():
+    [(op, body, props)] = build("create", "type=listener", "port=5555", "linkCapacity=5",
+                                "authenticatePeer=yes")
+    assert op == "CREATE" and props["type"] == T + "listener"
+    assert body == {"port": "5555", "linkCapacity": 5, "authenticatePeer": True}
+    [(op, body, props)] = build("QUERY", "--type", "link", "linkName")
+    assert props["entityType"] == T + "router.link" and body == {"attributeNames": ["linkName"]}
+
+
+def test_qdmanage_bare_word_names_entity_and_stdin_bulk():
+    [(op, body, props)] = build("update", "log/DEFAULT", "enable=debug+")
+    assert props["name"] == "log/DEFAULT" and body == {"enable": "debug+"}
+    reqs = build("create", "--type", "address", "--stdin",
+                 stdin='[{"prefix": "a"}, {"prefix": "b", "name": "n"}]')
+    assert [b["prefix"] for _, b, _ in reqs] == ["a", "b"] and reqs[1][2]["name"] == "n"
+    with pytest.raises(qdmanage.UsageError):
+        build("delete", "--type", "listener")
+
+
+# --- qdstat table -----------------------------------------------------------------------------
+def test_table_matches_the_documented_layout():
+    heads = ["class", "addr", "phs", "distrib", "in-proc", "local", "remote", "cntnr", "in",
+             "out", "thru", "to-proc", "from-proc"]
+    rows = [["local", "$_management_internal", "", "closest", 1, 0, 0, 0, 0, 0, 0, 0, 0],
+            ["mobile", "$management", "0", "closest", 1, 0, 0, 0, 1, 0, 0, 1, 0]]
+    lines = format_table("Router Addresses", heads, rows).splitlines()
+    assert lines[1] == ("  class   addr                   phs  distrib  in-proc  local  remote"
+                        "  cntnr  in  out  thru  to-proc  from-proc")
+    assert lines[2] == "  " + "=" * 111
+    assert lines[4] == ("  mobile  $management            0    closest  1        0      0     "
+                        "  0      1   0    0     1        0")
+
+
+# --- the agent's IPC flow ---------------------------------------------------------------------
+class FakePlane:
+    def __init__(self, workers=2):
+        self.sent, self.control = [], []
+        ids = iter(range(1000, 100000))
+        self.agent = ManagementAgent(dict(SPEC, workers=workers), RouterLog([]),
+                                     lambda: next(ids), lambda *m: self.sent.extend(m),
+                                     lambda *m: self.control.extend(m), workers, "1.19.0")
+        self.agent.start()
+
+    def of(self, kind, source=None):
+        return [m for m in (self.sent if source is None else source) if type(m) is kind]
+
+
+def deliver(plane, props, body=None, settled=False):
+    link = next(iter(plane.agent.in_links))
+    payload = Message(properties=props, body=body, reply_to="amqp:/_topo/0/R1/temp.1",
+                      correlation_id="c1").encode()
+    plane.agent.on_deliver(ipc.Deliver(77, link, settled, payload), 0.0)
+
+
+def test_agent_attaches_links_and_answers_from_one_snapshot():
+    plane = FakePlane()
+    attaches = plane.of(ipc.LinkAttach)
+    assert [a.address for a in attaches] == ["$management", "_local/$management", None]
+    assert plane.of(ipc.ConnOpened)[0].role == "internal"
+    deliver(plane, {"operation": "READ", "type": "router", "name": "router/R1"})
+    assert plane.of(ipc.Disposition)[0] == ipc.Disposition(77, ipc.STATE_ACCEPTED, True, None)
+    [query] = plane.of(ipc.CoreQuery, plane.control)
+    plane.agent.on_core_state(ipc.CoreState(query.request_id, SNAPSHOT), 0.0)
+    assert not plane.of(ipc.Transfer)  # no credit yet: the reply waits
+    plane.agent.on_credit(ipc.LinkCredit(plane.agent.reply_link, 5), 0.0)
+    [transfer] = plane.of(ipc.Transfer)
+    assert transfer.to == "amqp:/_topo/0/R1/temp.1" and transfer.settled
+    reply = decode(transfer.payload)
+    assert reply.correlation_id == "c1" and reply.properties["statusCode"] == 200
+
+
+def test_agent_garbage_is_dropped_or_answered_400():
+    plane = FakePlane()
+    link = next(iter(plane.agent.in_links))
+    plane.agent.on_deliver(ipc.Deliver(1, link, True, b"\x00garbage"), 0.0)
+    plane.agent.on_credit(ipc.LinkCredit(plane.agent.reply_link, 5), 0.0)
+    deliver(plane, {"type": "router"}, settled=True)
+    [transfer] = plane.of(ipc.Transfer)
+    assert decode(transfer.payload).properties["statusCode"] == 400
+
+
+def test_agent_change_waits_for_core_and_every_worker():
+    plane = FakePlane(workers=2)
+    plane.agent.on_credit(ipc.LinkCredit(plane.agent.reply_link, 5), 0.0)
+    deliver(plane, {"operation": "CREATE", "type": "listener", "name": "l2"}, {"port": "5999"})
+    [query] = plane.of(ipc.CoreQuery, plane.control)
+    plane.agent.on_core_state(ipc.CoreState(query.request_id, SNAPSHOT), 0.0)
+    [change] = plane.of(ipc.ConfigChange, plane.control)
+    for peer in (-1, 0):
+        plane.agent.on_config_result(ipc.ConfigResult(change.request_id, peer, True, ""), 0.0)
+    assert not plane.of(ipc.Transfer)
+    plane.agent.on_config_result(ipc.ConfigResult(change.request_id, 1, True, ""), 0.0)
+    [transfer] = plane.of(ipc.Transfer)
+    assert decode(transfer.payload).properties["statusCode"] == 201
+    assert any(e["name"] == "l2" for e in plane.agent.store.of_type(T + "listener"))
+
+
+def test_agent_change_failure_and_timeout():
+    plane = FakePlane(workers=2)
+    plane.agent.on_credit(ipc.LinkCredit(plane.agent.reply_link, 5), 0.0)
+    deliver(plane, {"operation": "CREATE", "type": "listener"}, {"port": "5999"})
+    [query] = plane.of(ipc.CoreQuery, plane.control)
+    plane.agent.on_core_state(ipc.CoreState(query.request_id, SNAPSHOT), 0.0)
+    [change] = plane.of(ipc.ConfigChange, plane.control)
+    plane.agent.on_config_result(ipc.ConfigResult(change.request_id, -1, True, ""), 0.0)
+    plane.agent.on_config_result(ipc.ConfigResult(change.request_id, 0, True, ""), 0.0)
+    plane.agent.tick(10.0)  # worker 1 never answers
+    [transfer] = plane.of(ipc.Transfer)
+    reply = decode(transfer.payload)
+    assert reply.properties["statusCode"] == 500
+    assert "worker(s) 1" in reply.properties["statusDescription"]
+    rollback = plane.of(ipc.ConfigChange, plane.control)[-1]
+    assert rollback.op == "delete"  # worker 0 opened it: taken back
+    assert not any(e["port"] == "5999" for e in plane.agent.store.of_type(T + "listener"))
