@@ -13,7 +13,8 @@ Two figures per configuration: ``core`` = handle_batch + take_effects only (comm
 outside the timing), and ``core+ipc`` = also ``ipc.decode_batch`` of the inbound frames and
 ``ipc.encode_batch`` of every outbound peer batch, exactly as coreproc.py does (the workers'
 encoding and decoding are not counted: that is their CPU, not the core's). µs are per inbound
-message (for multicast that message has 4 copies). Best of ``--repeat`` runs.
+message (for multicast that message has 4 copies): the median round of ``--repeat`` runs, which
+shrugs off rounds preempted by other load on a shared box (the mean is in the JSON too).
 Prints a table and writes one JSON line per figure (stdout, or appended to ``--out``), plus the
 compiled/pure ratio. The compiled build is skipped if not built. Must not be imported by src/.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 from typing import Any, Callable, Dict, List, Tuple
@@ -58,12 +60,12 @@ def make_core(cls: Callable[..., Any], dist: str, consumers: int) -> Tuple[Any, 
 
 
 def run_one(cls: Callable[..., Any], dist: str, consumers: int, settled: bool, with_ipc: bool,
-            messages: int, batch: int) -> float:
-    """Seconds of core CPU per inbound message for one configuration."""
+            messages: int, batch: int) -> List[float]:
+    """Seconds of core time per inbound message, one figure per round."""
     core, receivers = make_core(cls, dist, consumers)
     limits = {link: 0 for link in receivers}
     dlv_id = 0
-    spent = 0.0
+    rounds: List[float] = []
     clock = time.perf_counter
     encode, decode = ipc.encode_batch, ipc.decode_batch
     pending_disp: List[Any] = []
@@ -87,19 +89,19 @@ def run_one(cls: Callable[..., Any], dist: str, consumers: int, settled: bool, w
                 core.handle_batch(peer, cmds, 0.0)
             effects = core.take_effects()
             out = [encode(-1, eff) for eff in effects.values()]
-            spent += clock() - t0
+            rounds.append((clock() - t0) / batch)
         else:
             t0 = clock()
             core.handle_batch(RECEIVER, recv_cmds, 0.0)
             core.handle_batch(SENDER, sends, 0.0)
             effects = core.take_effects()
-            spent += clock() - t0
+            rounds.append((clock() - t0) / batch)
         delivered = [e for e in effects.get(RECEIVER, ()) if type(e) is Deliver]
         copies = consumers if dist == "multicast" else 1
         assert len(delivered) == batch * copies, (dist, len(delivered))
         pending_disp = [] if settled else [Disposition(d.dlv_id, STATE_ACCEPTED, True, None)
                                            for d in delivered]
-    return spent / (messages // batch * batch)
+    return rounds[1:]  # the first round grows the dicts
 
 
 def run(messages: int, batch: int, repeat: int) -> List[dict]:
@@ -111,14 +113,16 @@ def run(messages: int, batch: int, repeat: int) -> List[dict]:
         for settled in (True, False):
             for with_ipc in (False, True):
                 for build, cls in builds:
-                    best = min(run_one(cls, dist, consumers, settled, with_ipc, messages, batch)
-                               for _ in range(repeat))
+                    rounds = [t for _ in range(repeat) for t in run_one(
+                        cls, dist, consumers, settled, with_ipc, messages, batch)]
+                    best = statistics.median(rounds)
                     figures.append({
                         "bench": "core", "build": build, "distribution": dist,
                         "consumers": consumers,
                         "settlement": "presettled" if settled else "unsettled",
                         "scope": "core+ipc" if with_ipc else "core", "batch": batch,
                         "us_per_msg": round(best * 1e6, 3),
+                        "us_per_msg_mean": round(statistics.fmean(rounds) * 1e6, 3),
                         "msgs_per_s": round(1 / best)})
     by_key = {(f["distribution"], f["settlement"], f["scope"], f["build"]): f["us_per_msg"]
               for f in figures}

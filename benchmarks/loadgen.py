@@ -409,6 +409,24 @@ class Client:
         deadline = time.monotonic() + timeout_s
         while not self.closed and not self.eof and time.monotonic() < deadline:
             self.pump(0.05)
+        # Our CLOSE is written, but written is not yet received: closing a TCP socket that
+        # still has unread input makes the kernel send RST and throw away whatever of our
+        # output the peer has not read yet (seen as "lost" messages at the end of a run).
+        # So half-close and read until the peer closes too (bounded).
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        while not self.eof and time.monotonic() < deadline:
+            self.poller.poll(50)
+            try:
+                n = self.sock.recv_into(self.inbuf, self.IO_CHUNK)
+            except BlockingIOError:
+                continue
+            except OSError:
+                break
+            if n == 0:
+                self.eof = True
         try:
             self.sock.close()
         except OSError:

@@ -32,7 +32,7 @@ def pump_until(conns: Iterable, condition: Callable[[], bool], timeout: float = 
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not met within {timeout}s")
         for c in conns:
-            c.container.timeout = 0.02
+            c.container.timeout = 0.005
             c.container.process()
 
 
@@ -42,7 +42,7 @@ def pump_for(conns: Iterable, seconds: float) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for c in conns:
-            c.container.timeout = 0.02
+            c.container.timeout = 0.005
             c.container.process()
 
 
@@ -55,10 +55,15 @@ def take(rcv) -> list:
 
 
 def collect(conns: Iterable, receivers: list, idle: float = 0.5, timeout: float = TIMEOUT,
-            settle: Optional[int] = Delivery.ACCEPTED, expect: Optional[int] = None) -> list:
+            settle: Optional[int] = Delivery.ACCEPTED, expect: Optional[int] = None,
+            topup: bool = True) -> list:
     """Pump until no receiver got anything for ``idle`` seconds (or ``expect`` messages in total
     arrived); return one list of message bodies per receiver. Deliveries are given ``settle``
-    (and settled) as they arrive unless it is None (then they stay unsettled)."""
+    (and settled) as they arrive unless it is None (then they stay unsettled).
+
+    ``topup``: like ``BlockingReceiver.receive()``, grant one credit to a receiver that has none
+    (proton's prefetch window is only refreshed by events that come after the message is read,
+    so a fetcher with a window of 1 would otherwise stall after its first messages)."""
     conns = list(conns)
     got: list = [[] for _ in receivers]
     deadline = time.monotonic() + timeout
@@ -67,7 +72,7 @@ def collect(conns: Iterable, receivers: list, idle: float = 0.5, timeout: float 
         progressed = False
         for i, rcv in enumerate(receivers):
             for msg, dlv in take(rcv):
-                got[i].append(msg.body)
+                got[i].append(_body(msg))
                 if settle is not None:
                     dlv.update(settle)
                     dlv.settle()
@@ -80,16 +85,25 @@ def collect(conns: Iterable, receivers: list, idle: float = 0.5, timeout: float 
             pump_for(conns, min(idle, 0.3))
             for i, rcv in enumerate(receivers):
                 for msg, dlv in take(rcv):
-                    got[i].append(msg.body)
+                    got[i].append(_body(msg))
                     if settle is not None:
                         dlv.update(settle)
                         dlv.settle()
             return got
         if now - last > idle or now > deadline:
             return got
+        if topup:
+            for rcv in receivers:  # as BlockingReceiver.receive() does: one more when out
+                if rcv.link.credit <= 0:
+                    rcv.link.flow(1)
         for c in conns:
-            c.container.timeout = 0.02
+            c.container.timeout = 0.005
             c.container.process()
+
+
+def _body(msg):
+    body = msg.body
+    return bytes(body) if isinstance(body, memoryview) else body
 
 
 def seq_body(seq: int, size: int = 100) -> bytes:
@@ -218,5 +232,7 @@ class CountingReceiver(MessagingHandler):
         if event.delivery.settled:
             self.presettled += 1
         if self.keep:
-            self.bodies.append(event.message.body)
+            body = event.message.body
+            # proton hands binary bodies out as memoryviews of a buffer it reuses: copy
+            self.bodies.append(bytes(body) if isinstance(body, memoryview) else body)
         self.last_at = time.monotonic()

@@ -11,6 +11,7 @@ import time
 
 import pytest
 from proton import ConnectionException, Message
+from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection, SyncRequestResponse
 
 from conftest import free_port
@@ -198,6 +199,10 @@ def test_connection_admin_status_deleted_closes_client(router, mgmt):
         assert out.returncode == 0, out.stderr
         with pytest.raises(ConnectionException):
             victim.wait(lambda: False, timeout=TIMEOUT)
+        try:
+            victim.close()  # answers the router's close, so the socket goes away
+        except ConnectionException:
+            pass
         deadline = time.monotonic() + TIMEOUT
         while True:
             _, _, body = mgmt.call({"operation": "QUERY", "entityType": "connection"},
@@ -225,8 +230,9 @@ def test_create_address_config_at_run_time(router, mgmt):
     assert status == 201 and body["prefix"] == "mc"
     conn = BlockingConnection(router.url, timeout=TIMEOUT)
     try:
-        receivers = [conn.create_receiver("mc.news", credit=5) for _ in range(2)]
-        sender = conn.create_sender("mc.news")
+        receivers = [conn.create_receiver("mc.news", credit=5, name=f"r{i}") for i in range(2)]
+        sender = conn.create_sender("mc.news", options=AtMostOnce())
+        conn.wait(lambda: sender.link.credit > 0, timeout=TIMEOUT)
         sender.send(Message(body="hello"))
         assert [r.receive(timeout=TIMEOUT).body for r in receivers] == ["hello", "hello"]
     finally:

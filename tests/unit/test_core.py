@@ -483,3 +483,72 @@ def test_snapshot_shape(h):
         (1, 1, 1)
     [conn] = snap["connections"]
     assert conn["container"] == "c1" and conn["opened"] is True and conn["role"] == "normal"
+
+
+# ---- runtime address configuration -----------------------------------------------------------
+def test_set_address_config_applies_at_once_to_existing_and_new_addresses(h):
+    h.conn(1).receiver(20, 1, "mc.a", credit=10).receiver(21, 1, "mc.a", credit=10)
+    h.sender(10, 1, "mc.a")
+    h.flat()
+    h.send(10, settled=True)
+    assert [e.link_id for e in h.flat() if isinstance(e, Deliver)] == [20]  # balanced: one
+    assert h.addr("M0mc.a")["distribution"] == "balanced"
+    h.core.set_address_config([{"prefix": "mc", "distribution": "multicast", "priority": 7}])
+    assert (h.addr("M0mc.a")["distribution"], h.addr("M0mc.a")["priority"]) == ("multicast", 7)
+    h.send(10, settled=True)
+    assert [e.link_id for e in h.flat() if isinstance(e, Deliver)] == [20, 21]
+    h.receiver(22, 1, "mc.b")  # a new address follows the new rules too
+    assert h.addr("M0mc.b")["distribution"] == "multicast"
+    h.core.set_address_config([])  # back to the defaults
+    assert (h.addr("M0mc.a")["distribution"], h.addr("M0mc.a")["priority"]) == ("balanced", -1)
+
+
+def test_set_address_config_leaves_non_mobile_addresses_alone(h):
+    h.conn(1).receiver(20, 1, "_local/x").receiver(21, 1, "amqp:/_topo/0/all/t")
+    h.core.set_address_config([{"prefix": "", "distribution": "balanced"},
+                               {"pattern": "#", "distribution": "multicast"}])
+    assert h.addr("Lx")["distribution"] == "closest"
+    assert h.addr("Tt")["distribution"] == "multicast"
+
+
+def test_set_address_config_invalid_rules_change_nothing(core_cls):
+    h = Harness(core_cls, addresses=[{"prefix": "u", "distribution": "unavailable"}])
+    h.conn(1).receiver(20, 1, "u.x")
+    with pytest.raises(ValueError):
+        h.core.set_address_config([{"prefix": "u", "distribution": "closest",
+                                    "priority": "high"}])
+    assert h.addr("M0u.x")["distribution"] == "unavailable"
+    h.receiver(21, 1, "u.y")
+    assert h.addr("M0u.y")["distribution"] == "unavailable"
+
+
+@pytest.mark.parametrize("new_dist", ["multicast", "unavailable", "closest"])
+def test_set_address_config_held_deliveries_still_drain(core_cls, new_dist):
+    """Deliveries held under the old distribution are neither lost nor duplicated."""
+    h = Harness(core_cls)
+    h.conn(1).receiver(20, 1, "q", credit=0).sender(10, 1, "q", capacity=5)
+    h.flat()
+    first, second = h.send(10, payload=b"a"), h.send(10, payload=b"b")
+    assert h.flat() == []
+    h.core.set_address_config([{"prefix": "q", "distribution": new_dist}])
+    h.do(LinkFlow(20, 5, False))
+    assert h.flat() == [Deliver(1, 20, False, b"a"), LinkCredit(10, 2),
+                        Deliver(2, 20, False, b"b")]
+    h.do(Disposition(1, STATE_ACCEPTED, True, None), Disposition(2, STATE_REJECTED, True, None))
+    assert h.flat() == [UpdateIn(first, STATE_ACCEPTED, True, None),
+                        UpdateIn(second, STATE_REJECTED, True, None)]
+    assert h.link(10)["undeliveredCount"] == 0 and h.link(10)["unsettledCount"] == 0
+
+
+def test_set_address_config_queued_multicast_copies_still_go(core_cls):
+    h = Harness(core_cls, addresses=[{"prefix": "q", "distribution": "multicast"}])
+    h.conn(1).receiver(20, 1, "q", credit=1).receiver(21, 1, "q", credit=0)
+    h.sender(10, 1, "q", capacity=5)
+    h.flat()
+    dlv = h.send(10, payload=b"m")
+    assert [e.link_id for e in h.flat() if isinstance(e, Deliver)] == [20]
+    h.core.set_address_config([])  # multicast -> balanced, one copy still queued for 21
+    h.do(LinkFlow(21, 1, False))
+    assert h.flat() == [Deliver(2, 21, False, b"m"), LinkCredit(10, 1)]
+    h.do(Disposition(1, STATE_ACCEPTED, True, None), Disposition(2, STATE_ACCEPTED, True, None))
+    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None)]

@@ -1,9 +1,12 @@
 """The compiled core and the pure-Python reference agree: same effects, same counters.
 
 Random command sequences over a small id space (so links, deliveries and dispositions really meet)
-are fed to both builds; after every command the effect streams must be identical, and at the end
-the management snapshots.
+are fed to both builds; after every command the effect streams must be identical (values and
+NamedTuple types), and at the end the management snapshots. Runtime address reconfiguration
+(``set_address_config``) is one of the random steps.
 """
+from typing import NamedTuple
+
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
@@ -26,6 +29,27 @@ STATES = st.sampled_from([STATE_NONE, STATE_RECEIVED, STATE_ACCEPTED, STATE_REJE
 RULES = [{"prefix": "mc", "distribution": "multicast"},
          {"pattern": "cl", "distribution": "closest", "priority": 5},
          {"prefix": "u", "distribution": "unavailable"}]
+RULESETS = [RULES, [], [{"prefix": "a", "distribution": "multicast", "priority": 2}],
+            [{"pattern": "#", "distribution": "closest"}, {"prefix": "b", "priority": 9}],
+            [{"prefix": "mc", "distribution": "balanced"},
+             {"prefix": "u", "distribution": "closest"},
+             {"pattern": "cl", "distribution": "multicast"}]]
+
+
+class SetAddressConfig(NamedTuple):
+    """Not an IPC command: a test step calling ``set_address_config(rules)`` on the core."""
+    rules: list
+
+
+def apply(core, peer, cmd, now):
+    if isinstance(cmd, SetAddressConfig):
+        core.set_address_config(cmd.rules)
+    else:
+        core.handle(peer, cmd, now)
+
+
+def typed(effects):
+    return {peer: [(type(e), e) for e in lst] for peer, lst in effects.items()}
 
 commands = st.one_of(
     st.builds(ConnOpened, CONNS, st.sampled_from(["normal", "route-container", "edge"]),
@@ -41,6 +65,7 @@ commands = st.one_of(
     st.builds(Disposition, IDS, STATES, st.booleans(),
               st.sampled_from([None, {"failed": True, "undeliverable": False}])),
     st.builds(SettleIn, IDS, STATES),
+    st.builds(SetAddressConfig, st.sampled_from(RULESETS)),
 )
 
 
@@ -52,11 +77,11 @@ def test_builds_agree(steps, default_distribution):
     pure = pure_core.RouterCore("R1", **kwargs)
     compiled = compiled_core.RouterCore("R1", **kwargs)
     for n, (peer, cmd) in enumerate(steps):
-        pure.handle(peer, cmd, float(n))
-        compiled.handle(peer, cmd, float(n))
+        apply(pure, peer, cmd, float(n))
+        apply(compiled, peer, cmd, float(n))
         pure.tick(float(n))
         compiled.tick(float(n))
-        assert pure.take_effects() == compiled.take_effects(), (n, cmd)
+        assert typed(pure.take_effects()) == typed(compiled.take_effects()), (n, cmd)
     assert pure.snapshot() == compiled.snapshot()
 
 
@@ -67,6 +92,10 @@ def test_batches_equal_single_commands(steps):
     for cls in (pure_core.RouterCore, compiled_core.RouterCore):
         one, batched = cls("R1", seed=1, addresses=RULES), cls("R1", seed=1, addresses=RULES)
         for peer, cmd in steps:
+            if isinstance(cmd, SetAddressConfig):
+                one.set_address_config(cmd.rules)
+                batched.set_address_config(cmd.rules)
+                continue
             one.handle(peer, cmd, 0.0)
             batched.handle_batch(peer, [cmd], 0.0)
         assert one.take_effects() == batched.take_effects()

@@ -196,6 +196,16 @@ class CoreMachine(RuleBasedStateMachine):
         d["sender_settled"] = True
         self._do(self.conns[self.senders[d["link"]]["conn"]], SettleIn(dlv, state))
 
+    # ---- runtime configuration ---------------------------------------------------------------
+    @rule(multicast=st.booleans(), closest=st.booleans())
+    def reconfigure(self, multicast, closest):
+        """The address rules change under traffic: nothing held or in flight may be lost."""
+        rules = [{"prefix": "mc", "distribution": "multicast" if multicast else "balanced"}]
+        if closest:
+            rules.append({"prefix": "a", "distribution": "closest", "priority": 6})
+        self.core.set_address_config(rules)
+        self._check_effects()
+
     # ---- invariants --------------------------------------------------------------------------
     @invariant()
     def credit_and_memory_bounded(self):

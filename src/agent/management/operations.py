@@ -19,6 +19,7 @@ from agent.management.entities import View
 from agent.management.protocol import (
     BAD_REQUEST, CREATED, FORBIDDEN, NO_CONTENT, NOT_IMPLEMENTED, OK, ManagementError, Request)
 from agent.schema import EntityType
+from router_core.log import MODULES as LOG_MODULES
 
 # Mutations of these types need a feature the router does not have yet: answer 501, clearly.
 NOT_BUILT = {
@@ -228,6 +229,9 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
 
 def _update_log(view: View, etype: EntityType, entity: dict, changes: dict) -> Change:
     updated = {**entity, **changes}
+    if updated["module"] not in LOG_MODULES:
+        raise ManagementError(NOT_IMPLEMENTED, f"log module '{updated['module']}' is not used by "
+                                               "this router")
     effective = dict(_plain(updated))
     if effective.get("enable") == "default":
         if updated["module"] == "DEFAULT":
