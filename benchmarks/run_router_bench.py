@@ -140,21 +140,22 @@ def stop_process(proc: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> None:
             proc.wait(5)
 
 
-def write_conf(path: Path, port: int, workers: int) -> None:
-    path.write_text(
-        "router {\n    mode: standalone\n    id: Bench\n"
-        f"    workerThreads: {workers}\n}}\n\n"
-        "listener {\n    host: 127.0.0.1\n"
-        f"    port: {port}\n    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n}}\n",
-        encoding="utf-8")
+def write_conf(path: Path, port: int, workers: int, distribution: Optional[str] = None) -> None:
+    text = ("router {\n    mode: standalone\n    id: Bench\n"
+            f"    workerThreads: {workers}\n}}\n\n"
+            "listener {\n    host: 127.0.0.1\n"
+            f"    port: {port}\n    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n}}\n")
+    if distribution:  # every benchmark address starts with "bench"
+        text += f"\naddress {{\n    prefix: bench\n    distribution: {distribution}\n}}\n"
+    path.write_text(text, encoding="utf-8")
 
 
 class Router:
     def __init__(self, workdir: Path, port: int, workers: int, router_cmd: Optional[str],
-                 env: dict[str, str]) -> None:
+                 env: dict[str, str], distribution: Optional[str] = None) -> None:
         self.port = port
         self.conf = workdir / "bench.conf"
-        write_conf(self.conf, port, workers)
+        write_conf(self.conf, port, workers, distribution)
         self.log_path = workdir / f"router-{port}.log"
         if router_cmd:
             cmd = [a.replace("{conf}", str(self.conf)) for a in shlex.split(router_cmd)]
@@ -247,8 +248,8 @@ def client_cmd(role: str, url: str, address: str, args: argparse.Namespace, out:
             cmd += ["--window", str(args.window)]
     else:
         cmd += ["--credit", str(args.credit)]
-        if args.shared_address:
-            cmd += ["--idle-timeout", "2"]
+        if args.shared_address or (args.receivers > 1 and args.distribution != "multicast"):
+            cmd += ["--idle-timeout", "2"]  # anycast shares the messages: stop when idle
         if listen:
             cmd.append("--listen")
     return cmd
@@ -284,11 +285,12 @@ def run_once(args: argparse.Namespace, workdir: Path, router: Optional[Router], 
             else:
                 url = f"127.0.0.1:{free_port()}"
             urls.append((url, address))
-            ready.append(rundir / f"receiver{i}.ready")
-            receivers.append(spawn_client(
-                client_cmd("receiver", url, address, args, rundir / f"receiver{i}.jsonl",
-                           ready[-1], run_id, presettled, listen=router is None),
-                rundir / f"receiver{i}.err"))
+            for j in range(args.receivers if router else 1):
+                ready.append(rundir / f"receiver{i}-{j}.ready")
+                receivers.append(spawn_client(
+                    client_cmd("receiver", url, address, args, rundir / f"receiver{i}-{j}.jsonl",
+                               ready[-1], run_id, presettled, listen=router is None),
+                    rundir / f"receiver{i}-{j}.err"))
         wait_files(ready, receivers, READY_TIMEOUT)
         if meter:
             meter.start()
@@ -318,8 +320,8 @@ def run_once(args: argparse.Namespace, workdir: Path, router: Optional[Router], 
     total_sent = sum(c["count"] or 0 for c in clients if c["role"] == "sender")
     for c in clients:
         error = c.get("error")
-        if error and args.shared_address and error.startswith("idle for") \
-                and total_received >= total_sent:
+        shared = args.shared_address or (args.receivers > 1 and args.distribution != "multicast")
+        if error and shared and error.startswith("idle for") and total_received >= total_sent:
             continue    # shared address: the router balances, so receivers stop on idle
         if error:
             errors.append(f"{c['role']} {c['address']}: {error}")
@@ -416,6 +418,10 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--both", dest="modes", action="store_const",
                       const=["presettled", "unsettled"])
     p.add_argument("--credit", type=int, default=250, help="receiver credit window")
+    p.add_argument("--receivers", type=int, default=1,
+                   help="consumers per sender address (with --distribution)")
+    p.add_argument("--distribution", choices=["closest", "balanced", "multicast"],
+                   help="configure the benchmark addresses with this distribution")
     p.add_argument("--window", type=int, default=0, help="sender max unsettled (0: credit only)")
     p.add_argument("--workers", type=int, default=1, help="router workerThreads")
     p.add_argument("--shared-address", action="store_true", help="all pairs use one address")
@@ -463,7 +469,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 idle = None
                 if not args.direct:
                     router = Router(workdir, args.port or free_port(), args.workers,
-                                    args.router_cmd, env)
+                                    args.router_cmd, env, args.distribution)
                     router.wait_ready()
                     idle = idle_cpu_pct(router.proc.pid, args.idle_sample)
                 for mode in group_modes:
