@@ -239,15 +239,36 @@ class ConfigResult(NamedTuple):
     detail: str
 
 
+class ReloadRequest(NamedTuple):
+    """Supervisor -> agent: apply these configuration changes (from a re-read config file).
+
+    changes: [{"op": create|delete|update, "type": entity type, "name": ..., "attributes": {...}}]
+    """
+    request_id: int
+    changes: list
+
+
+class ReloadResult(NamedTuple):
+    """Agent -> supervisor: how a ReloadRequest went; ``applied`` lists the change indexes done."""
+    request_id: int
+    ok: bool
+    applied: list
+    detail: str
+
+
 # One table of codes: the order is the wire contract, append only.
 MESSAGE_TYPES: tuple = (
     PeerHello, ConnOpened, ConnClosed, LinkAttach, LinkDetach, LinkFlow, Transfer, Disposition,
     SettleIn, LinkOpen, LinkRefuse, LinkCredit, Deliver, UpdateIn, SettleOut, Drained,
     CloseConnection, DetachLink, ChildStatus, CoreQuery, CoreState, ConfigChange, ConfigResult,
+    ReloadRequest, ReloadResult,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}
 _HAS_PAYLOAD = frozenset(cls for cls in MESSAGE_TYPES if cls._fields[-1] == "payload")
+# code -> (class, number of fields, carries a payload): one lookup per decoded item
+_DECODE = {code: (cls, len(cls._fields), cls in _HAS_PAYLOAD) for code, cls in TYPE_OF.items()}
+_new_tuple = tuple.__new__
 
 
 def encode_batch(peer: int, messages: Iterable[tuple]) -> list:
@@ -264,12 +285,12 @@ def encode_batch(peer: int, messages: Iterable[tuple]) -> list:
     for msg in messages:
         cls = type(msg)
         code = CODE_OF[cls]
-        if cls in _HAS_PAYLOAD:
+        if cls in _HAS_PAYLOAD:  # tuples, not lists: msgpack packs both as arrays, tuples build faster
             payload = msg[-1]
-            append([code, *msg[:-1], len(payload)])
+            append((code,) + msg[:-1] + (len(payload),))
             payloads.append(payload)
         else:
-            append([code, *msg])
+            append((code,) + msg)
     header = msgpack.packb([IPC_VERSION, peer, items], use_bin_type=True)
     if not payloads:
         return [header]
@@ -293,19 +314,24 @@ def decode_batch(frames: list) -> tuple:
     if version != IPC_VERSION:
         raise IpcError(f"IPC version {version} is not {IPC_VERSION}")
     blob = memoryview(frames[1]) if len(frames) > 1 else memoryview(b"")
+    size = len(blob)
     offset = 0
     out = []
     append = out.append
     try:
         for item in items:
-            cls = TYPE_OF[item[0]]
-            if cls in _HAS_PAYLOAD:
+            cls, nfields, has_payload = _DECODE[item[0]]
+            if len(item) != nfields + 1:
+                raise IpcError(f"{cls.__name__} needs {nfields} fields, got {len(item) - 1}")
+            if has_payload:
                 end = offset + item[-1]
-                if end > len(blob):
+                if end > size:
                     raise IpcError("payload lengths overrun the payload frame")
                 item[-1] = blob[offset:end]
+                append(_new_tuple(cls, item[1:]))
                 offset = end
-            append(cls._make(item[1:]))
+            else:
+                append(_new_tuple(cls, item[1:]))
     except (KeyError, IndexError, TypeError) as exc:
         raise IpcError(f"bad batch item: {exc!r}") from exc
     if offset != len(blob):

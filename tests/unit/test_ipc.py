@@ -31,6 +31,9 @@ SAMPLES = {
     ipc.CoreState: (1, {"router": {"addrCount": 1}, "links": [{"identity": "3"}]}),
     ipc.ConfigChange: (2, "create", "listener", {"host": "127.0.0.1", "port": "5673"}),
     ipc.ConfigResult: (2, 0, False, "Address already in use"),
+    ipc.ReloadRequest: (3, [{"op": "create", "type": "listener", "name": "l2",
+                             "attributes": {"host": "127.0.0.1", "port": "5674"}}]),
+    ipc.ReloadResult: (3, False, [0, 2], "create listener l2: Address already in use"),
 }
 
 
