@@ -229,6 +229,27 @@ def _out_delivery(out_id: int, link: Link, in_dlv: InDelivery) -> OutDelivery:
     return out
 
 
+def _phase_key(rules: Any, key: Any, direction: int) -> Any:
+    """The phased key of a mobile address for a link in ``direction``.
+
+    Addresses are phase 0 (``M0x``) unless a configured rule says otherwise: a waypoint address
+    is entered at its ingress phase (default 0, e.g. towards a broker queue's autoLink) and left
+    at its egress phase (default 1, e.g. from the broker back to receivers); explicit
+    ``ingressPhase``/``egressPhase`` set them for any address.
+    """
+    if key is None or not len(rules) or key[:2] != "M0":
+        return key
+    rule = rules.lookup(key[2:])
+    if rule is None:
+        return key
+    if direction == DIR_IN:
+        phase = rule.ingress_phase if rule.ingress_phase is not None else 0
+    else:
+        phase = rule.egress_phase if rule.egress_phase is not None else (1 if rule.waypoint else 0)
+    phase = int(phase)
+    return key if phase == 0 else f"M{phase}{key[2:]}"
+
+
 class RouterCore:
     """One router's routing and settlement state. Feed commands with :meth:`handle`, collect
     effects with :meth:`take_effects`."""
@@ -468,7 +489,7 @@ class RouterCore:
             address, key = self._new_temp(direction == DIR_IN)
             link.address = address
         elif address is not None:
-            key = self._key(address)
+            key = _phase_key(self.rules, self._key(address), direction)
         else:
             key = None
         self.links[link_id] = link
@@ -561,7 +582,7 @@ class RouterCore:
             self.ingress_container += 1
         addr = link.addr
         if addr is None and to is not None:
-            addr = self.addrs.get(self._key(to))
+            addr = self.addrs.get(_phase_key(self.rules, self._key(to), DIR_IN))
         if settled:
             link.presettled_count += 1
             self.presettled += 1

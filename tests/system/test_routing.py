@@ -632,3 +632,30 @@ def test_presettled_20k_loadgen_clients(router, tmp_path, run):
     assert srec["count"] == 20000 and not srec["error"], srec["error"]
     assert rrec["count"] == 20000, (f"receiver got {rrec['count']}/20000: {rrec['error']}; "
                                     f"sender: {send.stderr.strip()}")
+
+
+def test_waypoint_address_uses_phases(router_factory):
+    """A waypoint address: receivers consume phase 1, senders feed phase 0 (the waypoint's
+    side), so a sender stalls while only phase-1 receivers exist — the route to a broker comes
+    from autoLinks."""
+    r = router_factory(extra="""
+        address {
+            prefix: queue
+            waypoint: yes
+        }
+        """)
+    conn = BlockingConnection(r.url, timeout=TIMEOUT)
+    try:
+        conn.create_receiver("queue.orders", credit=5)
+        snd = conn.create_sender("queue.orders")
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            conn.container.process()
+            assert snd.link.credit == 0
+        out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", "-b",
+                              f"127.0.0.1:{r.port}", "-a", "--csv"],
+                             capture_output=True, text=True, timeout=30).stdout
+        rows = [line.split(",") for line in out.splitlines() if "queue.orders" in line]
+        assert sorted(row[2].strip('"') for row in rows) == ["0", "1"], out
+    finally:
+        conn.close()

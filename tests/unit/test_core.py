@@ -552,3 +552,32 @@ def test_set_address_config_queued_multicast_copies_still_go(core_cls):
     assert h.flat() == [Deliver(2, 21, False, b"m"), LinkCredit(10, 1)]
     h.do(Disposition(1, STATE_ACCEPTED, True, None), Disposition(2, STATE_ACCEPTED, True, None))
     assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None)]
+
+
+def test_waypoint_address_phases(core_cls):
+    """Clients send into phase 0 (towards the waypoint) and receive from phase 1."""
+    h = Harness(core_cls, addresses=[{"prefix": "queue", "waypoint": True,
+                                      "distribution": "balanced"}])
+    h.conn(1).receiver(20, 1, "queue.orders", credit=5).sender(10, 1, "queue.orders")
+    keys = {a["key"] for a in h.snap()["addresses"]}
+    assert {"M1queue.orders", "M0queue.orders"} <= keys
+    # the phase-1 consumer does not make phase 0 reachable: the sender stalls
+    assert not [e for e in h.flat() if isinstance(e, LinkCredit) and e.link_id == 10]
+    # an anonymous sender's message to the waypoint address is released (no phase-0 consumer)
+    h.sender(11, 1, None)
+    h.flat()
+    dlv = h.send(11, to="queue.orders")
+    assert [(e.dlv_id, e.state) for e in h.flat() if isinstance(e, UpdateIn)] == [
+        (dlv, STATE_RELEASED)]
+    # a non-waypoint address is phase 0 both ways
+    h.receiver(21, 1, "plain", credit=5)
+    assert h.addr("M0plain")["subscriberCount"] == 1
+
+
+def test_explicit_phases(core_cls):
+    h = Harness(core_cls, addresses=[{"prefix": "staged", "ingressPhase": 3, "egressPhase": 3}])
+    h.conn(1).receiver(20, 1, "staged.a", credit=5).sender(10, 1, "staged.a")
+    assert h.addr("M3staged.a")["subscriberCount"] == 1
+    h.flat()
+    h.send(10, payload=b"hop")
+    assert [e.payload for e in h.flat() if isinstance(e, Deliver)] == [b"hop"]
