@@ -59,6 +59,7 @@ cdef class Connection:
     cdef public object peer, conn_id, role, direction, host, container, listener, user, sasl
     cdef public object encrypted, link_capacity
     cdef public dict links
+    cdef public double opened_at, last_delivery_at
 
 
 @cython.final
@@ -119,6 +120,7 @@ cdef class RouterCore:
     cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
     cdef readonly long long modified, ingress, egress, transit, ingress_container
     cdef readonly long long egress_container
+    cdef public double now
     cdef long long _next_out
     cdef dict _key_cache, _effects, _dispatch
     cdef list _credited

@@ -93,7 +93,7 @@ def _fields(cmd: Any) -> tuple:
 # ----------------------------------------------------------------------------------------------
 class Connection:
     __slots__ = ("peer", "conn_id", "role", "direction", "host", "container", "listener", "user",
-                 "sasl", "encrypted", "link_capacity", "links")
+                 "sasl", "encrypted", "link_capacity", "links", "opened_at", "last_delivery_at")
 
     def __init__(self, peer: int, conn_id: int, role: str, direction: str, host: str,
                  container: str, listener: str, user: str, sasl: str, encrypted: bool,
@@ -110,6 +110,8 @@ class Connection:
         self.encrypted = encrypted
         self.link_capacity = link_capacity
         self.links = {}  # link_id -> Link, in attach order
+        self.opened_at = 0.0         # core time of the open (for uptimeSeconds)
+        self.last_delivery_at = -1.0  # core time of the last delivery in or out, -1: none yet
 
 
 class Link:
@@ -284,6 +286,7 @@ class RouterCore:
         self._next_out = 1
         self._key_cache = {}
         self._rng = random.Random(seed)
+        self.now = 0.0  # the time given with the latest command batch or tick
         self._effects = {}       # peer -> [effect]
         self._credited = []      # links with a LinkCredit placeholder in _effects (coalesced)
         # Commands off the per-message path (the per-message ones are tested first in _handle).
@@ -295,10 +298,12 @@ class RouterCore:
     # Public API
     # ------------------------------------------------------------------------------------------
     def handle(self, peer: int, cmd: Any, now: float) -> None:
+        self.now = now
         self._handle(peer, cmd)
 
     def handle_batch(self, peer: int, cmds: Any, now: float) -> None:
         """``handle`` for every command of one peer's batch, in order."""
+        self.now = now
         for cmd in cmds:
             self._handle(peer, cmd)
 
@@ -321,6 +326,7 @@ class RouterCore:
 
     def tick(self, now: float) -> None:
         """No timers yet (single router); kept so the loop's shape does not change later."""
+        self.now = now
 
     def take_effects(self) -> dict:
         """Every effect queued since the last call, as ``{peer: [effect, ...]}``."""
@@ -454,7 +460,9 @@ class RouterCore:
         old = self.conns.get(cmd[0])
         if old is not None:
             self._on_conn_closed(peer, ConnClosed(cmd[0], "reopened"))
-        self.conns[cmd[0]] = Connection(peer, *cmd)
+        conn = Connection(peer, *cmd)
+        conn.opened_at = self.now
+        self.conns[cmd[0]] = conn
 
     def _on_conn_closed(self, peer: int, cmd: Any) -> None:
         conn = self.conns.pop(cmd[0], None)
@@ -577,6 +585,7 @@ class RouterCore:
             return
         link.received += 1
         link.delivery_count += 1
+        link.conn.last_delivery_at = self.now
         self.ingress += 1
         if link.from_container:
             self.ingress_container += 1
@@ -665,6 +674,7 @@ class RouterCore:
         self._next_out = out_id + 1
         link.delivered += 1
         link.delivery_count += 1
+        link.conn.last_delivery_at = self.now
         addr = link.addr
         addr.egress += 1
         self.egress += 1

@@ -68,8 +68,11 @@ def _address_view(addr: Any) -> dict:
     }
 
 
-def _connection_view(conn: Any) -> dict:
+def _connection_view(conn: Any, now: float) -> dict:
+    last = conn.last_delivery_at
     return {
+        "uptimeSeconds": int(now - conn.opened_at),
+        "lastDlvSeconds": int(now - last) if last >= 0 else None,
         "identity": str(conn.conn_id), "container": conn.container, "host": conn.host,
         "dir": conn.direction, "role": conn.role, "sasl": conn.sasl, "user": conn.user,
         "isAuthenticated": bool(conn.sasl) and conn.sasl.upper() != "ANONYMOUS",
@@ -87,5 +90,5 @@ def management_snapshot(core: Any) -> dict:
         "router": router,
         "links": [_link_view(link) for link in core.links.values()],
         "addresses": [_address_view(addr) for addr in core.addrs.values()],
-        "connections": [_connection_view(conn) for conn in core.conns.values()],
+        "connections": [_connection_view(conn, core.now) for conn in core.conns.values()],
     }

@@ -581,3 +581,17 @@ def test_explicit_phases(core_cls):
     h.flat()
     h.send(10, payload=b"hop")
     assert [e.payload for e in h.flat() if isinstance(e, Deliver)] == [b"hop"]
+
+
+def test_connection_uptime_and_last_delivery_from_core_time(core_cls):
+    h = Harness(core_cls)
+    h.core.handle_batch(0, [ConnOpened(1, "normal", "in", "h:1", "c1", "l0", "u", "", False,
+                                       250)], 100.0)
+    h.core.tick(130.0)
+    (conn,) = h.snap()["connections"]
+    assert conn["uptimeSeconds"] == 30 and conn["lastDlvSeconds"] is None
+    h.receiver(20, 1, "q", credit=5).sender(10, 1, "q")
+    h.core.handle_batch(0, [Transfer(1, 10, None, True, 4, b"x")], 140.0)
+    h.core.tick(145.0)
+    (conn,) = h.snap()["connections"]
+    assert conn["uptimeSeconds"] == 45 and conn["lastDlvSeconds"] == 5

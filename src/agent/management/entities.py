@@ -112,8 +112,7 @@ class View:
                 continue
             entity = {**conn, "name": f"connection/{conn.get('host')}",
                       "adminStatus": "enabled", "operStatus": "up", "active": True,
-                      "ssl": bool(conn.get("isEncrypted")), "tenant": None, "properties": {},
-                      "uptimeSeconds": None, "lastDlvSeconds": None}
+                      "ssl": bool(conn.get("isEncrypted")), "tenant": None, "properties": {}}
             out.append(entity)
         return out
 
