@@ -23,6 +23,7 @@ EXTENSIONS = {
     "router_core._core": f"{GENERATED}/router_core/_core.py",  # = router_core/core.py + .pxd
     "router_io._amqpscan": "cython/_amqpscan.pyx",    # reference: router_io/amqpscan_py.py
     "router_io._engine": "cython/_engine.pyx",        # reference: router_io/engine.py
+    "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: router_core/addrmatch.py
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py
 }
 # Compiled from a copy of the reference: generated file -> its source.

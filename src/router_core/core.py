@@ -56,7 +56,7 @@ except ImportError:  # Cython builds the compiled core; the pure build does not 
     _COMPILED = False
 
 from router_core.addressing import address_key, mobile_text, temp_address
-from router_core.addrmatch import AddressRules
+from router_core.matcher import AddressRules
 from router_core.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, ConnClosed,
     ConnOpened, Deliver, Disposition, Drained, IpcError, LinkAttach, LinkCredit, LinkDetach,

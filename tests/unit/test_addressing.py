@@ -66,8 +66,60 @@ def test_mobile_keys_round_trip(words, sep, prefix):
 
 
 # ---- configured address rules ----------------------------------------------------------------
+def _compiled_rules():
+    try:
+        from router_core import _addrmatch
+    except ImportError:
+        return None
+    return _addrmatch.AddressRules
+
+
+_BUILD = {"cls": AddressRules}
+
+
+@pytest.fixture(params=["python", "cython"], autouse=True)
+def matcher_build(request):
+    """The matcher tests run against the reference and the compiled build."""
+    cls = AddressRules if request.param == "python" else _compiled_rules()
+    if cls is None:
+        pytest.skip("router_core._addrmatch is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
+    _BUILD["cls"] = cls
+    yield cls
+    _BUILD["cls"] = AddressRules
+
+
 def _rules(*configs):
-    return AddressRules([dict(c) for c in configs])
+    return _BUILD["cls"]([dict(c) for c in configs])
+
+
+_word = st.sampled_from(["a", "b", "c", "ab", "*", "#"])
+_literal = st.sampled_from(["a", "b", "c", "ab", "x"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.lists(_word, min_size=1, max_size=4)),
+                max_size=6),
+       st.lists(st.lists(_literal, max_size=5), min_size=1, max_size=10),
+       st.sampled_from([".", "/"]))
+def test_compiled_matcher_agrees_with_reference(rules, addresses, sep):
+    compiled = _compiled_rules()
+    if compiled is None:
+        pytest.skip("router_core._addrmatch is not built")
+    configs = []
+    for n, (is_pattern, words) in enumerate(rules):
+        text = ".".join(words) if is_pattern else ".".join(w for w in words if w not in "*#")
+        if not text:
+            continue
+        configs.append({"pattern" if is_pattern else "prefix": text, "distribution": "closest",
+                        "priority": n % 10})
+    ref, cy = AddressRules(configs), compiled(configs)
+    for words in addresses:
+        text = sep.join(words)
+        a, b = ref.lookup(text), cy.lookup(text)
+        assert (a is None) == (b is None)
+        if a is not None:
+            assert (a.text, a.is_pattern, a.order, a.priority) == (b.text, b.is_pattern,
+                                                                    b.order, b.priority)
 
 
 def test_prefix_matches_whole_words_only():
