@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 extras=""
 [ "${1:-}" = "--test" ] && extras="[test]"
 
-packages="gcc g++ pkg-config libssl-dev libsasl2-dev libsasl2-modules sasl2-bin python3-dev python3-venv"
+packages="gcc g++ pkg-config libssl-dev libsasl2-dev libsasl2-modules sasl2-bin python3-dev python3-venv openjdk-17-jre-headless"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

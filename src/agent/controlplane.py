@@ -20,7 +20,9 @@ from typing import Any, Optional
 
 import zmq
 
+from agent.httpserver import MetricsService
 from agent.management.agent import ManagementAgent
+from agent.reload import ReloadApplier, decode_message, reload_endpoint
 from agent.supervisor import VERSION
 from router_core import ipc
 from router_core.log import RouterLog
@@ -47,11 +49,52 @@ class ControlPlane:
         self.management = ManagementAgent(spec, self.log, self.new_id, self.send,
                                           self.send_control, workers, VERSION)
         self.handlers.update(self.management.handlers())
+        # HTTP listeners (/metrics, /healthz) and the metrics sink, in this process's poll loop
+        self.poller = zmq.Poller()
+        self.metrics = MetricsService(spec, self.poller, self.send_control, self._log_http,
+                                      self.management.started)
+        self.handlers[ipc.CoreState] = self._on_core_state
+        # SIGHUP reloads: the supervisor sends the file's changes here (agent/reload.py)
+        self.reload_sock = self.ctx.socket(zmq.PAIR)
+        self.reload_sock.setsockopt(zmq.LINGER, 1000)
+        self.reload_sock.connect(reload_endpoint(ipc_dir))
+        self.reloads = ReloadApplier(self.management.submit, self._reload_report,
+                                     lambda level, text: self.log.log("AGENT", level, text))
+
+    def _log_http(self, level: str, text: str) -> None:
+        self.log.log("HTTP", level, text)
+
+    def _on_core_state(self, fx: ipc.CoreState, now: float) -> None:
+        if not self.metrics.queries.on_core_state(fx):
+            self.management.on_core_state(fx, now)
+
+    def _reload_report(self, data: bytes) -> None:
+        try:
+            self.reload_sock.send(data, zmq.NOBLOCK)
+        except zmq.Again:
+            self.log.log("AGENT", "error", "could not report a configuration reload result")
+
+    def _on_reload(self) -> None:
+        while True:
+            try:
+                data = self.reload_sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                msg = decode_message(data)
+            except ValueError as exc:
+                self.log.log("AGENT", "error", f"bad configuration reload request: {exc}")
+                continue
+            if msg["kind"] == "reload":
+                self.reloads.on_request(msg["id"], msg.get("changes") or [], time.monotonic())
 
     def send(self, *messages: tuple) -> None:
         self.outbox.extend(messages)
 
     def send_control(self, *messages: tuple) -> None:
+        for msg in messages:
+            if type(msg) is ipc.ConfigChange:
+                self.metrics.on_config_change(msg)  # http listeners live here, not in workers
         self.control.extend(messages)
 
     def _flush(self) -> None:
@@ -63,7 +106,9 @@ class ControlPlane:
             self.control = []
 
     def _timeout_ms(self) -> int:
-        deadline = self.management.next_deadline()
+        deadlines = [d for d in (self.management.next_deadline(), self.metrics.next_deadline())
+                     if d is not None]
+        deadline = min(deadlines) if deadlines else None
         if deadline is None:
             return 1000
         return max(0, min(1000, int((deadline - time.monotonic()) * 1000) + 1))
@@ -71,10 +116,15 @@ class ControlPlane:
     def run(self) -> None:
         self.send(ipc.PeerHello(self.index, "agent", os.getpid()))
         self.management.start()
+        error = self.metrics.start(self.spec.get("listeners", []))
         self.status.send_multipart(ipc.encode_batch(self.index, [
-            ipc.ChildStatus("agent", self.index, os.getpid(), "ready", "")]))
-        poller = zmq.Poller()
+            ipc.ChildStatus("agent", self.index, os.getpid(), "failed" if error else "ready",
+                            error or "")]))
+        if error:
+            self.running = False
+        poller = self.poller
         poller.register(self.core, zmq.POLLIN)
+        poller.register(self.reload_sock, zmq.POLLIN)
         while self.running:
             self._flush()
             try:
@@ -83,9 +133,18 @@ class ControlPlane:
                 if exc.errno == errno.EINTR:
                     continue
                 raise
-            if ready:
-                self._drain()
-            self.management.tick(time.monotonic())
+            for target, mask in ready:
+                if target is self.core:
+                    self._drain()
+                elif target is self.reload_sock:
+                    self._on_reload()
+                elif isinstance(target, int):
+                    self.metrics.server.handle(target, mask)
+            now = time.monotonic()
+            self.management.tick(now)
+            self.metrics.tick(now)
+        self.metrics.close()
+        self.reload_sock.close(0)
         self.core.close(0)
         self.status.close(0)
         self.ctx.term()

@@ -8,6 +8,13 @@ the ZeroMQ endpoints) and report readiness over a PUSH socket.
 Failure policy: if any child dies, the supervisor logs it as critical, stops the others and exits
 non-zero; restarting is left to systemd (``Restart=on-failure``), which starts from a clean slate
 instead of a half-router. SIGTERM/SIGINT: orderly shutdown, exit 0.
+
+Service integration: the runtime directory is created under ``$RUNTIME_DIRECTORY`` when systemd
+sets it (``RuntimeDirectory=qdrouterd``), else under the temporary directory. systemd is told
+READY=1 at the "Operational" line, RELOADING=1/READY=1 around a reload, STOPPING=1 on shutdown
+(``agent/notify.py``; nothing without ``$NOTIFY_SOCKET``). SIGHUP re-reads the configuration file:
+a bad file is logged and changes nothing; otherwise the differences (listeners, connectors,
+addresses, log settings) are applied by the agent through management (``agent/reload.py``).
 """
 from __future__ import annotations
 
@@ -24,6 +31,8 @@ from typing import Optional
 
 import zmq
 
+from agent import notify
+from agent import reload
 from agent.config import ConfigError, load_config
 from router_core import ipc
 from router_core.log import LogConfigError, RouterLog
@@ -33,6 +42,14 @@ VERSION = "1.19.0"
 DEFAULT_CONFIG = "/etc/qpid-dispatch/qdrouterd.conf"
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 5.0
+RELOAD_TIMEOUT = 60.0  # the agent applies changes one by one, each bounded by its own timeout
+
+
+def runtime_parent() -> Optional[str]:
+    """Where to create the private runtime directory: systemd's RuntimeDirectory if given."""
+    value = os.environ.get("RUNTIME_DIRECTORY", "")
+    first = value.split(":")[0]
+    return first if first and os.path.isdir(first) else None
 
 
 def build_spec(config) -> dict:
@@ -56,22 +73,30 @@ def build_spec(config) -> dict:
 
 
 class Supervisor:
-    def __init__(self, spec: dict, log: RouterLog) -> None:
+    def __init__(self, spec: dict, log: RouterLog, config_path: Optional[str] = None) -> None:
         self.spec = spec
         self.log = log
-        self.runtime = tempfile.mkdtemp(prefix="qdrouterd-")
+        self.config_path = config_path
+        self.runtime = tempfile.mkdtemp(prefix="qdrouterd-", dir=runtime_parent())
         with open(os.path.join(self.runtime, "spec.json"), "w", encoding="utf-8") as f:
             json.dump(spec, f)
         self.ctx = zmq.Context()
         self.status = self.ctx.socket(zmq.PULL)
         self.status.setsockopt(zmq.LINGER, 0)
         self.status.bind(supervisor_endpoint(self.runtime))
+        self.reload_sock = self.ctx.socket(zmq.PAIR)
+        self.reload_sock.setsockopt(zmq.LINGER, 0)
+        self.reload_sock.bind(reload.reload_endpoint(self.runtime))
         self.children: dict[str, subprocess.Popen] = {}
         self.stopping = False
+        self.reload_requested = False
+        self.reload_pending: Optional[dict] = None
+        self._reload_ids = 0
 
     def _spawn(self, name: str, module: str, *args: str) -> None:
         cmd = [sys.executable, "-m", module, "--ipc", self.runtime, *args]
-        self.children[name] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+        env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}  # only we notify
+        self.children[name] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
 
     def _await_ready(self, names: set) -> Optional[str]:
         """Wait (bounded) until every named child reports ready; return an error text if not."""
@@ -82,15 +107,26 @@ class Supervisor:
             if remaining <= 0:
                 return f"timed out waiting for {', '.join(sorted(waiting))} to start"
             if self.status.poll(int(min(remaining, 0.2) * 1000)):
-                _, messages = ipc.decode_batch(self.status.recv_multipart())
-                for msg in messages:
-                    name = msg.kind if msg.kind != "worker" else f"worker{msg.index}"
-                    if msg.status == "failed":
-                        return msg.detail or f"{name} failed to start"
-                    waiting.discard(name)
+                error = self._status_reports(waiting)
+                if error:
+                    return error
             dead = self._dead_child()
             if dead:
+                # a child that failed reports why just before it exits: prefer its words
+                while self.status.poll(200):
+                    error = self._status_reports(waiting)
+                    if error:
+                        return error
                 return dead
+        return None
+
+    def _status_reports(self, waiting: set) -> Optional[str]:
+        _, messages = ipc.decode_batch(self.status.recv_multipart())
+        for msg in messages:
+            name = msg.kind if msg.kind != "worker" else f"worker{msg.index}"
+            if msg.status == "failed":
+                return msg.detail or f"{name} failed to start"
+            waiting.discard(name)
         return None
 
     def _dead_child(self) -> Optional[str]:
@@ -114,17 +150,108 @@ class Supervisor:
 
     def watch(self) -> int:
         """Run until a signal (exit 0) or a child dies (exit 1)."""
+        poller = zmq.Poller()
+        poller.register(self.status, zmq.POLLIN)
+        poller.register(self.reload_sock, zmq.POLLIN)
         while not self.stopping:
-            if self.status.poll(200):
+            if self.reload_requested and self.reload_pending is None:
+                self.reload_requested = False
+                self._start_reload()
+            try:
+                ready = dict(poller.poll(200))
+            except zmq.ZMQError:  # EINTR: a signal arrived
+                ready = {}
+            if self.status in ready:
                 self.status.recv_multipart()  # late reports carry nothing we act on
+            if self.reload_sock in ready:
+                self._reload_answer()
+            if self.reload_pending and time.monotonic() > self.reload_pending["deadline"]:
+                self.log.log("SERVER", "error", "Configuration reload: the agent did not answer "
+                                                "in time; the file's changes may be partly applied")
+                self.reload_pending = None
+                notify.ready(self.status_text())
             dead = self._dead_child()
             if dead and not self.stopping:
                 self.log.log("SERVER", "critical", f"{dead}; shutting the router down")
                 return 1
         return 0
 
+    def status_text(self) -> str:
+        return f"Operational, {self.spec['workers']} Threads Running"
+
     def request_stop(self, *_: object) -> None:
         self.stopping = True
+
+    def request_reload(self, *_: object) -> None:
+        self.reload_requested = True
+
+    # --- SIGHUP: reload the configuration file (agent/reload.py) --------------------------------
+    def _start_reload(self) -> None:
+        notify.reloading()
+        path = self.config_path
+        self.log.log("SERVER", "notice", f"Reloading configuration from {path}")
+        try:
+            if path is None:
+                raise ConfigError("no configuration file to reload")
+            new_spec = build_spec(load_config(path))
+            RouterLog(new_spec["logs"])  # validates the log sections
+        except (ConfigError, LogConfigError) as exc:
+            self.log.log("SERVER", "error", f"Configuration reload failed, the running "
+                                            f"configuration is unchanged: {exc}")
+            notify.ready(self.status_text())
+            return
+        plan = reload.plan_reload(self.spec, new_spec)
+        for warning in plan.warnings:
+            self.log.log("SERVER", "warning", f"Configuration reload: {warning}")
+        if not plan.changes:
+            self.log.log("SERVER", "notice", "Configuration reloaded: nothing to change")
+            notify.ready(self.status_text())
+            return
+        self._reload_ids += 1
+        try:
+            self.reload_sock.send(reload.encode_message("reload", id=self._reload_ids,
+                                                        changes=plan.changes), zmq.NOBLOCK)
+        except zmq.Again:
+            self.log.log("SERVER", "error", "Configuration reload failed: the agent is not "
+                                            "listening; the running configuration is unchanged")
+            notify.ready(self.status_text())
+            return
+        self.reload_pending = {"id": self._reload_ids, "plan": plan,
+                               "deadline": time.monotonic() + RELOAD_TIMEOUT}
+
+    def _reload_answer(self) -> None:
+        try:
+            msg = reload.decode_message(self.reload_sock.recv(zmq.NOBLOCK))
+        except (zmq.Again, ValueError):
+            return
+        pending = self.reload_pending
+        if msg.get("kind") != "result" or pending is None or msg.get("id") != pending["id"]:
+            return
+        self.reload_pending = None
+        plan = pending["plan"]
+        applied = [plan.changes[i] for i in msg.get("applied", []) if 0 <= i < len(plan.changes)]
+        self.spec = reload.apply_changes(self.spec, applied)
+        for change in applied:
+            if change["type"] == "log":
+                self._configure_own_log(change["attributes"])
+        if msg.get("ok"):
+            self.log.log("SERVER", "notice", f"Configuration reloaded: {plan.summary()}")
+        else:
+            self.log.log("SERVER", "error", f"Configuration reload partly failed "
+                                            f"({len(applied)} of {len(plan.changes)} changes "
+                                            f"applied): {msg.get('detail')}")
+        notify.ready(self.status_text())
+
+    def _configure_own_log(self, attributes: dict) -> None:
+        attrs = dict(attributes)
+        if attrs.get("enable") == "default":
+            default = next((e for e in self.spec["logs"]
+                            if str(e.get("module")).upper() == "DEFAULT"), {})
+            attrs["enable"] = default.get("enable") or "info+"
+        try:
+            self.log.configure(attrs)
+        except LogConfigError as exc:
+            self.log.log("SERVER", "error", f"log settings not applied in the supervisor: {exc}")
 
     def shutdown(self) -> None:
         for proc in self.children.values():
@@ -138,6 +265,7 @@ class Supervisor:
                 proc.kill()
                 proc.wait(2)
         self.status.close(0)
+        self.reload_sock.close(0)
         self.ctx.term()
         shutil.rmtree(self.runtime, ignore_errors=True)
 
@@ -188,9 +316,10 @@ def main(argv: Optional[list] = None) -> int:
     if args.pidfile:
         with open(args.pidfile, "w", encoding="ascii") as f:
             f.write(f"{os.getpid()}\n")
-    sup = Supervisor(spec, log)
+    sup = Supervisor(spec, log, os.path.abspath(args.config))
     signal.signal(signal.SIGTERM, sup.request_stop)
     signal.signal(signal.SIGINT, sup.request_stop)
+    signal.signal(signal.SIGHUP, sup.request_reload)
     try:
         error = sup.start()
         if error:
@@ -198,10 +327,12 @@ def main(argv: Optional[list] = None) -> int:
             return 1
         log.log("SERVER", "notice", f"Operational, {spec['workers']} Threads Running "
                                     f"(process ID {os.getpid()})")
+        notify.ready(sup.status_text())
         code = sup.watch()
         log.log("SERVER", "notice", "Shut Down")
         return code
     finally:
+        notify.stopping()
         sup.shutdown()
         if args.pidfile:
             try:

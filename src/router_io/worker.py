@@ -134,6 +134,8 @@ class Worker:
         self.core.send_multipart(ipc.encode_batch(self.index, [
             ipc.PeerHello(self.index, "worker", os.getpid())]))
         for settings in self.spec.get("listeners", []):
+            if settings.get("http"):
+                continue  # HTTP (metrics, healthz) is served by the agent (agent/httpserver.py)
             try:
                 sock = open_listener(settings)
             except OSError as exc:
@@ -303,6 +305,8 @@ class Worker:
         kind = change.entity_type.rsplit("org.apache.qpid.dispatch.", 1)[-1]
         attrs = change.attributes
         name = attrs.get("name")
+        if kind == "listener" and attrs.get("http"):
+            return True, "served by the agent"  # agent/httpserver.py binds http listeners
         if kind == "listener" and change.op == "create":
             try:
                 sock = open_listener(attrs)

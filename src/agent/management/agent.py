@@ -72,6 +72,7 @@ class ManagementAgent:
         self.queries: dict[int, tuple] = {}   # request id -> (Request, deadline)
         self.changes: dict[int, _PendingChange] = {}
         self._ids = itertools.count(1)
+        self.local_answers: dict[int, Callable] = {}  # id(request) -> on_answer (submit)
 
     def handlers(self) -> dict:
         return {ipc.Deliver: self.on_deliver, ipc.LinkCredit: self.on_credit,
@@ -125,6 +126,16 @@ class ManagementAgent:
             self.log.log("AGENT", "debug", f"Agent request {request.operation} "
                                            f"type={request.type or request.entity_type} "
                                            f"name={request.name} identity={request.identity}")
+        request_id = next(self._ids)
+        self.queries[request_id] = (request, now + QUERY_TIMEOUT)
+        self.send_control(ipc.CoreQuery(request_id, "snapshot"))
+
+    def submit(self, request: Request, now: float,
+               on_answer: Optional[Callable[[int, Optional[str], Any], None]] = None) -> None:
+        """Run a request that did not arrive over AMQP (a SIGHUP reload: agent/reload.py) the
+        same way as one that did; ``on_answer(status, description, body)`` gets the outcome."""
+        if on_answer is not None:
+            self.local_answers[id(request)] = on_answer
         request_id = next(self._ids)
         self.queries[request_id] = (request, now + QUERY_TIMEOUT)
         self.send_control(ipc.CoreQuery(request_id, "snapshot"))
@@ -226,6 +237,10 @@ class ManagementAgent:
     # --- replies ------------------------------------------------------------------------------
     def _answer(self, request: Request, status: int, description: Optional[str],
                 body: Any) -> None:
+        on_answer = self.local_answers.pop(id(request), None)
+        if on_answer is not None:
+            on_answer(status, description, body)
+            return
         if not request.reply_to:
             return
         if status >= 400:

@@ -1,0 +1,113 @@
+"""Streaming job: windowed router and address throughput over the metrics directory, live.
+
+    python -m pipelines.streaming_job --metrics-dir DIR --out OUTDIR \
+        [--checkpoint DIR] [--window 10s] [--watermark 30s] [--once] [--console] \
+        [--master local[*]]
+
+Structured Streaming over the CLOSED metrics files (``router-metrics-*.jsonl.<n>``, see
+``agent.metrics_sink``): the file source reads each path once, so the file still being appended
+to is left alone until the sink rotates it. The same transforms as the batch job
+(``with_event_time``, ``router_throughput``, ``address_throughput``) run with a watermark on
+``event_time`` and append finished windows to Parquet:
+    OUTDIR/router_throughput/, OUTDIR/address_throughput/
+(``--console`` prints them as well). Checkpoints default to OUTDIR/_checkpoints/<table>.
+
+A window is written once the watermark (newest event time seen minus --watermark) passes its
+end, so the newest windows wait for later data. ``--once`` processes what is there now
+(trigger availableNow) and stops: testable, and usable from cron.
+Batch-only transforms (counter differences, top addresses, reconciliation) are not run here.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from pipelines import schemas, transforms as tf
+from pipelines.batch_job import build_session
+
+CLOSED_FILES_GLOB = "router-metrics-*.jsonl.*"
+TABLES = ("router_throughput", "address_throughput")
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m pipelines.streaming_job", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--metrics-dir", required=True, help="directory the MetricsSink writes")
+    p.add_argument("--out", required=True, help="output directory (Parquet tables)")
+    p.add_argument("--checkpoint", default=None, help="checkpoint root (OUTDIR/_checkpoints)")
+    p.add_argument("--window", default="10s", help="window width: 10s, 1m, '30 seconds'")
+    p.add_argument("--watermark", default="30s", help="how late a record may arrive")
+    p.add_argument("--trigger", default="10s", help="micro-batch interval when not --once")
+    p.add_argument("--once", action="store_true",
+                   help="process the files present now (availableNow) and stop")
+    p.add_argument("--console", action="store_true", help="also print each micro-batch")
+    p.add_argument("--master", default=None, help="Spark master URL, e.g. local[*]")
+    return p.parse_args(argv)
+
+
+def windowed_tables(raw: DataFrame, window: str, watermark: str) -> dict[str, DataFrame]:
+    """The streaming tables from a raw metrics stream (pure: no sources or sinks)."""
+    events = tf.with_event_time(tf.metrics_records(raw)).withWatermark("event_time", watermark)
+    return {"router_throughput": tf.router_throughput(events, window),
+            "address_throughput": tf.address_throughput(events, window)}
+
+
+def start(spark: SparkSession, args: argparse.Namespace) -> list[StreamingQuery]:
+    raw = (spark.readStream.schema(schemas.METRICS_SCHEMA)
+           .json(f"{args.metrics_dir.rstrip('/')}/{CLOSED_FILES_GLOB}"))
+    tables = windowed_tables(raw, tf.window_duration(args.window),
+                             tf.window_duration(args.watermark))
+    out = args.out.rstrip("/")
+    checkpoints = (args.checkpoint or f"{out}/_checkpoints").rstrip("/")
+    trigger = ({"availableNow": True} if args.once
+               else {"processingTime": tf.window_duration(args.trigger)})
+    queries = []
+    for name in TABLES:
+        queries.append(tables[name].writeStream.queryName(name).format("parquet")
+                       .outputMode("append").option("path", f"{out}/{name}")
+                       .option("checkpointLocation", f"{checkpoints}/{name}")
+                       .trigger(**trigger).start())
+        if args.console:
+            queries.append(tables[name].writeStream.queryName(f"{name}_console")
+                           .format("console").outputMode("append")
+                           .option("truncate", "false")
+                           .option("checkpointLocation", f"{checkpoints}/{name}_console")
+                           .trigger(**trigger).start())
+    return queries
+
+
+def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = None,
+         timeout_s: Optional[float] = None) -> int:
+    """Run until stopped (or, with --once, until the present files are processed).
+
+    With ``spark`` given (tests), use that session and leave it running; ``timeout_s`` bounds
+    the wait for each query (an unfinished query is stopped and reported as an error)."""
+    args = parse_args(argv)
+    own = spark is None
+    session = spark or build_session(args.master, "router-metrics-streaming")
+    queries: list[StreamingQuery] = []
+    try:
+        queries = start(session, args)
+        for q in queries:
+            finished = q.awaitTermination(timeout_s) if timeout_s else q.awaitTermination()
+            if finished is False:
+                print(f"streaming_job: {q.name} still running after {timeout_s}s",
+                      file=sys.stderr)
+                return 1
+        return 0
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for q in queries:
+            if q.isActive:
+                q.stop()
+        if own:
+            session.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,281 @@
+"""Throughput metrics from core snapshots: interval records and Prometheus text. Pure, no I/O.
+
+Owns the "router-metrics/1" record shape (read by the Spark jobs in ``pipelines/``) and the
+Prometheus exposition (text format 0.0.4). Input is a core snapshot as returned by
+``router_core.corestate.management_snapshot``: ``{"router": {...}, "links": [...],
+"addresses": [...], "connections": [...]}`` with Qpid Dispatch management attribute names.
+Writing records to disk is ``agent.metrics_sink``'s job; serving the text is the caller's.
+
+Must not import zmq, proton, sockets, clocks or files: time and uptime are arguments.
+
+Record keys ("router-metrics/1"; stable: add keys, never rename or drop them)
+    Every record:
+        schema        "router-metrics/1"
+        ts            unix seconds (float), when the snapshot was taken (the END of the interval)
+        router_id     the router's id
+        kind          "router" | "address" | "link"
+        key           router: the router id; address: the address key (``M0orders``);
+                      link: the link identity
+        address       the address text for mobile keys (``orders``), else the key as it is;
+                      link: that of its owningAddr; router: null
+        interval_s    seconds the d_ deltas cover (the caller's sampling interval)
+    kind "router":
+        counters      deliveriesIngress, deliveriesEgress, deliveriesTransit,
+                      deliveriesIngressRouteContainer, deliveriesEgressRouteContainer,
+                      acceptedDeliveries, rejectedDeliveries, releasedDeliveries,
+                      modifiedDeliveries, presettledDeliveries, droppedPresettledDeliveries
+        gauges        addrCount, linkCount, connectionCount
+    kind "address":
+        counters      deliveriesIngress, deliveriesEgress, deliveriesTransit,
+                      deliveriesToContainer, deliveriesFromContainer
+        gauges        subscriberCount, remoteCount, containerCount
+        attributes    distribution
+    kind "link":
+        counters      deliveryCount, presettledCount, droppedPresettledCount, acceptedCount,
+                      rejectedCount, releasedCount, modifiedCount
+        gauges        undeliveredCount, unsettledCount, creditAvailable, capacity
+        attributes    linkDir ("in" | "out"), owningAddr, linkName, connectionId
+    Byte counters (router/address: bytesIngress, bytesEgress; link: bytesCount) appear only when
+    the snapshot has them (the core does not count bytes yet).
+    Deltas: ``d_<counter>`` for every counter above (bytes included when present) = this
+    snapshot's value minus the previous snapshot's, so rate = d_x / interval_s. Rules:
+      * no previous snapshot at all (first sample since start): every d_ is null (unknown: the
+        counters may cover any length of time);
+      * the entity is absent from the previous snapshot (new address or link): d_ = the value
+        (it started at zero after the previous snapshot);
+      * the value went down (counter reset: link identity reused, router restarted): d_ = the
+        value, as Prometheus' rate() does.
+    Values absent from the snapshot are null. Inbound links' outcome counters are the outcomes
+    returned to senders, the same ones the router-wide acceptedDeliveries... count.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Optional
+
+from router_core.addressing import mobile_text
+
+SCHEMA = "router-metrics/1"
+DELTA_PREFIX = "d_"
+
+ROUTER_COUNTERS = (
+    "deliveriesIngress", "deliveriesEgress", "deliveriesTransit",
+    "deliveriesIngressRouteContainer", "deliveriesEgressRouteContainer",
+    "acceptedDeliveries", "rejectedDeliveries", "releasedDeliveries", "modifiedDeliveries",
+    "presettledDeliveries", "droppedPresettledDeliveries")
+ROUTER_GAUGES = ("addrCount", "linkCount", "connectionCount")
+ROUTER_BYTES = ("bytesIngress", "bytesEgress")
+
+ADDRESS_COUNTERS = ("deliveriesIngress", "deliveriesEgress", "deliveriesTransit",
+                    "deliveriesToContainer", "deliveriesFromContainer")
+ADDRESS_GAUGES = ("subscriberCount", "remoteCount", "containerCount")
+ADDRESS_ATTRS = ("distribution",)
+ADDRESS_BYTES = ("bytesIngress", "bytesEgress")
+
+LINK_COUNTERS = ("deliveryCount", "presettledCount", "droppedPresettledCount", "acceptedCount",
+                 "rejectedCount", "releasedCount", "modifiedCount")
+LINK_GAUGES = ("undeliveredCount", "unsettledCount", "creditAvailable", "capacity")
+LINK_ATTRS = ("linkDir", "owningAddr", "linkName", "connectionId")
+LINK_BYTES = ("bytesCount",)
+
+COMMON_KEYS = ("schema", "ts", "router_id", "kind", "key", "address", "interval_s")
+
+# kind -> (counters, gauges, attributes, optional byte counters)
+KINDS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "router": (ROUTER_COUNTERS, ROUTER_GAUGES, (), ROUTER_BYTES),
+    "address": (ADDRESS_COUNTERS, ADDRESS_GAUGES, ADDRESS_ATTRS, ADDRESS_BYTES),
+    "link": (LINK_COUNTERS, LINK_GAUGES, LINK_ATTRS, LINK_BYTES),
+}
+
+
+def address_text(key: Optional[str]) -> Optional[str]:
+    """``M0orders`` -> ``orders``; keys of other classes (and None) are returned as they are."""
+    if key is None:
+        return None
+    text = mobile_text(key)
+    return key if text is None else text
+
+
+def _delta(value: Any, before: Any) -> Optional[int]:
+    if value is None:
+        return None
+    if before is None or value < before:  # new entity, or a counter reset
+        return value
+    return value - before
+
+
+def _record(kind: str, key: str, entity: dict, previous: Optional[dict], had_previous: bool,
+            common: dict) -> dict:
+    counters, gauges, attrs, byte_counters = KINDS[kind]
+    rec = dict(common)
+    rec["kind"] = kind
+    rec["key"] = key
+    if kind == "address":
+        rec["address"] = address_text(key)
+    elif kind == "link":
+        rec["address"] = address_text(entity.get("owningAddr"))
+    else:
+        rec["address"] = None
+    present_bytes = tuple(name for name in byte_counters if name in entity)
+    for name in counters + present_bytes + gauges + attrs:
+        rec[name] = entity.get(name)
+    before = previous or {}
+    for name in counters + present_bytes:
+        rec[DELTA_PREFIX + name] = (_delta(entity.get(name), before.get(name))
+                                    if had_previous else None)
+    return rec
+
+
+def snapshot_records(snapshot: dict, router_id: str, ts: float, interval_s: float,
+                     previous: Optional[dict]) -> list[dict]:
+    """One "router-metrics/1" record for the router, then one per address and per link.
+
+    ``previous`` is the snapshot taken ``interval_s`` earlier (None for the first sample); the
+    d_ deltas are taken against it. Records are JSON-able dicts (see the module docstring).
+    """
+    common = {"schema": SCHEMA, "ts": float(ts), "router_id": router_id,
+              "interval_s": float(interval_s)}
+    had_previous = previous is not None
+    prev = previous or {}
+    prev_addrs = {a.get("key", a.get("identity")): a for a in prev.get("addresses", ())}
+    prev_links = {str(link.get("identity")): link for link in prev.get("links", ())}
+    records = [_record("router", router_id, snapshot.get("router", {}), prev.get("router"),
+                       had_previous, common)]
+    for addr in sorted(snapshot.get("addresses", ()),
+                       key=lambda a: a.get("key", a.get("identity"))):
+        key = addr.get("key", addr.get("identity"))
+        records.append(_record("address", key, addr, prev_addrs.get(key), had_previous, common))
+    for link in sorted(snapshot.get("links", ()), key=lambda lk: _sort_key(lk.get("identity"))):
+        key = str(link.get("identity"))
+        records.append(_record("link", key, link, prev_links.get(key), had_previous, common))
+    return records
+
+
+def _sort_key(identity: Any) -> tuple:
+    text = str(identity)
+    return (0, int(text), text) if text.isdigit() else (1, 0, text)
+
+
+# ------------------------------------------------------------------------------------------
+# Prometheus text exposition format 0.0.4
+# ------------------------------------------------------------------------------------------
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+OUTCOMES = (("accepted", "acceptedDeliveries", "acceptedCount"),
+            ("rejected", "rejectedDeliveries", "rejectedCount"),
+            ("released", "releasedDeliveries", "releasedCount"),
+            ("modified", "modifiedDeliveries", "modifiedCount"))
+
+# (metric name, type, help, router attribute)
+_ROUTER_METRICS = (
+    ("qdr_deliveries_ingress_total", "counter",
+     "Deliveries received by the router from senders.", "deliveriesIngress"),
+    ("qdr_deliveries_egress_total", "counter",
+     "Deliveries sent by the router to receivers.", "deliveriesEgress"),
+    ("qdr_deliveries_transit_total", "counter",
+     "Deliveries forwarded to another router.", "deliveriesTransit"),
+    ("qdr_deliveries_presettled_total", "counter",
+     "Pre-settled deliveries received.", "presettledDeliveries"),
+    ("qdr_deliveries_dropped_presettled_total", "counter",
+     "Pre-settled deliveries dropped for want of a consumer.", "droppedPresettledDeliveries"),
+    ("qdr_connections", "gauge", "Open connections.", "connectionCount"),
+    ("qdr_links", "gauge", "Attached links.", "linkCount"),
+    ("qdr_addresses", "gauge", "Addresses known to the router.", "addrCount"),
+)
+_ADDRESS_METRICS = (
+    ("qdr_address_deliveries_ingress_total", "counter",
+     "Deliveries received for the address.", "deliveriesIngress"),
+    ("qdr_address_deliveries_egress_total", "counter",
+     "Deliveries sent from the address to receivers.", "deliveriesEgress"),
+    ("qdr_address_deliveries_transit_total", "counter",
+     "Deliveries for the address forwarded to another router.", "deliveriesTransit"),
+    ("qdr_address_subscribers", "gauge", "Local receivers of the address.", "subscriberCount"),
+)
+_LINK_METRICS = (
+    ("qdr_link_deliveries_total", "counter", "Deliveries over the link.", "deliveryCount"),
+    ("qdr_link_presettled_total", "counter", "Pre-settled deliveries over the link.",
+     "presettledCount"),
+    ("qdr_link_dropped_presettled_total", "counter",
+     "Pre-settled deliveries dropped on the link.", "droppedPresettledCount"),
+    ("qdr_link_undelivered", "gauge", "Deliveries waiting on the link.", "undeliveredCount"),
+    ("qdr_link_unsettled", "gauge", "Unsettled deliveries on the link.", "unsettledCount"),
+)
+
+
+def escape_label_value(value: Any) -> str:
+    """Label value escaping of the text format: backslash, double quote and line feed."""
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    value = float(value)
+    if math.isnan(value):
+        return "NaN"
+    if math.isinf(value):
+        return "+Inf" if value > 0 else "-Inf"
+    return repr(value)
+
+
+def _labels(pairs: Iterable[tuple[str, Any]]) -> str:
+    return "{" + ",".join(f'{name}="{escape_label_value(v)}"' for name, v in pairs) + "}"
+
+
+class _Exposition:
+    """Collects samples per metric family so each family is written once, HELP/TYPE first."""
+
+    def __init__(self) -> None:
+        self.families: dict[str, tuple[str, str, list[str]]] = {}
+
+    def add(self, name: str, kind: str, help_text: str, labels: list[tuple[str, Any]],
+            value: Any) -> None:
+        if value is None:
+            return
+        family = self.families.setdefault(name, (kind, help_text, []))
+        family[2].append(f"{name}{_labels(labels)} {format_value(value)}")
+
+    def text(self) -> str:
+        out: list[str] = []
+        for name, (kind, help_text, samples) in self.families.items():
+            out.append(f"# HELP {name} {_escape_help(help_text)}")
+            out.append(f"# TYPE {name} {kind}")
+            out.extend(samples)
+        return "\n".join(out) + "\n"
+
+
+def prometheus_text(snapshot: dict, router_id: str, uptime_s: float) -> str:
+    """The snapshot's counters in the Prometheus text format 0.0.4 (serve it with
+    PROMETHEUS_CONTENT_TYPE). Families: router-wide (label ``router``), per address (``router``,
+    ``address`` = the address key) and per link (``router``, ``link``, ``address``, ``dir``)."""
+    exp = _Exposition()
+    router = snapshot.get("router", {})
+    rl = [("router", router_id)]
+    for outcome, attr, _ in OUTCOMES:
+        exp.add("qdr_deliveries_total", "counter",
+                "Settled deliveries from senders, by the outcome returned to them.",
+                rl + [("outcome", outcome)], router.get(attr))
+    for name, kind, help_text, attr in _ROUTER_METRICS:
+        exp.add(name, kind, help_text, rl, router.get(attr))
+    exp.add("qdr_uptime_seconds", "gauge", "Seconds since the router started.", rl, uptime_s)
+    for addr in sorted(snapshot.get("addresses", ()),
+                       key=lambda a: a.get("key", a.get("identity"))):
+        al = rl + [("address", addr.get("key", addr.get("identity")))]
+        for name, kind, help_text, attr in _ADDRESS_METRICS:
+            exp.add(name, kind, help_text, al, addr.get(attr))
+    for link in sorted(snapshot.get("links", ()), key=lambda lk: _sort_key(lk.get("identity"))):
+        ll = rl + [("link", link.get("identity")), ("address", link.get("owningAddr") or ""),
+                   ("dir", link.get("linkDir", ""))]
+        for name, kind, help_text, attr in _LINK_METRICS:
+            exp.add(name, kind, help_text, ll, link.get(attr))
+        for outcome, _, attr in OUTCOMES:
+            exp.add("qdr_link_outcomes_total", "counter",
+                    "Settled deliveries on the link, by outcome.", ll + [("outcome", outcome)],
+                    link.get(attr))
+    return exp.text()

@@ -1,0 +1,282 @@
+"""Configuration reload on SIGHUP: what changed in the file, and how the agent applies it.
+
+Two halves, one per process:
+
+* **Supervisor** (:func:`plan_reload`, :func:`apply_changes`): re-read and validate the whole file
+  (the same ``load_config`` as at start-up; a bad file changes nothing), then diff the file as it
+  was last applied against the file now. The diff is file against file: entities created or
+  deleted at run time through management are left alone. What can change at run time:
+
+  =========================  ========================  =====================================
+  section                    matched by                change
+  =========================  ========================  =====================================
+  listener, connector        name (default host:port)  added, removed, or removed + re-added
+  address                    name if given, else its   added, removed
+                             attributes
+  log                        module                    UPDATE of the changed attributes
+  router, sslProfile,        -                         a warning: restart to apply
+  linkRoute, autoLink,
+  vhost, policy
+  =========================  ========================  =====================================
+
+  The changes go to the agent as ONE request over a dedicated ZeroMQ PAIR socket
+  (:func:`reload_endpoint`, bound by the supervisor, connected by the agent), and the agent
+  answers on it which changes it applied. The two messages are plain JSON
+  (:func:`encode_message`): ``{"kind": "reload", "id", "changes"}`` and ``{"kind": "result",
+  "id", "ok", "applied": [indices], "detail"}``. They are kept out of ``router_core.ipc``: they
+  never touch the core, and only two processes ever speak them.
+
+* **Agent** (:class:`ReloadApplier`): each change becomes a management request (CREATE, DELETE
+  or UPDATE, no reply-to) run by the management agent exactly like one from ``qdmanage``:
+  validated against the agent's store, sent as ``ConfigChange`` to the core and every worker,
+  committed when all have answered. Changes run one at a time, in order (a listener re-added on
+  the same port needs the removal committed first); a failed one is reported and the next runs.
+  Existing connections are never touched: removing a listener only closes its listening socket.
+
+Must not import zmq (the callers own the sockets), proton or router_io.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from agent.management.protocol import Request
+from agent.schema import load_schema
+
+# short type -> spec key, in the order changes are applied (logs first, listeners last, as the
+# configuration file is applied at start-up)
+RUNTIME_TYPES = (("log", "logs"), ("router.config.address", "addresses"),
+                 ("connector", "connectors"), ("listener", "listeners"))
+SPEC_KEY = dict(RUNTIME_TYPES)
+# spec key -> what an operator calls it; changes there need a restart
+RESTART_ONLY = (("router", "router"), ("sslProfiles", "sslProfile"), ("linkRoutes", "linkRoute"),
+                ("autoLinks", "autoLink"), ("vhosts", "vhost"), ("policy", "policy"))
+_LOG_ATTRIBUTES = ("enable", "includeTimestamp", "includeSource", "outputFile")
+_AUTO_ADDRESS = "router.config.address/"
+
+
+def reload_endpoint(runtime_dir: str) -> str:
+    """The supervisor binds a PAIR socket here; the agent connects one."""
+    return f"ipc://{os.path.join(runtime_dir, 'reload')}"
+
+
+def encode_message(kind: str, **fields: Any) -> bytes:
+    return json.dumps({"kind": kind, **fields}, default=str).encode()
+
+
+def decode_message(data: bytes) -> dict:
+    """One reload-channel message; ValueError if it is not one."""
+    msg = json.loads(bytes(data))
+    if not isinstance(msg, dict) or msg.get("kind") not in ("reload", "result"):
+        raise ValueError("not a reload-channel message")
+    return msg
+
+
+@dataclass
+class Plan:
+    changes: list = field(default_factory=list)   # the "changes" of a reload message
+    warnings: list = field(default_factory=list)  # not applied: needs a restart
+
+    def summary(self) -> str:
+        counts: dict[str, int] = {}
+        for change in self.changes:
+            key = f"{change['op']} {change['type'].rsplit('.', 1)[-1]}"
+            counts[key] = counts.get(key, 0) + 1
+        return ", ".join(f"{n} x {what}" for what, n in counts.items()) or "no changes"
+
+
+# --- supervisor side ----------------------------------------------------------------------------
+def _without(entity: dict, *keys: str) -> dict:
+    return {k: v for k, v in entity.items() if k not in keys}
+
+
+def _address_key(entity: dict) -> str:
+    name = str(entity.get("name"))
+    if name.startswith(_AUTO_ADDRESS):
+        # unnamed: its generated name depends on its position in the file, so match on content
+        content = _without(_creatable("router.config.address", entity), "name")
+        return "attrs:" + json.dumps(content, sort_keys=True, default=str)
+    return "name:" + name
+
+
+def _creatable(short: str, entity: dict) -> dict:
+    """The attributes management CREATE accepts (no identity, nothing read-only)."""
+    etype = load_schema().entity_type(short)
+    out = {}
+    for name, value in entity.items():
+        attr = etype.attributes.get(name)
+        if name == "name" or (attr is not None and attr.create and name != "identity"
+                              and name != "type" and value is not None):
+            out[name] = value
+    return out
+
+
+def _unique_name(name: str, taken: set) -> str:
+    candidate, n = name, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{name}:{n}"
+    return candidate
+
+
+def _log_defaults(module: str) -> dict:
+    return {"module": module, "enable": "info+" if module == "DEFAULT" else "default"}
+
+
+def plan_reload(old: dict, new: dict) -> Plan:
+    """The changes that turn the running spec ``old`` into the file's spec ``new``."""
+    plan = Plan()
+    for key, what in RESTART_ONLY:
+        if old.get(key) != new.get(key):
+            if key == "router":
+                changed = sorted(k for k in set(old["router"]) | set(new["router"])
+                                 if old["router"].get(k) != new["router"].get(k))
+                what = f"router ({', '.join(changed)})"
+            plan.warnings.append(f"changes to {what} need a restart; not applied")
+    # logs: by module
+    old_logs = {str(e.get("module")).upper(): e for e in old.get("logs", [])}
+    new_logs = {str(e.get("module")).upper(): e for e in new.get("logs", [])}
+    for module in list(new_logs) + [m for m in old_logs if m not in new_logs]:
+        before = old_logs.get(module) or _log_defaults(module)
+        after = new_logs.get(module) or _log_defaults(module)
+        changed = {a: after.get(a) for a in _LOG_ATTRIBUTES
+                   if after.get(a) != before.get(a) and after.get(a) is not None}
+        if changed:
+            plan.changes.append({"op": "update", "type": "log", "name": f"log/{module}",
+                                 "attributes": {"module": module, **changed}})
+    # addresses: deletions, then creations
+    old_addrs = {_address_key(e): e for e in old.get("addresses", [])}
+    new_addrs = {_address_key(e): e for e in new.get("addresses", [])}
+    kept = {str(e["name"]) for k, e in old_addrs.items() if k in new_addrs}
+    for k, entity in old_addrs.items():
+        if k not in new_addrs:
+            plan.changes.append({"op": "delete", "type": "router.config.address",
+                                 "name": entity["name"], "attributes": {}})
+    for k, entity in new_addrs.items():
+        if k in old_addrs:
+            continue
+        name = _unique_name(str(entity["name"]), kept)
+        kept.add(name)
+        plan.changes.append({"op": "create", "type": "router.config.address", "name": name,
+                             "attributes": _creatable("router.config.address",
+                                                      {**entity, "name": name})})
+    # connectors and listeners: by name; a changed one is removed and added again
+    for short in ("connector", "listener"):
+        key = SPEC_KEY[short]
+        before = {str(e["name"]): e for e in old.get(key, [])}
+        after = {str(e["name"]): e for e in new.get(key, [])}
+        for name, entity in before.items():
+            if name not in after or after[name] != entity:
+                plan.changes.append({"op": "delete", "type": short, "name": name,
+                                     "attributes": {}})
+        for name, entity in after.items():
+            if name not in before or before[name] != entity:
+                plan.changes.append({"op": "create", "type": short, "name": name,
+                                     "attributes": _creatable(short, entity)})
+    return plan
+
+
+def apply_changes(spec: dict, changes: list) -> dict:
+    """The spec after ``changes`` (those the agent applied): the new 'last applied' file state."""
+    out = json.loads(json.dumps(spec))
+    for change in changes:
+        key = SPEC_KEY[change["type"]]
+        entities = out.setdefault(key, [])
+        if change["op"] == "delete":
+            out[key] = [e for e in entities if str(e.get("name")) != str(change["name"])]
+        elif change["op"] == "create":
+            entities.append(dict(change["attributes"]))
+        elif change["op"] == "update":  # log, by module
+            module = change["attributes"]["module"]
+            for entity in entities:
+                if str(entity.get("module")).upper() == module:
+                    entity.update(change["attributes"])
+                    break
+            else:
+                entities.append(dict(change["attributes"]))
+    return out
+
+
+# --- agent side ---------------------------------------------------------------------------------
+def to_request(change: dict) -> Request:
+    """A management request (no reply-to) for one change of a ReloadRequest."""
+    op = change["op"].upper()
+    props: dict[str, Any] = {"operation": op, "type": change["type"]}
+    body: Any = None
+    if op == "CREATE":
+        props["name"] = change["name"]
+        body = {k: v for k, v in change["attributes"].items() if k != "name"}
+    elif op == "DELETE":
+        props["name"] = change["name"]
+    else:
+        props["identity"] = change["name"]
+        body = {k: v for k, v in change["attributes"].items() if k != "module"}
+    return Request(op, props, body)
+
+
+class ReloadApplier:
+    """Runs the changes of reload requests through the management agent, one at a time.
+
+    ``submit(request, now, on_answer)`` is ManagementAgent.submit; ``report(bytes)`` sends the
+    encoded result to the supervisor; ``log(level, text)`` logs under AGENT.
+    """
+
+    def __init__(self, submit: Callable[..., None], report: Callable[[bytes], None],
+                 log: Callable[[str, str], None]) -> None:
+        self.submit = submit
+        self.report = report
+        self.log = log
+        self.queue: list = []      # [(request_id, changes)]
+        self.current: Optional[dict] = None
+
+    def on_request(self, request_id: int, changes: list, now: float) -> None:
+        self.queue.append((request_id, list(changes)))
+        if self.current is None:
+            self._next_request(now)
+
+    def _next_request(self, now: float) -> None:
+        if not self.queue:
+            self.current = None
+            return
+        request_id, changes = self.queue.pop(0)
+        self.current = {"id": request_id, "changes": changes, "index": -1, "applied": [],
+                        "failures": []}
+        self._next_change(now)
+
+    def _next_change(self, now: float) -> None:
+        cur = self.current
+        assert cur is not None
+        cur["index"] += 1
+        if cur["index"] >= len(cur["changes"]):
+            ok = not cur["failures"]
+            self.report(encode_message("result", id=cur["id"], ok=ok, applied=cur["applied"],
+                                       detail="; ".join(cur["failures"])))
+            self._next_request(now)
+            return
+        change = cur["changes"][cur["index"]]
+        index = cur["index"]
+        try:
+            request = to_request(change)
+        except Exception as exc:  # a malformed change must not stop the others
+            self._answered(index, change, 500, f"bad change: {exc!r}")
+            return
+        self.submit(request, now,
+                    lambda status, description, body: self._answered(index, change, status,
+                                                                     description))
+
+    def _answered(self, index: int, change: dict, status: int,
+                  description: Optional[str]) -> None:
+        cur = self.current
+        if cur is None or cur["index"] != index:
+            return
+        what = f"{change['op']} {change['type']} {change['name']}"
+        if status < 300:
+            cur["applied"].append(index)
+            self.log("debug", f"Configuration reload: {what}")
+        else:
+            cur["failures"].append(f"{what}: {description or status}")
+            self.log("error", f"Configuration reload: {what} failed: {description or status}")
+        self._next_change(time.monotonic())

@@ -1,0 +1,260 @@
+"""The routing-protocol facade: one object per router that the control plane drives.
+
+Owns the wiring of the engines (:mod:`hello`, :mod:`linkstate`, :mod:`node`, :mod:`mobile`), the
+decoding of received control messages at the edge, the "once per router id" logging of messages at
+an unknown protocol version, and the batch discipline: :meth:`receive` applies a message and
+returns only immediate replies; everything derived from the new state (``ls_seq`` bump + RA,
+route computation + :class:`RoutingTable`, LSR/MAR to routers that became reachable) happens in
+the next :meth:`tick`, which :meth:`next_deadline` asks for at once. Call ``tick`` after each
+batch of ``receive`` calls, and whenever ``next_deadline()`` has passed.
+
+Sans-I/O: time is always the caller's ``now`` (seconds, any epoch, monotonic); nothing here reads
+a clock, opens a socket, imports zmq or a proton Container, or logs (it returns :class:`Log`).
+
+Usage from the control plane (the adapter to the core)::
+
+    engine = RoutingEngine("R1", instance=int(time.time()), **router_entity_timers)
+    engine.link_up(link_id, cost)                  # control link attached (cost from the conn)
+    effects = engine.receive(link_id, opcode, body, now)     # a control message arrived
+    effects = engine.tick(now)                      # at engine.next_deadline() / after a batch
+    engine.add_local("M0orders", hint=3)            # core: first local destination appeared
+    # effects: Send -> put on the wire (via_link for HELLO, else route by .to);
+    #          RoutingTable / RemoteAddressAdded / RemoteAddressRemoved -> tell the core;
+    #          Log -> the router log.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Set
+
+from agent.routing.effects import Effect, Log, RoutingTable
+from agent.routing.errors import ProtocolError
+from agent.routing.hello import (DuplicateRouterId, HelloEngine, InstanceSeen, NeighbourDown,
+                                 NeighbourUp)
+from agent.routing.linkstate import LinkStateEngine
+from agent.routing.messages import (LSR, LSU, MAR, MAU, RA, Hello, Message, decode,
+                                    sender_and_version)
+from agent.routing.mobile import DEFAULT_HINT, MobileSync
+from agent.routing.node import NodeTable
+
+__all__ = ["RoutingEngine", "TIMER_DEFAULTS"]
+
+#: Stale link states and orphaned routers are looked for once a second (1.x: once per tick).
+HOUSEKEEPING_INTERVAL = 1.0
+
+#: The router entity's routing-protocol timers (seconds) and their defaults.
+TIMER_DEFAULTS = {"helloIntervalSeconds": 1.0, "helloMaxAgeSeconds": 3.0,
+                  "raIntervalSeconds": 30.0, "raIntervalFluxSeconds": 4.0,
+                  "remoteLsMaxAgeSeconds": 60.0}
+
+
+class RoutingEngine:
+    def __init__(self, my_id: str, instance: int, area: str = "0", *,
+                 helloIntervalSeconds: float = 1.0, helloMaxAgeSeconds: float = 3.0,
+                 raIntervalSeconds: float = 30.0, raIntervalFluxSeconds: float = 4.0,
+                 remoteLsMaxAgeSeconds: float = 60.0, route_holdoff: float = 0.0,
+                 path_computer: Optional[Callable[..., Any]] = None) -> None:
+        self.my_id = my_id
+        self.instance = int(instance)
+        self.area = area
+        self.hello = HelloEngine(my_id, self.instance, helloIntervalSeconds, helloMaxAgeSeconds,
+                                 area)
+        self.linkstate = LinkStateEngine(my_id, self.instance, raIntervalSeconds,
+                                         raIntervalFluxSeconds, remoteLsMaxAgeSeconds, area)
+        self.nodes = NodeTable(my_id, self.instance, area, orphan_grace=3 * helloIntervalSeconds,
+                               path_computer=path_computer)
+        self.mobile = MobileSync(my_id, area)
+        self.route_holdoff = float(route_holdoff)
+        self.neighbours: Dict[str, Hashable] = {}
+        self.incompatible: Set[str] = set()
+        self.dirty_since: Optional[float] = None     # routes need recomputing since then
+        self.last_now = float("-inf")
+        self.housekeeping_at = float("-inf")
+
+    @classmethod
+    def from_router_entity(cls, my_id: str, instance: int, entity: Mapping[str, Any],
+                           area: str = "0") -> "RoutingEngine":
+        """Build from a ``router`` entity (only the timer attributes are read)."""
+        timers = {k: float(entity.get(k, v)) for k, v in TIMER_DEFAULTS.items()}
+        return cls(my_id, instance, area, **timers)
+
+    # ---- inputs --------------------------------------------------------------------------------
+
+    def link_up(self, link_id: Hashable, cost: int) -> List[Effect]:
+        """A control link to a (yet unknown) router attached; its first HELLO goes at next tick."""
+        self.hello.link_up(link_id, int(cost))
+        return []
+
+    def link_down(self, link_id: Hashable) -> List[Effect]:
+        """A control link detached: its neighbour goes at once (effects follow at next tick)."""
+        return self._hello_events(self.hello.link_down(link_id), self.last_now)
+
+    def add_local(self, key: str, hint: int = DEFAULT_HINT) -> None:
+        """The core: mobile address ``key`` gained its first local destination."""
+        self.mobile.add_local(key, hint)
+
+    def remove_local(self, key: str) -> None:
+        """The core: mobile address ``key`` lost its last local destination."""
+        self.mobile.remove_local(key)
+
+    def receive(self, link_id: Optional[Hashable], opcode: str, body: Any,
+                now: float) -> List[Effect]:
+        """A control message arrived (``link_id``: the control link, needed for HELLO)."""
+        self.last_now = now
+        try:
+            msg = decode(opcode, body)
+        except ProtocolError as exc:
+            return [Log("error", "ROUTER", f"Control message error: opcode={opcode}: {exc}")]
+        if msg is None:
+            router, version = sender_and_version(body)
+            if router in self.incompatible:
+                return []
+            self.incompatible.add(router)
+            return [Log("warning", "ROUTER", f"Received {opcode} at protocol version {version} "
+                                             f"from {router}.  Ignoring.")]
+        return self.receive_message(link_id, msg, now)
+
+    def receive_message(self, link_id: Optional[Hashable], msg: Message,
+                        now: float) -> List[Effect]:
+        """Like :meth:`receive`, for a message already decoded (by :func:`messages.decode`,
+        which returns ``None`` for another protocol version: do not pass that here)."""
+        self.last_now = now
+        opcode = type(msg).__name__.upper()
+        if isinstance(msg, Hello):
+            return self._hello_events(self.hello.receive(link_id, msg, now), now)
+        if msg.id == self.my_id:
+            return []                             # my own flooded RA/MAU coming back
+        if isinstance(msg, RA):
+            return self._on_ra(msg, now)
+        if isinstance(msg, LSR):
+            self.nodes.learn(msg.id, msg.pv)
+            return [self.linkstate.lsu_for(msg.id, msg.area)]
+        if isinstance(msg, LSU):
+            self.nodes.learn(msg.id, msg.pv)
+            if self.linkstate.handle_lsu(msg, now):
+                for peer in msg.ls.peers:
+                    self.nodes.learn(peer)
+                self._dirty(now)
+            return []
+        if msg.id not in self.nodes.nodes:        # MAU / MAR: 1.x C drops unknown senders
+            return [Log("error", "ROUTER_MA",
+                        f"Received {opcode} from an unknown router with router id {msg.id}")]
+        if isinstance(msg, MAU):
+            return list(self.mobile.handle_mau(msg))
+        assert isinstance(msg, MAR)
+        return list(self.mobile.handle_mar(msg))
+
+    def tick(self, now: float) -> List[Effect]:
+        self.last_now = now
+        out: List[Effect] = self._hello_events(self.hello.tick(now), now)
+        ls = self.linkstate
+        if now >= self.housekeeping_at:
+            self.housekeeping_at = now + HOUSEKEEPING_INTERVAL
+            out.extend(self._housekeeping(now))
+        send_ra = ls.commit(now)
+        if send_ra:
+            self._dirty(now)
+        if self.dirty_since is not None and now >= self.dirty_since + self.route_holdoff:
+            self.dirty_since = None
+            ls.topology_changed(now)
+            table = self.nodes.recompute(ls.collection(), self.neighbours)
+            if table is not None:
+                out.append(table)
+        for kind, router in self.nodes.due_requests():
+            out.append(ls.lsr_for(router) if kind == "LSR" else self.mobile.mar_for(router))
+        mobile_effects, advanced = self.mobile.tick(now)
+        out.extend(mobile_effects)                # the differential MAU goes before the RA
+        if send_ra or advanced or now >= ls.next_ra_at():
+            out.append(ls.ra(self.mobile.mobile_seq, now))
+        return out
+
+    def next_deadline(self) -> float:
+        """When :meth:`tick` must next run (a past time, or ``-inf``, means at once)."""
+        if self.linkstate.own_changed:
+            return self.last_now
+        deadlines = [self.hello.next_deadline(), self.linkstate.next_ra_at(),
+                     self.housekeeping_at, self.mobile.next_deadline()]
+        if self.dirty_since is not None:
+            deadlines.append(self.dirty_since + self.route_holdoff)
+        return min(deadlines)
+
+    # ---- views ---------------------------------------------------------------------------------
+
+    @property
+    def routing_table(self) -> Optional[RoutingTable]:
+        """The last published routing table (``None`` before the first computation)."""
+        return self.nodes.published
+
+    def node_view(self) -> List[dict]:
+        """``router.node`` management entities, this router first."""
+        return self.nodes.view(self.linkstate.peers_of, self.linkstate.last_topology_change)
+
+    def remote_addresses(self) -> Dict[str, Dict[str, Optional[int]]]:
+        """``{router: {address key: hint}}`` learned from MAUs."""
+        return self.mobile.remote_addresses()
+
+    # ---- internals -----------------------------------------------------------------------------
+
+    def _housekeeping(self, now: float) -> List[Effect]:
+        """Expire stale remote link states and delete orphaned routers."""
+        out: List[Effect] = []
+        ls = self.linkstate
+        if ls.expire(now):
+            self._dirty(now)
+        for router in self.nodes.find_orphans(now, ls.with_link_state(), ls.named()):
+            self.nodes.delete(router)
+            ls.forget(router)
+            out.extend(self.mobile.flush_router(router))
+            out.append(Log("debug", "ROUTER_LS", f"Node {router} deleted"))
+            self._dirty(now)
+        return out
+
+    def _dirty(self, now: float) -> None:
+        if self.dirty_since is None:
+            self.dirty_since = now
+
+    def _on_ra(self, msg: RA, now: float) -> List[Effect]:
+        out: List[Effect] = []
+        node = self.nodes.learn(msg.id, msg.pv)
+        assert node is not None
+        if self.nodes.observe_instance(msg.id, msg.instance, msg.pv):
+            out.extend(self._restarted(msg.id, now))
+        if self.linkstate.handle_ra(msg, now):
+            self.nodes.request(msg.id, "LSR")
+        if self.mobile.seq_of(msg.id) < msg.mobile_seq:
+            self.nodes.request(msg.id, "MAR")
+        for kind, router in self.nodes.due_requests(only=msg.id):     # reachable: ask at once
+            out.append(self.linkstate.lsr_for(router) if kind == "LSR"
+                       else self.mobile.mar_for(router))
+        return out
+
+    def _restarted(self, router: str, now: float) -> List[Effect]:
+        out: List[Effect] = [Log("info", "ROUTER_LS", f"Detected Restart of Router Node {router}")]
+        self.linkstate.drop(router, now)
+        self._dirty(now)                          # the tick asks its link state again
+        out.extend(self.mobile.flush_router(router))
+        return out
+
+    def _hello_events(self, events: list, now: float) -> List[Effect]:
+        out: List[Effect] = []
+        for event in events:
+            if isinstance(event, NeighbourUp):
+                node = self.nodes.learn(event.router)
+                assert node is not None
+                if self.neighbours.get(event.router) != event.link:
+                    self.nodes.request(event.router, "LSR")
+                self.neighbours[event.router] = event.link
+                self.linkstate.set_peer(event.router, event.cost)
+                self._dirty(now)
+            elif isinstance(event, NeighbourDown):
+                self.neighbours.pop(event.router, None)
+                self.linkstate.del_peer(event.router)
+                self._dirty(now)
+            elif isinstance(event, InstanceSeen):
+                if self.nodes.observe_instance(event.router, event.instance, event.pv):
+                    out.extend(self._restarted(event.router, now))
+            elif isinstance(event, DuplicateRouterId):
+                out.append(Log("critical", "ROUTER_HELLO",
+                               f"Detected Neighbor Router with a Duplicate ID - {event.router}"))
+            else:
+                out.append(event)                 # Send
+        return out

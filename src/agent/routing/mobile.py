@@ -1,0 +1,157 @@
+"""Mobile-address synchronisation (the MAU/MAR half of the protocol, ``mobile_sync`` in 1.x C).
+
+Owns my mobile sequence number, the add/delete lists of local mobile addresses not yet announced,
+the set announced so far, and every other router's mobile addresses with the sequence I hold for
+it. Returns :class:`Send` effects (MAU, MAR) and :class:`RemoteAddressAdded` /
+:class:`RemoteAddressRemoved` for the core. Time is the ``now`` argument. Must not import proton
+(beyond ``messages``), zmq, sockets, clocks, or the other engines.
+
+Rules (reference doc, "Mobile addresses"; ``qcm_mobile_sync_*`` in 1.x):
+
+* an address gaining its first local destination goes on the add list, losing its last goes on
+  the delete list; an add cancels a pending delete of the same key and vice versa;
+* every ``flush_interval`` (1 s) non-empty lists become one differential MAU with
+  ``mobile_seq + 1``, flooded to every router; the caller sends the RA announcing the new seq
+  *after* it (:meth:`tick` returns ``(effects, advanced)``);
+* a differential MAU is applied only when its seq is exactly the held seq + 1; otherwise one MAR
+  (``have_seq`` = held seq) is sent and further gaps wait for the answer;
+* an absolute MAU is applied whatever its seq and replaces the sender's whole set;
+* a MAR with ``have_seq`` below my seq is answered with an absolute MAU to the requester whose
+  ``exist`` is the set as of my seq (announced; pending adds are not in it, pending deletes are);
+* a router that restarted or vanished is flushed: its addresses are removed, its seq goes to 0.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Set, Tuple, Union
+
+from agent.routing.effects import Log, RemoteAddressAdded, RemoteAddressRemoved, Send
+from agent.routing.messages import (ABSOLUTE, MAR, MAU, MAU_ALL_ADDRESS, Message,
+                                    application_properties, encode, router_ma_address)
+
+__all__ = ["MobileSync", "MobileEffect", "DEFAULT_HINT"]
+
+#: Treatment hint when the caller gives none: 3, anycast-balanced (1.x's defaultDistribution).
+DEFAULT_HINT = 3
+
+MobileEffect = Union[Send, RemoteAddressAdded, RemoteAddressRemoved, Log]
+
+
+def _send(to: str, msg: Message) -> Send:
+    opcode, body = encode(msg)
+    return Send(to, opcode, body, properties=application_properties(opcode), message=msg)
+
+
+class MobileSync:
+    def __init__(self, my_id: str, area: str = "0", flush_interval: float = 1.0) -> None:
+        self.my_id = my_id
+        self.area = area
+        self.flush_interval = float(flush_interval)
+        self.mobile_seq = 0
+        self.local: Dict[str, int] = {}         # key -> hint (treatment), with local destinations
+        self.announced: Dict[str, int] = {}     # the set as of mobile_seq
+        self.pending_add: Dict[str, int] = {}
+        self.pending_del: Dict[str, None] = {}
+        self.next_flush_at: Optional[float] = None
+        self.remote: Dict[str, Dict[str, Optional[int]]] = {}   # router -> key -> hint
+        self.remote_seq: Dict[str, int] = {}
+        self.mar_requested: Set[str] = set()
+
+    # ---- local addresses -----------------------------------------------------------------------
+
+    def add_local(self, key: str, hint: int = DEFAULT_HINT) -> None:
+        if key in self.local:
+            return
+        self.local[key] = hint
+        if key in self.pending_del:
+            del self.pending_del[key]           # never un-announced: nothing to tell
+        elif key not in self.announced:
+            self.pending_add[key] = hint
+
+    def remove_local(self, key: str) -> None:
+        if self.local.pop(key, _ABSENT) is _ABSENT:
+            return
+        if key in self.pending_add:
+            del self.pending_add[key]           # never announced: nothing to tell
+        elif key in self.announced:
+            self.pending_del[key] = None
+
+    def tick(self, now: float) -> Tuple[List[MobileEffect], bool]:
+        """Flush the lists once per interval: ``(effects, True)`` when my seq advanced."""
+        if self.next_flush_at is not None and now < self.next_flush_at:
+            return [], False
+        self.next_flush_at = now + self.flush_interval
+        if not self.pending_add and not self.pending_del:
+            return [], False
+        self.mobile_seq += 1
+        add, delete = tuple(self.pending_add), tuple(self.pending_del)
+        hints = tuple(self.pending_add[k] for k in add)
+        self.announced.update(self.pending_add)
+        for key in delete:
+            self.announced.pop(key, None)
+        self.pending_add, self.pending_del = {}, {}
+        mau = MAU(self.my_id, area=self.area, mobile_seq=self.mobile_seq, add=add, delete=delete,
+                  hints=hints)
+        return [_send(MAU_ALL_ADDRESS, mau)], True
+
+    def next_deadline(self) -> float:
+        if self.next_flush_at is None:
+            return float("-inf")
+        return self.next_flush_at if (self.pending_add or self.pending_del) else float("inf")
+
+    # ---- remote routers ------------------------------------------------------------------------
+
+    def seq_of(self, router: str) -> int:
+        return self.remote_seq.get(router, 0)
+
+    def mar_for(self, router: str) -> Send:
+        return _send(router_ma_address(router, self.area),
+                     MAR(self.my_id, area=self.area, have_seq=self.seq_of(router)))
+
+    def handle_mar(self, msg: MAR) -> List[MobileEffect]:
+        if msg.have_seq >= self.mobile_seq:
+            return []
+        exist = tuple(self.announced)
+        mau = MAU(self.my_id, area=self.area, mobile_seq=self.mobile_seq, kind=ABSOLUTE,
+                  exist=exist, hints=tuple(self.announced[k] for k in exist))
+        return [_send(router_ma_address(msg.id, msg.area), mau)]
+
+    def handle_mau(self, msg: MAU) -> List[MobileEffect]:
+        router = msg.id
+        if msg.kind != ABSOLUTE and self.seq_of(router) != msg.mobile_seq - 1:
+            if router in self.mar_requested:
+                return []
+            self.mar_requested.add(router)
+            return [self.mar_for(router)]
+        self.mar_requested.discard(router)
+        self.remote_seq[router] = msg.mobile_seq
+        held = self.remote.setdefault(router, {})
+        listed = msg.exist if msg.kind == ABSOLUTE else msg.add
+        hints: List[Optional[int]] = list(msg.hints) if msg.hints else [None] * len(listed)
+        out: List[MobileEffect] = []
+        if msg.kind == ABSOLUTE:
+            keep = set(listed)
+            for key in [k for k in held if k not in keep]:
+                del held[key]
+                out.append(RemoteAddressRemoved(key, router))
+        for key, hint in zip(listed, hints):
+            if key not in held:
+                held[key] = hint
+                out.append(RemoteAddressAdded(key, router, hint))
+        for key in msg.delete:
+            if held.pop(key, _ABSENT) is not _ABSENT:
+                out.append(RemoteAddressRemoved(key, router))
+        if not held:
+            del self.remote[router]
+        return out
+
+    def flush_router(self, router: str) -> List[MobileEffect]:
+        """Forget everything about ``router`` (restarted or gone)."""
+        self.remote_seq.pop(router, None)
+        self.mar_requested.discard(router)
+        return [RemoteAddressRemoved(key, router) for key in self.remote.pop(router, {})]
+
+    def remote_addresses(self) -> Dict[str, Dict[str, Optional[int]]]:
+        return {r: dict(keys) for r, keys in self.remote.items()}
+
+
+_ABSENT = object()

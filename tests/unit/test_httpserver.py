@@ -1,0 +1,319 @@
+"""The agent's HTTP server: request parsing, responses, and the server driven by a zmq.Poller
+with real loopback sockets (no router): keep-alive, late answers, errors, limits."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+import zmq
+
+from agent import httpserver as hs
+from router_core import ipc
+
+
+# --- parsing ------------------------------------------------------------------------------------
+def test_parse_simple_get():
+    req, used = hs.parse_request(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\nrest")
+    assert (req.method, req.path, req.version) == ("GET", "/metrics", "HTTP/1.1")
+    assert req.headers == {"host": "a"} and used == len(b"GET /metrics?x=1 HTTP/1.1\r\nHost: "
+                                                         b"a\r\n\r\n")
+    assert req.keep_alive
+
+
+def test_incomplete_head_waits():
+    assert hs.parse_request(b"GET / HTTP/1.1\r\nHost: a\r\n") is None
+
+
+def test_bare_lf_and_leading_empty_lines():
+    req, used = hs.parse_request(b"\r\nGET /healthz HTTP/1.0\nConnection: keep-alive\n\n")
+    assert req.path == "/healthz" and req.keep_alive
+
+
+@pytest.mark.parametrize("head,connection,expected", [
+    ("HTTP/1.1", None, True), ("HTTP/1.1", "close", False),
+    ("HTTP/1.1", "Keep-Alive, Close", False),
+    ("HTTP/1.0", None, False), ("HTTP/1.0", "keep-alive", True)])
+def test_keep_alive_rules(head, connection, expected):
+    extra = f"Connection: {connection}\r\n" if connection else ""
+    req, _ = hs.parse_request(f"GET / {head}\r\n{extra}\r\n".encode())
+    assert req.keep_alive is expected
+
+
+def test_repeated_headers_are_joined():
+    req, _ = hs.parse_request(b"GET / HTTP/1.1\r\nA: 1\r\na: 2\r\n\r\n")
+    assert req.headers["a"] == "1,2"
+
+
+@pytest.mark.parametrize("data,status", [
+    (b"GET /\r\n\r\n", 400),
+    (b"get / HTTP/1.1\r\n\r\n", 400),
+    (b"GET / HTTP/2.0\r\n\r\n", 505),
+    (b"GET / FOO/1.1\r\n\r\n", 400),
+    (b"GET  / HTTP/1.1\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nNoColon\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nA: 1\r\n folded\r\n\r\n", 400),
+    (b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400),
+    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
+])
+def test_bad_requests(data, status):
+    with pytest.raises(hs.HttpError) as info:
+        hs.parse_request(data)
+    assert info.value.status == status
+
+
+def test_header_limit():
+    with pytest.raises(hs.HttpError) as info:
+        hs.parse_request(b"GET / HTTP/1.1\r\nX: " + b"a" * 100, max_header=50)
+    assert info.value.status == 431
+    with pytest.raises(hs.HttpError):
+        hs.parse_request(b"GET / HTTP/1.1\r\nX: " + b"a" * 100 + b"\r\n\r\n", max_header=50)
+
+
+def test_build_response():
+    out = hs.build_response(200, b"ok\n", keep_alive=False)
+    head, body = out.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    assert lines[0] == "HTTP/1.1 200 OK" and body == b"ok\n"
+    assert "Content-Length: 3" in lines and "Connection: close" in lines
+    head_only = hs.build_response(404, b"nope", head_only=True, headers={"Allow": "GET"})
+    assert head_only.endswith(b"\r\n\r\n") and b"Content-Length: 4" in head_only
+    assert b"Allow: GET" in head_only
+
+
+# --- the server in a poll loop ------------------------------------------------------------------
+class Harness:
+    """An HttpServer on loopback with a handler the test controls; pump() runs the poll loop."""
+
+    def __init__(self, settings=None) -> None:
+        self.poller = zmq.Poller()
+        self.pending: list = []
+        self.logs: list = []
+        self.server = hs.HttpServer(self.poller, self.handle, lambda lvl, t: self.logs.append(t))
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        self.port = sock.getsockname()[1]
+        sock.close()
+        self.server.open_listener({"name": "h", "host": "127.0.0.1", "port": str(self.port),
+                                   **(settings or {})})
+        self.defer = False
+
+    def handle(self, request, settings, respond):
+        if request.path == "/boom":
+            raise RuntimeError("boom")
+        if self.defer:
+            self.pending.append((request, respond))
+            return
+        respond(200, f"you asked {request.path}\n".encode())
+
+    def pump(self, seconds: float = 0.2) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for fd, mask in self.poller.poll(20):
+                self.server.handle(fd, mask)
+
+    def client(self) -> socket.socket:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+        self.pump(0.1)
+        return sock
+
+    def read_response(self, sock: socket.socket, seconds: float = 2.0) -> bytes:
+        """Pump until one whole response (head + Content-Length body) has arrived."""
+        sock.setblocking(False)
+        data = b""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            self.pump(0.05)
+            try:
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            except BlockingIOError:
+                pass
+            if b"\r\n\r\n" in data:
+                head, body = data.split(b"\r\n\r\n", 1)
+                length = int([h for h in head.split(b"\r\n")
+                              if h.lower().startswith(b"content-length")][0].split(b":")[1])
+                if len(body) >= length:
+                    break
+        sock.setblocking(True)
+        return data
+
+    def close(self):
+        self.server.close_all()
+
+
+@pytest.fixture
+def harness():
+    h = Harness()
+    yield h
+    h.close()
+
+
+def test_get_and_keep_alive(harness):
+    with harness.client() as c:
+        c.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert harness.read_response(c).endswith(b"you asked /a\n")
+        c.sendall(b"GET /b HTTP/1.1\r\n\r\n")  # same connection
+        assert harness.read_response(c).endswith(b"you asked /b\n")
+
+
+def test_pipelined_requests_answered_in_order(harness):
+    with harness.client() as c:
+        c.sendall(b"GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\n")
+        data = harness.read_response(c)
+        data += harness.read_response(c)
+        assert data.index(b"you asked /1") < data.index(b"you asked /2")
+
+
+def test_late_answer_and_client_gone(harness):
+    harness.defer = True
+    with harness.client() as c:
+        c.sendall(b"GET /late HTTP/1.1\r\n\r\n")
+        harness.pump(0.2)
+        assert len(harness.pending) == 1
+        _, respond = harness.pending.pop()
+        respond(200, b"later\n")
+        respond(500, b"twice\n")  # a second answer is ignored
+        data = harness.read_response(c)
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"later\n")
+        assert b"twice" not in data
+    c2 = harness.client()
+    c2.sendall(b"GET /x HTTP/1.1\r\n\r\n")
+    harness.pump(0.2)
+    c2.close()
+    harness.pump(0.2)
+    _, respond = harness.pending.pop()
+    respond(200, b"nobody listens\n")  # must not raise
+    assert not harness.server.conns
+
+
+def test_connection_close_and_http10(harness):
+    with harness.client() as c:
+        c.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        data = harness.read_response(c)
+        assert b"Connection: close" in data
+        harness.pump(0.1)
+        assert c.recv(10) == b""  # closed by the server
+
+
+def test_errors(harness):
+    with harness.client() as c:
+        c.sendall(b"DELETE /x HTTP/1.1\r\n\r\n")
+        data = harness.read_response(c)
+        assert data.startswith(b"HTTP/1.1 405") and b"Allow: GET, HEAD" in data
+    with harness.client() as c:
+        c.sendall(b"garbage\r\n\r\n")
+        assert harness.read_response(c).startswith(b"HTTP/1.1 400")
+    with harness.client() as c:
+        c.sendall(b"GET /boom HTTP/1.1\r\n\r\n")
+        assert harness.read_response(c).startswith(b"HTTP/1.1 500")
+    assert any("boom" in line for line in harness.logs)
+    with harness.client() as c:
+        c.sendall(b"HEAD /h HTTP/1.1\r\n\r\n")
+        data = harness.read_response(c)
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"\r\n\r\n")
+
+
+def test_idle_connections_are_closed(harness, monkeypatch):
+    with harness.client() as c:
+        assert harness.server.conns
+        harness.server.tick(time.monotonic() + hs.IDLE_TIMEOUT + 1)
+        assert not harness.server.conns
+        c.settimeout(2)
+        assert c.recv(10) == b""
+
+
+def test_connection_limit(harness, monkeypatch):
+    monkeypatch.setattr(hs, "MAX_CONNECTIONS", 1)
+    with harness.client() as first, harness.client() as second:
+        second.settimeout(2)
+        assert second.recv(4096).startswith(b"HTTP/1.1 503")
+        first.sendall(b"GET /still HTTP/1.1\r\n\r\n")
+        assert harness.read_response(first).endswith(b"you asked /still\n")
+
+
+def test_close_listener_by_name(harness):
+    assert harness.server.close_listener("h")
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", harness.port), timeout=1).close()
+
+
+# --- MetricsService endpoints ---------------------------------------------------------------------
+SNAPSHOT = {"router": {"deliveriesIngress": 3, "acceptedDeliveries": 3},
+            "addresses": [{"key": "M0q", "deliveriesIngress": 3, "deliveriesEgress": 3,
+                           "subscriberCount": 1}],
+            "links": [], "connections": []}
+
+
+def _service(tmp_path=None, router=None):
+    sent: list = []
+    poller = zmq.Poller()
+    svc = hs.MetricsService({"router_id": "R", "router": router or {}}, poller,
+                            lambda *m: sent.extend(m), lambda lvl, t: None, time.time() - 5)
+    return svc, sent
+
+
+def _answer(svc, sent, state=SNAPSHOT):
+    query = sent.pop()
+    assert isinstance(query, ipc.CoreQuery) and query.request_id >= hs.CoreQueries.FIRST_ID
+    assert svc.queries.on_core_state(ipc.CoreState(query.request_id, state))
+
+
+def _request(path):
+    return hs.parse_request(f"GET {path} HTTP/1.1\r\n\r\n".encode())[0]
+
+
+def test_metrics_endpoint_answers_from_a_fresh_snapshot():
+    svc, sent = _service()
+    got = []
+    svc.handle(_request("/metrics"), {"metrics": True}, lambda *a, **k: got.append(a))
+    assert not got  # waits for the core
+    _answer(svc, sent)
+    status, body, ctype = got[0]
+    assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
+    assert b'qdr_address_deliveries_ingress_total{router="R",address="M0q"} 3' in body
+    assert b"qdr_uptime_seconds" in body
+
+
+def test_healthz_and_timeouts():
+    svc, sent = _service()
+    got = []
+    svc.handle(_request("/healthz"), {}, lambda *a, **k: got.append(a))
+    _answer(svc, sent)
+    assert got[-1][:2] == (200, b"ok\n")
+    svc.handle(_request("/healthz"), {}, lambda *a, **k: got.append(a))
+    svc.tick(time.monotonic() + hs.HEALTHZ_TIMEOUT + 1)
+    assert got[-1][0] == 503
+    svc.handle(_request("/metrics"), {}, lambda *a, **k: got.append(a))
+    svc.tick(time.monotonic() + hs.METRICS_TIMEOUT + 1)
+    assert got[-1][0] == 503
+    assert not svc.queries.on_core_state(ipc.CoreState(1, {}))  # management's id: not ours
+
+
+def test_disabled_endpoints_and_unknown_paths():
+    svc, sent = _service()
+    got = []
+    for path, settings in (("/metrics", {"metrics": False}), ("/healthz", {"healthz": False}),
+                           ("/", {})):
+        svc.handle(_request(path), settings, lambda *a, **k: got.append(a))
+    assert [g[0] for g in got] == [404, 404, 404] and not sent
+
+
+def test_sink_samples_every_interval(tmp_path):
+    svc, sent = _service(router={"metricsDir": str(tmp_path), "metricsIntervalSeconds": 1})
+    now = time.monotonic()
+    svc.tick(now)
+    assert not sent
+    svc.tick(now + 1.5)
+    _answer(svc, sent)
+    svc.tick(now + 3.0)
+    _answer(svc, sent, {**SNAPSHOT, "router": {"deliveriesIngress": 5}})
+    lines = (tmp_path / "router-metrics-R.jsonl").read_text().splitlines()
+    import json
+    records = [json.loads(line) for line in lines]
+    routers = [r for r in records if r["kind"] == "router"]
+    assert len(routers) == 2
+    assert routers[0]["d_deliveriesIngress"] is None and routers[1]["d_deliveriesIngress"] == 2
+    assert any(r["kind"] == "address" and r["address"] == "q" for r in records)

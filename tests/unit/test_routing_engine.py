@@ -1,0 +1,128 @@
+"""The RoutingEngine facade driven by hand with a fake clock. No processes, no sockets.
+
+    A ==L(cost 4)== B         two engines, wired by hand (the simulation test wires many)
+"""
+from __future__ import annotations
+
+from agent.routing import Log, RemoteAddressAdded, RoutingEngine, RoutingTable, Send
+from agent.routing.messages import Hello, encode
+
+
+def pump(engines, links, until, step=0.05, start=0.0):
+    """Tick both engines every ``step`` and deliver every Send at once (by link or by id)."""
+    effects = {rid: [] for rid in engines}
+    t = start
+    while t <= until:
+        for rid, eng in engines.items():
+            queue = list(eng.tick(t)) if t >= eng.next_deadline() else []
+            while queue:
+                effect = queue.pop(0)
+                effects[rid].append(effect)
+                if not isinstance(effect, Send):
+                    continue
+                for other_id, other in engines.items():
+                    if other_id == rid:
+                        continue
+                    if effect.via_link is not None or f"/{other_id}/" in effect.to or "/all/" in effect.to:
+                        link = links[(rid, other_id)] if effect.via_link is not None else None
+                        for reply in other.receive(link, effect.opcode, effect.body, t):
+                            effects[other_id].append(reply)
+                            if isinstance(reply, Send):
+                                for back in eng.receive(None, reply.opcode, reply.body, t):
+                                    queue.append(back)
+        t = round(t + step, 6)
+    return effects
+
+
+def pair(**kw):
+    a = RoutingEngine("A", instance=100, **kw)
+    b = RoutingEngine("B", instance=200, **kw)
+    a.link_up("LA", 4)
+    b.link_up("LB", 4)
+    return {"A": a, "B": b}, {("A", "B"): "LB", ("B", "A"): "LA"}
+
+
+def test_two_routers_become_neighbours_and_publish_routes():
+    engines, links = pair()
+    effects = pump(engines, links, until=3.0)
+    tables = [e for e in effects["A"] if isinstance(e, RoutingTable)]
+    assert tables[-1].next_hop == {"B": "B"} and tables[-1].cost == {"B": 4}
+    assert tables[-1].neighbours == {"B": "LA"} and tables[-1].index == {"A": 0, "B": 1}
+    view = engines["A"].node_view()
+    assert view[0]["nextHop"] == "(self)" and view[0]["linkState"] == ["B"]
+    assert view[1] == {"id": "B", "protocolVersion": 1, "instance": 200, "linkState": ["A"],
+                       "nextHop": None, "validOrigins": [], "address": "amqp:/_topo/0/B",
+                       "routerLink": "LA", "cost": 4, "index": 1,
+                       "lastTopoChange": view[1]["lastTopoChange"]}
+
+
+def test_local_address_reaches_the_other_router():
+    engines, links = pair()
+    pump(engines, links, until=3.0)
+    engines["A"].add_local("M0orders", 3)
+    effects = pump(engines, links, until=5.0, start=3.05)
+    assert RemoteAddressAdded("M0orders", "A", 3) in effects["B"]
+    assert engines["B"].remote_addresses() == {"A": {"M0orders": 3}}
+
+
+def test_mau_goes_before_the_ra_announcing_its_seq():
+    a = RoutingEngine("A", instance=1)
+    a.tick(0.0)
+    a.add_local("M0x", 2)
+    out = [e for e in a.tick(1.0) if isinstance(e, Send)]
+    assert [s.opcode for s in out][-2:] == ["MAU", "RA"]
+    assert out[-1].body["mobile_seq"] == 1
+
+
+def test_protocol_version_2_is_logged_once_per_router_and_ignored():
+    a = RoutingEngine("A", instance=1)
+    body = {"id": "Z", "pv": 2, "ls_seq": 1, "mobile_seq": 1}
+    first = a.receive(None, "RA", body, 0.0)
+    assert len(first) == 1 and first[0].level == "warning" and "Z" in first[0].text
+    assert a.receive(None, "RA", body, 1.0) == []
+    assert a.nodes.nodes == {}
+
+
+def test_malformed_message_is_logged_not_raised():
+    a = RoutingEngine("A", instance=1)
+    (log,) = a.receive(None, "RA", {"id": "Z"}, 0.0)
+    assert isinstance(log, Log) and log.level == "error"
+
+
+def test_duplicate_router_id_is_a_critical_log_line():
+    a = RoutingEngine("A", instance=1)
+    a.link_up("L", 1)
+    (log,) = a.receive("L", *encode(Hello("A", instance=2, seen=("A",))), 0.0)
+    assert log.level == "critical" and "Duplicate ID - A" in log.text
+
+
+def test_neighbour_restart_flushes_its_addresses():
+    engines, links = pair()
+    pump(engines, links, until=3.0)
+    engines["A"].add_local("M0x", 2)
+    pump(engines, links, until=5.0, start=3.05)
+    assert engines["B"].remote_addresses() == {"A": {"M0x": 2}}
+    restarted = RoutingEngine("A", instance=101)
+    restarted.link_up("LA", 4)
+    engines["A"] = restarted
+    effects = pump(engines, links, until=8.0, start=5.05)
+    logs = [e.text for e in effects["B"] if isinstance(e, Log)]
+    assert any("Detected Restart of Router Node A" in t for t in logs)
+    assert engines["B"].remote_addresses() == {}
+    assert engines["B"].node_view()[1]["instance"] == 101
+
+
+def test_mau_from_unknown_router_is_dropped():
+    a = RoutingEngine("A", instance=1)
+    (log,) = a.receive(None, "MAU", {"id": "Q", "mobile_seq": 1, "add": ["M0x"], "del": []}, 0.0)
+    assert "unknown router" in log.text
+
+
+def test_next_deadline_is_immediate_after_a_change():
+    a = RoutingEngine("A", instance=1)
+    a.link_up("L", 1)
+    assert a.next_deadline() == float("-inf")
+    a.tick(0.0)
+    assert 0.0 < a.next_deadline() <= 1.0
+    a.receive("L", *encode(Hello("B", instance=2, seen=("A",))), 0.3)
+    assert a.next_deadline() <= 0.3
