@@ -140,9 +140,12 @@ def stop_process(proc: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> None:
             proc.wait(5)
 
 
-def write_conf(path: Path, port: int, workers: int, distribution: Optional[str] = None) -> None:
+def write_conf(path: Path, port: int, workers: int, distribution: Optional[str] = None,
+               metrics_dir: Optional[str] = None) -> None:
+    sink = (f"    metricsDir: {metrics_dir}\n    metricsIntervalSeconds: 1\n"
+            if metrics_dir else "")
     text = ("router {\n    mode: standalone\n    id: Bench\n"
-            f"    workerThreads: {workers}\n}}\n\n"
+            f"    workerThreads: {workers}\n{sink}}}\n\n"
             "listener {\n    host: 127.0.0.1\n"
             f"    port: {port}\n    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n}}\n")
     if distribution:  # every benchmark address starts with "bench"
@@ -152,10 +155,11 @@ def write_conf(path: Path, port: int, workers: int, distribution: Optional[str] 
 
 class Router:
     def __init__(self, workdir: Path, port: int, workers: int, router_cmd: Optional[str],
-                 env: dict[str, str], distribution: Optional[str] = None) -> None:
+                 env: dict[str, str], distribution: Optional[str] = None,
+                 metrics_dir: Optional[str] = None) -> None:
         self.port = port
         self.conf = workdir / "bench.conf"
-        write_conf(self.conf, port, workers, distribution)
+        write_conf(self.conf, port, workers, distribution, metrics_dir)
         self.log_path = workdir / f"router-{port}.log"
         if router_cmd:
             cmd = [a.replace("{conf}", str(self.conf)) for a in shlex.split(router_cmd)]
@@ -418,6 +422,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--both", dest="modes", action="store_const",
                       const=["presettled", "unsettled"])
     p.add_argument("--credit", type=int, default=250, help="receiver credit window")
+    p.add_argument("--metrics-dir",
+                   help="have our router write its metrics (router-metrics/1) here every second")
     p.add_argument("--receivers", type=int, default=1,
                    help="consumers per sender address (with --distribution)")
     p.add_argument("--distribution", choices=["closest", "balanced", "multicast"],
@@ -469,7 +475,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 idle = None
                 if not args.direct:
                     router = Router(workdir, args.port or free_port(), args.workers,
-                                    args.router_cmd, env, args.distribution)
+                                    args.router_cmd, env, args.distribution,
+                                    args.metrics_dir)
                     router.wait_ready()
                     idle = idle_cpu_pct(router.proc.pid, args.idle_sample)
                 for mode in group_modes:
