@@ -5,9 +5,12 @@ import functools
 
 import proton
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from proton import Delivery
 
 import memrouter
+from router_core import ipc
 from router_io import engine as engine_py
 
 
@@ -164,3 +167,250 @@ def test_rejected_condition_and_modified_flags_reach_the_sender():
     assert d1.remote.condition.description == "order 17 is malformed"
     assert d2.remote_state == Delivery.MODIFIED
     assert d2.remote.failed and d2.remote.undeliverable
+
+
+def _assert_no_bookkeeping_left(r):
+    e = r.engine
+    assert not e.in_dlvs and not e.in_ids and not e.out_dlvs and not e.out_ids
+
+
+def test_unsettled_exchange_leaves_no_delivery_bookkeeping():
+    r = MemRouter()
+    c = r.client("c1")
+    rcv = c.receiver("q", credit=50)
+    snd = c.sender("q")
+    r.run()
+    sent = [c.send(snd, f"m{i}") for i in range(20)]
+    r.run()
+    got = c.receive_all(rcv)
+    assert [m.body for _, m in got] == [f"m{i}" for i in range(20)]
+    for d, _ in got:
+        d.update(Delivery.ACCEPTED)
+        d.settle()
+    r.run()
+    assert all(d.remote_state == Delivery.ACCEPTED and d.settled for d in sent)
+    for d in sent:
+        d.settle()
+    r.run()
+    _assert_no_bookkeeping_left(r)
+
+
+def test_drain_with_nothing_to_send_consumes_the_credit_then_flow_resumes():
+    r = MemRouter()
+    c = r.client("c1")
+    rcv = c.receiver("dq", credit=0)
+    snd = c.sender("dq")
+    r.run()
+    rcv.drain(5)
+    r.run()
+    assert rcv.credit == 0
+    assert not rcv.draining()
+    c.send(snd, "after-drain")
+    r.run()
+    assert c.receive_all(rcv) == []  # no credit: the core holds it
+    rcv.flow(1)
+    r.run()
+    assert [m.body for _, m in c.receive_all(rcv)] == ["after-drain"]
+
+
+def test_sender_settles_first_and_the_outbound_copy_is_settled():
+    r = MemRouter()
+    c = r.client("c1")
+    rcv = c.receiver("sf", credit=5)
+    snd = c.sender("sf")
+    r.run()
+    dlv = c.send(snd, "x")
+    r.run()
+    (got, msg), = c.receive_all(rcv)
+    assert msg.body == "x" and not got.settled
+    dlv.settle()
+    r.run()
+    assert got.settled  # remotely settled by the router
+    got.settle()
+    r.run()
+    _assert_no_bookkeeping_left(r)
+
+
+def test_large_multi_frame_message_arrives_whole():
+    r = MemRouter()
+    c = r.client("c1")
+    rcv = c.receiver("big", credit=2)
+    snd = c.sender("big")
+    r.run()
+    body = "".join(chr(65 + i % 26) for i in range(200_000))  # > 12 frames of 16 KiB
+    dlv = c.send(snd, body)
+    r.run(rounds=500)
+    got = c.receive_all(rcv)
+    assert len(got) == 1 and got[0][1].body == body
+    got[0][0].update(Delivery.ACCEPTED)
+    got[0][0].settle()
+    r.run()
+    assert dlv.remote_state == Delivery.ACCEPTED and dlv.settled
+
+
+def test_aborted_transfer_is_dropped_and_the_link_goes_on():
+    r = MemRouter()
+    c = r.client("c1")
+    rcv = c.receiver("ab", credit=5)
+    snd = c.sender("ab")
+    r.run()
+    part = proton.Message(body="y" * 50_000).encode()
+    dlv = snd.delivery(b"aborted")
+    snd.send(part[:20_000])
+    r.run()
+    dlv.abort()
+    r.run()
+    assert c.receive_all(rcv) == []
+    assert snd.credit == 250
+    c.send(snd, "next")
+    r.run()
+    assert [m.body for _, m in c.receive_all(rcv)] == ["next"]
+
+
+def test_presettled_flood_through_a_small_receiver_window():
+    r = MemRouter()
+    c = r.client("c1")
+    rcv = c.receiver("flood", credit=40)
+    snd = c.sender("flood", settled=True)
+    r.run()
+    bodies = []
+    for i in range(600):
+        if snd.credit == 0:
+            r.run()
+            bodies += [m.body for _, m in c.receive_all(rcv)]
+            rcv.flow(40 - rcv.credit)
+            r.run()
+        c.send(snd, i)
+    for _ in range(40):
+        r.run()
+        bodies += [m.body for _, m in c.receive_all(rcv)]
+        rcv.flow(40 - rcv.credit)
+    assert bodies == list(range(600))
+    _assert_no_bookkeeping_left(r)
+
+
+def test_receiver_detach_with_unsettled_then_a_new_receiver_gets_traffic():
+    r = MemRouter()
+    c = r.client("c1")
+    rcv = c.receiver("rd", credit=5)
+    snd = c.sender("rd")
+    r.run()
+    d1 = c.send(snd, "one")
+    r.run()
+    assert [m.body for _, m in c.receive_all(rcv)] == ["one"]
+    rcv.close()
+    r.run()
+    assert d1.remote_state == Delivery.MODIFIED and d1.settled
+    rcv2 = c.receiver("rd", credit=5)
+    r.run()
+    d2 = c.send(snd, "two")
+    r.run()
+    (got, msg), = c.receive_all(rcv2)
+    assert msg.body == "two"
+    got.update(Delivery.ACCEPTED)
+    got.settle()
+    r.run()
+    assert d2.remote_state == Delivery.ACCEPTED and d2.settled
+
+
+def test_reconnect_after_drop_routes_again():
+    r = MemRouter()
+    p = r.client("p")
+    c = r.client("c")
+    rcv = c.receiver("rc", credit=5)
+    snd = p.sender("rc")
+    r.run()
+    p.send(snd, "a")
+    r.run()
+    assert [m.body for _, m in c.receive_all(rcv)] == ["a"]
+    r.disconnect(p)
+    p2 = r.client("p2")
+    snd2 = p2.sender("rc")
+    r.run()
+    p2.send(snd2, "b")
+    r.run()
+    assert [m.body for _, m in c.receive_all(rcv)] == ["b"]
+
+
+# --- both builds agree (convention 9): random settlement sequences ------------------------------
+_OPS = ["send", "send_pre", "recv", "accept", "reject", "release", "modify", "settle_sender",
+        "flow", "drain", "close_receiver"]
+
+
+class _RecordingRouter(memrouter.MemRouter):
+    """The harness loop, recording every command batch the engine hands to the core."""
+
+    def __init__(self, engine_cls) -> None:
+        super().__init__(engine_cls=engine_cls)
+        self.log_ = []
+
+    def run(self, rounds: int = 50) -> None:
+        for _ in range(rounds):
+            moved = self._pump_once()
+            self.engine.process_events()
+            commands = self.engine.take_commands()
+            if commands:
+                self.log_.append([(type(c).__name__,) + tuple(c) for c in commands])
+                peer, decoded = ipc.decode_batch(ipc.encode_batch(0, commands))
+                self.core.handle_batch(peer, decoded, self.now)
+                moved = True
+            for peer, effects in self.core.take_effects().items():
+                _, decoded = ipc.decode_batch(ipc.encode_batch(-1, effects))
+                for fx in decoded:
+                    self.engine.apply(fx)
+                    moved = True
+            if not moved:
+                return
+
+
+def _play(engine_cls, ops):
+    r = _RecordingRouter(engine_cls)
+    c = r.client("c")
+    c.receiver_ = c.receiver("h", credit=3)
+    snd = c.sender("h")
+    pre = c.sender("h", settled=True)
+    r.run()
+    sent, received, seen = [], [], []
+    for op, n in ops:
+        rcv = c.receiver_
+        if op == "send":
+            sent.append(c.send(snd, f"u{len(sent)}"))
+        elif op == "send_pre":
+            c.send(pre, f"p{n}")
+        elif op == "recv":
+            got = c.receive_all(rcv)
+            received += [d for d, _ in got]
+            seen += [m.body for _, m in got]
+        elif op in ("accept", "reject", "release", "modify") and received:
+            d = received.pop(0)
+            if op == "modify":
+                d.local.failed = bool(n & 1)
+                d.local.undeliverable = bool(n & 2)
+            elif op == "reject":
+                d.local.condition = proton.Condition("app:no", f"reason {n}")
+            d.update({"accept": Delivery.ACCEPTED, "reject": Delivery.REJECTED,
+                      "release": Delivery.RELEASED, "modify": Delivery.MODIFIED}[op])
+            d.settle()
+        elif op == "settle_sender" and sent:
+            sent.pop(0).settle()
+        elif op == "flow":
+            rcv.flow(n + 1)
+        elif op == "drain":
+            rcv.drain(n)
+        elif op == "close_receiver":
+            rcv.close()
+            received.clear()
+            r.run()
+            c.receiver_ = c.receiver("h", credit=n + 1)
+        r.run()
+    outcome = [(d.remote_state, d.settled) for d in sent]
+    return r.log_, outcome, seen
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(_OPS), st.integers(0, 3)), max_size=30))
+def test_compiled_and_pure_builds_agree_on_random_sequences(engine_build, ops):
+    if engine_build is engine_py.WorkerEngine:
+        return  # compared once, from the compiled build's run
+    assert _play(engine_build, ops) == _play(engine_py.WorkerEngine, ops)
