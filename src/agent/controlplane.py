@@ -9,9 +9,7 @@ Must not import router_io (the agent owns no client sockets).
 """
 from __future__ import annotations
 
-import argparse
 import errno
-import json
 import os
 import signal
 import sys
@@ -26,7 +24,7 @@ from agent.reload import ReloadApplier, decode_message, reload_endpoint
 from agent.supervisor import VERSION
 from router_core import ipc
 from router_core.log import RouterLog
-from router_core.procutil import core_endpoint, die_with_parent, status_socket
+from router_core.procutil import child_start, core_endpoint, status_socket
 
 
 class ControlPlane:
@@ -167,17 +165,9 @@ class ControlPlane:
 
 
 def main(argv: Optional[list] = None) -> int:
-    parser = argparse.ArgumentParser(prog="qdrouterd-agent")
-    parser.add_argument("--ipc", required=True)
-    parser.add_argument("--index", type=int, required=True)
-    parser.add_argument("--peers", type=int, required=True)
-    args = parser.parse_args(argv)
-    die_with_parent()
-    with open(os.path.join(args.ipc, "spec.json"), encoding="utf-8") as f:
-        spec = json.load(f)
+    args, spec = child_start("qdrouterd-agent", argv)
     plane = ControlPlane(spec, args.index, args.peers, args.ipc)
     signal.signal(signal.SIGTERM, plane.stop)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     plane.run()
     return 0
 

@@ -16,9 +16,7 @@ only looks at the first message of a batch.
 """
 from __future__ import annotations
 
-import argparse
 import errno
-import json
 import os
 import signal
 import sys
@@ -29,7 +27,7 @@ import zmq
 
 from router_core import ipc
 from router_core.log import RouterLog
-from router_core.procutil import run_profiled, core_endpoint, die_with_parent, status_socket
+from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
 from router_core.select import get_core_class
 
 _MAX_BATCHES_PER_LOOP = 512
@@ -163,15 +161,9 @@ class CoreProcess:
 
 
 def main(argv: Optional[list] = None) -> int:
-    parser = argparse.ArgumentParser(prog="qdrouterd-core")
-    parser.add_argument("--ipc", required=True)
-    args = parser.parse_args(argv)
-    die_with_parent()
-    with open(os.path.join(args.ipc, "spec.json"), encoding="utf-8") as f:
-        spec = json.load(f)
+    args, spec = child_start("qdrouterd-core", argv, peer=False)
     proc = CoreProcess(spec, args.ipc)
     signal.signal(signal.SIGTERM, proc.stop)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     run_profiled("core", proc.run)
     return 0
 

@@ -2,17 +2,11 @@
 
 ``ROUTER_NO_EXTENSIONS=1`` forces the reference. Callers import AddressRules from here.
 """
-import os
+from router_core.builds import choose
 
-if os.environ.get("ROUTER_NO_EXTENSIONS") == "1":
-    from router_core.addrmatch import AddressRules, split_words
-    IMPLEMENTATION = "python"
-else:
-    try:
-        from router_core._addrmatch import AddressRules, split_words
-        IMPLEMENTATION = "cython"
-    except ImportError:
-        from router_core.addrmatch import AddressRules, split_words
-        IMPLEMENTATION = "python"
+_impl = choose("router_core._addrmatch", "router_core.addrmatch")
+AddressRules = _impl.AddressRules
+split_words = _impl.split_words
+IMPLEMENTATION = "cython" if _impl.__name__.endswith("._addrmatch") else "python"
 
 __all__ = ["AddressRules", "split_words", "IMPLEMENTATION"]

@@ -8,9 +8,9 @@ handlers.
 """
 from __future__ import annotations
 
-import os
 from typing import Callable, Mapping
 
+from router_core.builds import choose
 from router_core.pathcomp import Routes
 
 __all__ = ["get_path_computer", "Routes", "PathComputer"]
@@ -20,11 +20,4 @@ PathComputer = Callable[[str, Mapping[str, Mapping[str, int]]], Routes]
 
 def get_path_computer() -> PathComputer:
     """Return the compiled ``compute_routes`` unless disabled or not built, else the reference."""
-    if os.environ.get("ROUTER_NO_EXTENSIONS") != "1":
-        try:
-            from router_core._pathcomp import compute_routes
-            return compute_routes
-        except ImportError:
-            pass
-    from router_core.pathcomp import compute_routes as reference
-    return reference
+    return choose("router_core._pathcomp", "router_core.pathcomp").compute_routes

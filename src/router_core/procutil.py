@@ -6,9 +6,12 @@ Must not import router_io or agent.
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
+import json
 import os
 import signal
+from typing import Optional
 
 import zmq
 
@@ -53,3 +56,22 @@ def run_profiled(name: str, func) -> int:
         return profiler.runcall(func)
     finally:
         profiler.dump_stats(os.path.join(target, f"{name}.prof"))
+
+
+def child_start(prog: str, argv: Optional[list], peer: bool = True) -> tuple:
+    """Common start of a child process: parse ``--ipc`` (and ``--index``/``--peers`` for peers
+    of the core), arrange to die with the supervisor, load the runtime spec.
+
+    Returns ``(args, spec)``. SIGINT is ignored: the supervisor owns Ctrl-C and sends SIGTERM.
+    """
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--ipc", required=True)
+    if peer:
+        parser.add_argument("--index", type=int, required=True)
+        parser.add_argument("--peers", type=int, required=True)
+    args = parser.parse_args(argv)
+    die_with_parent()
+    with open(os.path.join(args.ipc, "spec.json"), encoding="utf-8") as f:
+        spec = json.load(f)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return args, spec

@@ -3,16 +3,9 @@
 Owns the one environment switch: ``ROUTER_NO_EXTENSIONS=1`` forces the pure build; a missing
 extension falls back to it. Must not import zmq, proton, sockets or logging handlers.
 """
-import os
+from router_core.builds import choose
 
 
 def get_core_class() -> type:
     """Return ``router_core._core.RouterCore`` unless disabled or not built, else the reference."""
-    if os.environ.get("ROUTER_NO_EXTENSIONS") != "1":
-        try:
-            from router_core._core import RouterCore
-            return RouterCore
-        except ImportError:
-            pass
-    from router_core.core import RouterCore
-    return RouterCore
+    return choose("router_core._core", "router_core.core").RouterCore

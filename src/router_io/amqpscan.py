@@ -5,25 +5,17 @@ built, else the pure-Python reference ``router_io.amqpscan_py``. ``IMPLEMENTATIO
 ("cython" or "python"). Both raise the same :class:`MessageFormatError` and return the same
 :class:`ScanResult` type (from ``amqpscan_types``).
 
-Callers import from here only. This module must not import proton, zmq or router_core/agent.
+Callers import from here only. Must not import proton, zmq or agent (router_core.builds only).
 """
 from __future__ import annotations
 
-import os
-
+from router_core.builds import choose
 from router_io.amqpscan_types import KEEP, ROUTER_KEY_PREFIX, MessageFormatError, ScanResult
 
 __all__ = ["scan", "rewrite_annotations", "ScanResult", "KEEP", "MessageFormatError",
            "ROUTER_KEY_PREFIX", "IMPLEMENTATION"]
 
-IMPLEMENTATION: str
-if os.environ.get("ROUTER_NO_EXTENSIONS") == "1":
-    from router_io.amqpscan_py import rewrite_annotations, scan
-    IMPLEMENTATION = "python"
-else:
-    try:
-        from router_io._amqpscan import rewrite_annotations, scan
-        IMPLEMENTATION = "cython"
-    except ImportError:
-        from router_io.amqpscan_py import rewrite_annotations, scan
-        IMPLEMENTATION = "python"
+_impl = choose("router_io._amqpscan", "router_io.amqpscan_py")
+scan = _impl.scan
+rewrite_annotations = _impl.rewrite_annotations
+IMPLEMENTATION: str = "cython" if _impl.__name__.endswith("._amqpscan") else "python"

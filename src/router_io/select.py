@@ -5,15 +5,8 @@ verbatim for the rare paths and replaces ``WorkerEngine`` (and ``Connection``'s 
 cdef class that calls proton-C natively on the per-message paths, same public API.
 ``ROUTER_NO_EXTENSIONS=1`` forces the reference.
 """
-import os
+from router_core.builds import choose
 
 
-def get_engine_class():
-    if os.environ.get("ROUTER_NO_EXTENSIONS") != "1":
-        try:
-            from router_io._engine import WorkerEngine
-            return WorkerEngine
-        except ImportError:
-            pass
-    from router_io.engine import WorkerEngine
-    return WorkerEngine
+def get_engine_class() -> type:
+    return choose("router_io._engine", "router_io.engine").WorkerEngine

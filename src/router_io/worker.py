@@ -14,9 +14,7 @@ Must not import router_core.core (the core runs in its own process).
 """
 from __future__ import annotations
 
-import argparse
 import errno
-import json
 import os
 import signal
 import socket
@@ -29,7 +27,7 @@ import zmq
 
 from router_core import ipc
 from router_core.log import RouterLog
-from router_core.procutil import run_profiled, die_with_parent, status_socket, core_endpoint
+from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
 from router_io.engine import Connection
 from router_io.select import get_engine_class
 
@@ -481,17 +479,9 @@ class Worker:
 
 
 def main(argv: Optional[list] = None) -> int:
-    parser = argparse.ArgumentParser(prog="qdrouterd-worker")
-    parser.add_argument("--ipc", required=True)
-    parser.add_argument("--index", type=int, required=True)
-    parser.add_argument("--peers", type=int, required=True)
-    args = parser.parse_args(argv)
-    die_with_parent()
-    with open(os.path.join(args.ipc, "spec.json"), encoding="utf-8") as f:
-        spec = json.load(f)
+    args, spec = child_start("qdrouterd-worker", argv)
     worker = Worker(spec, args.index, args.peers, args.ipc)
     signal.signal(signal.SIGTERM, worker.stop)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if not worker.start():
         return 1
     run_profiled(f"worker{args.index}", worker.run)
