@@ -57,19 +57,21 @@ cdef dict MCAST_RANK
 @cython.final
 cdef class Connection:
     cdef public object peer, conn_id, role, direction, host, container, listener, user, sasl
-    cdef public object encrypted, link_capacity
+    cdef public object encrypted, link_capacity, cost
     cdef public dict links
+    cdef public long long data_in, data_out
     cdef public double opened_at, last_delivery_at
 
 
 @cython.final
 cdef class Link:
-    cdef public object link_id, peer, name, address
+    cdef public object link_id, peer, name, address, link_type
     cdef public Connection conn
     cdef public int direction
     cdef public Address addr
     cdef public long long capacity
-    cdef public bint presettled, closed, from_container, to_container, credited
+    cdef public bint presettled, closed, from_container, to_container, credited, router
+    cdef public int priority
     cdef public long long granted, received, held, in_unsettled, credit_pending
     cdef public Py_ssize_t credit_slot
     cdef public long long limit, delivered
@@ -113,13 +115,13 @@ cdef class OutDelivery:
 
 @cython.final
 cdef class RouterCore:
-    cdef readonly object router_id, area
+    cdef readonly object router_id, area, mode
     cdef public int default_distribution
     cdef readonly object rules
     cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled
     cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
     cdef readonly long long modified, ingress, egress, transit, ingress_container
-    cdef readonly long long egress_container
+    cdef readonly long long egress_container, dropped_router
     cdef public double now
     cdef long long _next_out
     cdef dict _key_cache, _effects, _dispatch
@@ -152,6 +154,7 @@ cdef class RouterCore:
     cdef _copy_unqueued(self, InDelivery dlv)
     @cython.locals(link=Link, addr=Address, dlv=InDelivery, p=cython.int, drain=cython.bint)
     cdef _on_flow(self, peer, cmd)
+    cdef _router_transfer(self, Link link, dlv_id, bint settled)
     @cython.locals(dlv=InDelivery, link=Link)
     cdef _release_held(self, Address addr)
     cdef _count_outcome(self, Link link, int state, bint router_wide)

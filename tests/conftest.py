@@ -95,12 +95,12 @@ def router_factory(tmp_path):
     started: list[RouterProcess] = []
 
     def make(extra: str = "", router_id: str = "Router.Test", workers: int = 1,
-             wait: bool = True) -> Router:
+             wait: bool = True, mode: str = "standalone") -> Router:
         port = free_port()
         conf = tmp_path / f"qdrouterd-{len(started)}.conf"
         conf.write_text(textwrap.dedent(f"""\
             router {{
-                mode: standalone
+                mode: {mode}
                 id: {router_id}
                 workerThreads: {workers}
             }}

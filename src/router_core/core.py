@@ -68,6 +68,12 @@ _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789
 _KEY_CACHE_MAX = 8192
 _MODIFIED_FAILED = {"failed": True, "undeliverable": False}
 _NO_INTERIOR = ("inter-router", "edge")
+_INTER_ROUTER = "inter-router"
+# LinkAttach.link_type values (from the terminus capabilities qd.router / qd.router-data)
+_LINK_ENDPOINT = "endpoint"
+_LINK_CONTROL = "router-control"
+_LINK_DATA = "inter-router"
+_CONTROL_PRIORITY = 9  # control messages travel at the highest priority
 _ROUTE_CONTAINER = "route-container"
 _tuple_new = tuple.__new__
 
@@ -93,11 +99,12 @@ def _fields(cmd: Any) -> tuple:
 # ----------------------------------------------------------------------------------------------
 class Connection:
     __slots__ = ("peer", "conn_id", "role", "direction", "host", "container", "listener", "user",
-                 "sasl", "encrypted", "link_capacity", "links", "opened_at", "last_delivery_at")
+                 "sasl", "encrypted", "link_capacity", "cost", "links", "opened_at",
+                 "last_delivery_at", "data_in", "data_out")
 
     def __init__(self, peer: int, conn_id: int, role: str, direction: str, host: str,
                  container: str, listener: str, user: str, sasl: str, encrypted: bool,
-                 link_capacity: int) -> None:
+                 link_capacity: int, cost: int = 1) -> None:
         self.peer = peer
         self.conn_id = conn_id
         self.role = role
@@ -109,7 +116,11 @@ class Connection:
         self.sasl = sasl
         self.encrypted = encrypted
         self.link_capacity = link_capacity
+        self.cost = cost
         self.links = {}  # link_id -> Link, in attach order
+        # inter-router: data links attached so far per direction (the k-th has priority k)
+        self.data_in = 0
+        self.data_out = 0
         self.opened_at = 0.0         # core time of the open (for uptimeSeconds)
         self.last_delivery_at = -1.0  # core time of the last delivery in or out, -1: none yet
 
@@ -117,6 +128,9 @@ class Connection:
 class Link:
     __slots__ = ("link_id", "conn", "peer", "direction", "name", "address", "addr", "capacity",
                  "presettled", "closed", "from_container", "to_container",
+                 # endpoint | router-control | inter-router; router: one of the last two
+                 # (never routes client traffic yet); priority: of an inter-router link, else -1
+                 "link_type", "router", "priority",
                  # inbound: credit granted in total, deliveries received, held in the core,
                  # unsettled inbound deliveries; credited once the initial window was granted;
                  # credit not yet flushed and the slot of its LinkCredit in the peer's effects
@@ -144,6 +158,9 @@ class Link:
         container = conn.role == _ROUTE_CONTAINER
         self.from_container = container and direction == DIR_IN
         self.to_container = container and direction != DIR_IN
+        self.link_type = _LINK_ENDPOINT
+        self.router = False
+        self.priority = -1
         self.granted = 0
         self.received = 0
         self.held = 0
@@ -258,11 +275,12 @@ class RouterCore:
 
     def __init__(self, router_id: str, *, default_distribution: str = "balanced",
                  addresses: Optional[list] = None, area: str = "0",
-                 seed: Optional[int] = None) -> None:
+                 seed: Optional[int] = None, mode: str = "standalone") -> None:
         if default_distribution not in DIST_CODES:
             raise ValueError(f"unknown distribution {default_distribution!r}")
         self.router_id = router_id
         self.area = area
+        self.mode = mode  # inter-router connections and their links only in "interior"
         self.default_distribution = DIST_CODES[default_distribution]
         self.rules = AddressRules(addresses)
         self.peers = {}          # peer index -> kind
@@ -274,6 +292,7 @@ class RouterCore:
         # router-wide management counters (see the ``counters`` property for their names)
         self.presettled = 0
         self.dropped_presettled = 0
+        self.dropped_router = 0  # deliveries received on inter-router links (not forwarded yet)
         self.accepted = 0
         self.rejected = 0
         self.released = 0
@@ -475,15 +494,30 @@ class RouterCore:
             self._drop_link(link)
 
     def _on_attach(self, peer: int, cmd: Any) -> None:
-        link_id, conn_id, direction, name, address, dynamic, presettled, capacity = cmd
+        link_id, conn_id, direction, name, address, dynamic, presettled, capacity, link_type = cmd
         conn = self.conns.get(conn_id)
         if conn is None:
             self._emit(peer, LinkRefuse(link_id, "amqp:not-found", "unknown connection"))
+            return
+        router_link = link_type == _LINK_CONTROL or link_type == _LINK_DATA
+        if conn.role == _INTER_ROUTER and self.mode == "interior":
+            if not router_link:
+                self._emit(conn.peer, LinkRefuse(
+                    link_id, "amqp:not-allowed",
+                    "endpoint links are not allowed on inter-router connections"))
+                return
+            self._attach_router_link(conn, link_id, direction, name, presettled, capacity,
+                                     link_type)
             return
         if conn.role in _NO_INTERIOR:
             self._emit(conn.peer, LinkRefuse(
                 link_id, "amqp:not-allowed",
                 f"links on {conn.role} connections are not supported by this router"))
+            return
+        if router_link:
+            self._emit(conn.peer, LinkRefuse(
+                link_id, "amqp:not-allowed",
+                f"{link_type} links are only allowed on inter-router connections"))
             return
         if link_id in self.links:
             self._emit(conn.peer, LinkRefuse(link_id, "amqp:internal-error", "duplicate link id"))
@@ -526,6 +560,57 @@ class RouterCore:
         else:
             addr.waiting.append(link)
 
+    def _attach_router_link(self, conn: Connection, link_id: Any, direction: int, name: str,
+                            presettled: Any, capacity: int, link_type: str) -> None:
+        """A control or data link on an inter-router connection (interior mode).
+
+        Accepted and shown in management, but not wired to any address: forwarding across
+        routers is not built yet. Data links get their priority by attach order, per direction
+        (the connecting side creates them in ascending priority order). Inbound router links
+        get their whole capacity as credit at once, replenished per received delivery.
+        """
+        if link_id in self.links:
+            self._emit(conn.peer, LinkRefuse(link_id, "amqp:internal-error", "duplicate link id"))
+            return
+        link = Link(link_id, conn, direction, name, None, bool(presettled), capacity)
+        link.link_type = link_type
+        link.router = True
+        if link_type == _LINK_DATA:
+            if direction == DIR_IN:
+                priority = conn.data_in
+                conn.data_in += 1
+            else:
+                priority = conn.data_out
+                conn.data_out += 1
+            link.priority = priority if priority < 9 else 9
+        else:
+            link.priority = _CONTROL_PRIORITY
+        self.links[link_id] = link
+        conn.links[link_id] = link
+        self._emit(conn.peer, LinkOpen(link_id, None))
+        if direction == DIR_IN:
+            link.credited = True
+            self._credit(link, capacity)
+
+    def _router_transfer(self, link: Link, dlv_id: Any, settled: bool) -> None:
+        """A delivery on an inter-router link. Forwarding across routers (and the routing
+        protocol's control messages) is not built yet: the delivery is dropped, counted
+        (an unsettled one is released back to the sender), and its credit replenished."""
+        link.received += 1
+        link.delivery_count += 1
+        link.conn.last_delivery_at = self.now
+        self.dropped_router += 1
+        if settled:
+            link.presettled_count += 1
+            link.dropped_presettled_count += 1
+            self.presettled += 1
+            self.dropped_presettled += 1
+        else:
+            self._count_outcome(link, STATE_RELEASED, True)
+            if not link.closed:
+                self._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
+        self._replenish(link)
+
     def _on_detach(self, peer: int, cmd: Any) -> None:
         link = self.links.get(cmd[0])
         if link is None:
@@ -537,6 +622,8 @@ class RouterCore:
         self.links.pop(link.link_id, None)
         link.conn.links.pop(link.link_id, None)
         addr = link.addr
+        if link.router:  # not attached to any address
+            return
         if link.direction == DIR_IN:
             if addr is not None:
                 if link in addr.waiting:
@@ -582,6 +669,9 @@ class RouterCore:
         if link is None or link.direction != DIR_IN:
             if not settled:
                 self._emit(peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
+            return
+        if link.router:
+            self._router_transfer(link, dlv_id, settled)
             return
         link.received += 1
         link.delivery_count += 1
@@ -726,6 +816,12 @@ class RouterCore:
             return
         link.limit = limit
         addr = link.addr
+        if addr is None:  # a router link: nothing is ever routed to it yet
+            if drain:
+                self._emit(link.peer, Drained(link_id))
+                if link.limit > link.delivered:
+                    link.delivered = link.limit
+            return
         if link.queue:
             queue = link.queue
             while queue and link.limit > link.delivered:

@@ -43,7 +43,8 @@ class CoreProcess:
         core_cls = get_core_class()
         self.core = core_cls(spec["router_id"],
                              default_distribution=router.get("defaultDistribution", "balanced"),
-                             addresses=spec.get("addresses", []))
+                             addresses=spec.get("addresses", []),
+                             mode=router.get("mode", "standalone"))
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)

@@ -39,13 +39,18 @@ def _link_view(link: Any) -> dict:
         credit = link.limit - link.delivered
         undelivered = len(link.queue)
         unsettled = len(link.unsettled)
+    if link.router:  # router-control / inter-router: no address, a priority of its own
+        priority = link.priority
+    elif addr is not None and addr.priority >= 0:
+        priority = addr.priority
+    else:
+        priority = DEFAULT_LINK_PRIORITY
     return {
         "identity": str(link.link_id), "name": link.name, "linkName": link.name,
-        "linkType": "endpoint", "linkDir": "in" if inbound else "out",
+        "linkType": link.link_type, "linkDir": "in" if inbound else "out",
         "owningAddr": addr.key if addr is not None else None, "capacity": link.capacity,
         "connectionId": link.conn.conn_id,
-        "priority": addr.priority if addr is not None and addr.priority >= 0
-        else DEFAULT_LINK_PRIORITY,
+        "priority": priority,
         "undeliveredCount": undelivered, "unsettledCount": unsettled,
         "deliveryCount": link.delivery_count, "presettledCount": link.presettled_count,
         "droppedPresettledCount": link.dropped_presettled_count,
@@ -77,12 +82,13 @@ def _connection_view(conn: Any, now: float) -> dict:
         "dir": conn.direction, "role": conn.role, "sasl": conn.sasl, "user": conn.user,
         "isAuthenticated": bool(conn.sasl) and conn.sasl.upper() != "ANONYMOUS",
         "isEncrypted": bool(conn.encrypted), "opened": True, "listener": conn.listener,
+        "cost": conn.cost,
     }
 
 
 def management_snapshot(core: Any) -> dict:
     """One consistent view of ``core`` (call it between batches, never during one)."""
-    router = {"id": core.router_id, "area": core.area, "mode": "standalone",
+    router = {"id": core.router_id, "area": core.area, "mode": core.mode,
               "addrCount": len(core.addrs), "linkCount": len(core.links),
               "connectionCount": len(core.conns)}
     router.update(core.counters)

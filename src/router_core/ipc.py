@@ -75,6 +75,7 @@ class ConnOpened(NamedTuple):
     sasl: str          # SASL mechanism used ("" if none)
     encrypted: bool
     link_capacity: int
+    cost: int = 1      # inter-router: max(local configured cost, the peer's qd.inter-router-cost)
 
 
 class ConnClosed(NamedTuple):
@@ -83,7 +84,10 @@ class ConnClosed(NamedTuple):
 
 
 class LinkAttach(NamedTuple):
-    """A remote peer attached a link. The worker waits for LinkOpen/LinkRefuse before answering."""
+    """A remote peer attached a link. The worker waits for LinkOpen/LinkRefuse before answering.
+
+    Also sent for the links the worker itself creates on the connecting side of an inter-router
+    connection (already open locally: the core's LinkOpen is then a no-op)."""
     link_id: int
     conn_id: int
     direction: int          # DIR_IN or DIR_OUT
@@ -92,6 +96,8 @@ class LinkAttach(NamedTuple):
     dynamic: bool           # dynamic source (DIR_OUT) or dynamic target (DIR_IN)
     presettled: bool        # snd-settle-mode is settled (DIR_IN: the client will presettle)
     capacity: int           # credit window the router uses for this link (linkCapacity)
+    # endpoint | router-control (terminus capability qd.router) | inter-router (qd.router-data)
+    link_type: str = "endpoint"
 
 
 class LinkDetach(NamedTuple):

@@ -20,6 +20,7 @@ Must not import zmq, sockets or selectors.
 """
 
 import struct
+import uuid
 from typing import Any, Callable, Optional
 
 import cproton
@@ -33,6 +34,11 @@ from router_io import amqpscan
 PRODUCT = "qpid-dispatch-router"
 VERSION = "1.19.0"
 ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
+INTER_ROUTER = "inter-router"
+CAP_ROUTER = "qd.router"            # control links of an inter-router connection
+CAP_ROUTER_DATA = "qd.router-data"  # data links of an inter-router connection
+LINK_TYPES = {CAP_ROUTER: "router-control", CAP_ROUTER_DATA: "inter-router"}
+PRIORITIES = 10
 
 # proton event type numbers, looked up once
 E_CONN_REMOTE_OPEN = lib.PN_CONNECTION_REMOTE_OPEN
@@ -55,7 +61,8 @@ _tag = struct.Struct(">Q").pack
 class Link:
     """Worker-side state of one link."""
 
-    __slots__ = ("link_id", "ptr", "conn", "direction", "anonymous", "sent", "flow", "open")
+    __slots__ = ("link_id", "ptr", "conn", "direction", "anonymous", "sent", "flow", "open",
+                 "local", "link_type")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -67,6 +74,29 @@ class Link:
         self.sent = 0            # outbound: deliveries sent + credit consumed by drain
         self.flow = (-1, False)  # outbound: last (limit, drain) reported to the core
         self.open = False
+        self.local = False       # created by this router (inter-router links), not attached to
+        self.link_type = "endpoint"
+
+
+def _capabilities(terminus: Any) -> set:
+    """The capability symbols of a terminus (one symbol or an array of them), as text."""
+    data = terminus.capabilities
+    caps: set = set()
+    if data is None:
+        return caps
+    data.rewind()
+    while data.next():
+        try:
+            obj = data.get_object()
+        except Exception:  # noqa: BLE001 - an odd capability never blocks an attach
+            continue
+        if isinstance(obj, proton.Array):
+            caps.update(str(e) for e in obj.elements)
+        elif isinstance(obj, (list, tuple)):
+            caps.update(str(e) for e in obj)
+        elif obj is not None:
+            caps.add(str(obj))
+    return caps
 
 
 class Connection:
@@ -81,6 +111,7 @@ class Connection:
         self.direction = direction
         self.role = settings.get("role", "normal")
         self.link_capacity = int(settings.get("linkCapacity") or 250)
+        self.cost = max(1, int(settings.get("cost") or 1))  # inter-router: negotiated at open
         strip = str(settings.get("stripAnnotations") or "both")
         # Router annotations (x-opt-qd.*) from/to this connection: stripped on the way in
         # (ignored, removed) and/or on the way out; "no" adds ingress and trace on egress.
@@ -212,8 +243,14 @@ class WorkerEngine:
         pc.container = self.router_id
         pc.offered_capabilities = [ANONYMOUS_RELAY]
         pc.desired_capabilities = [ANONYMOUS_RELAY]
-        pc.properties = {symbol("product"): PRODUCT, symbol("version"): VERSION,
-                         symbol("qd.conn-id"): conn.conn_id}
+        props = {symbol("product"): PRODUCT, symbol("version"): VERSION,
+                 symbol("qd.conn-id"): conn.conn_id}
+        if conn.role == INTER_ROUTER:
+            props[symbol("qd.annotations-version")] = 1
+            local_cost = max(1, int(conn.settings.get("cost") or 1))
+            if local_cost > 1:
+                props[symbol("qd.inter-router-cost")] = local_cost
+        pc.properties = props
         pc.open()
 
     def drop_connection(self, conn: Connection) -> None:
@@ -281,10 +318,52 @@ class WorkerEngine:
         conn.reported_open = True
         sasl = conn.sasl
         user = sasl.user or ("anonymous" if sasl.mech == "ANONYMOUS" else "")
+        inter_router = conn.role == INTER_ROUTER
+        if inter_router:  # the connection's cost: max(mine, the peer's)
+            remote = pc.remote_properties or {}
+            for key, value in remote.items():
+                if str(key) == "qd.inter-router-cost":
+                    try:
+                        conn.cost = max(conn.cost, int(value))
+                    except (TypeError, ValueError):
+                        pass
         self.outbox.append(ipc.ConnOpened(
             conn.conn_id, conn.role, conn.direction, conn.host, pc.remote_container or "",
             conn.settings.get("name", ""), user or "", sasl.mech or "",
-            False, conn.link_capacity))
+            False, conn.link_capacity, conn.cost))
+        if inter_router and conn.direction == "out":
+            self._open_router_links(conn)
+
+    def _open_router_links(self, conn: Connection) -> None:
+        """The connecting side of an inter-router connection creates every link on it, on one
+        session: the two control links (capability qd.router, no addresses), then an incoming
+        and an outgoing data link (qd.router-data) per priority 0..9, in ascending priority.
+        Each is registered like an attached link: the core learns it from a LinkAttach and its
+        LinkOpen answer is a no-op here (the link is already open locally)."""
+        ssn = conn.connection.session()
+        ssn.open()
+        plan = [(ipc.DIR_IN, CAP_ROUTER), (ipc.DIR_OUT, CAP_ROUTER)]
+        for _priority in range(PRIORITIES):
+            plan.append((ipc.DIR_IN, CAP_ROUTER_DATA))
+            plan.append((ipc.DIR_OUT, CAP_ROUTER_DATA))
+        for direction, cap in plan:
+            name = "qdlink." + uuid.uuid4().hex[:16]
+            plink = ssn.sender(name) if direction == ipc.DIR_OUT else ssn.receiver(name)
+            for terminus in (plink.source, plink.target):
+                terminus.capabilities.put_symbol(symbol(cap))
+            plink.open()
+            l_ptr = plink._impl
+            link = Link(self.new_id(), l_ptr, conn, direction,
+                        anonymous=direction == ipc.DIR_IN)
+            link.local = True
+            link.open = True
+            link.link_type = LINK_TYPES[cap]
+            conn.links[l_ptr] = link
+            self.links[link.link_id] = link
+            self.link_ptrs[l_ptr] = link
+            self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, name, None,
+                                              False, False, conn.link_capacity, link.link_type))
+        self.dirty.add(conn)
 
     def _on_link_open(self, l_ptr: Any) -> None:
         if not lib.pn_link_state(l_ptr) & LOCAL_UNINIT:
@@ -300,13 +379,19 @@ class WorkerEngine:
         address = terminus.address
         link = Link(self.new_id(), l_ptr, conn, direction,
                     anonymous=(direction == ipc.DIR_IN and address is None and not terminus.dynamic))
+        caps = _capabilities(plink.remote_source) | _capabilities(plink.remote_target)
+        if caps:  # qd.router -> router-control, qd.router-data -> inter-router
+            for cap, link_type in LINK_TYPES.items():
+                if cap in caps:
+                    link.link_type = link_type
+                    break
         conn.links[l_ptr] = link
         self.links[link.link_id] = link
         self.link_ptrs[l_ptr] = link
         presettled = plink.remote_snd_settle_mode == proton.Link.SND_SETTLED
         self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, plink.name,
                                           address, bool(terminus.dynamic), presettled,
-                                          conn.link_capacity))
+                                          conn.link_capacity, link.link_type))
 
     def _on_link_close(self, l_ptr: Any, closed: bool) -> None:
         link = self.link_ptrs.get(l_ptr)
@@ -452,6 +537,10 @@ class WorkerEngine:
     def _fx_link_open(self, fx: ipc.LinkOpen) -> None:
         link = self.links.get(fx.link_id)
         if link is None:
+            return
+        if link.local:  # created open by this router: nothing to answer
+            if link.direction == ipc.DIR_OUT:
+                self._on_flow(link.ptr)
             return
         plink = proton.Link.wrap(link.ptr)
         plink.source.copy(plink.remote_source)

@@ -43,19 +43,19 @@ class Harness:
         self.core.handle_batch(peer, list(cmds), 0.0)
         return self
 
-    def conn(self, conn_id, peer=0, role="normal"):
+    def conn(self, conn_id, peer=0, role="normal", cost=1):
         return self.do(ConnOpened(conn_id, role, "in", "127.0.0.1:1", f"c{conn_id}", "l0", "u",
-                                  "", False, 250), peer=peer)
+                                  "", False, 250, cost), peer=peer)
 
     def sender(self, link_id, conn_id, address, capacity=10, presettled=False, dynamic=False,
-               peer=0):
+               peer=0, link_type="endpoint"):
         return self.do(LinkAttach(link_id, conn_id, DIR_IN, f"s{link_id}", address, dynamic,
-                                  presettled, capacity), peer=peer)
+                                  presettled, capacity, link_type), peer=peer)
 
     def receiver(self, link_id, conn_id, address, capacity=10, dynamic=False, credit=None,
-                 peer=0):
+                 peer=0, link_type="endpoint"):
         self.do(LinkAttach(link_id, conn_id, DIR_OUT, f"r{link_id}", address, dynamic, False,
-                           capacity), peer=peer)
+                           capacity, link_type), peer=peer)
         if credit is not None:
             self.do(LinkFlow(link_id, credit, False), peer=peer)
         return self
@@ -131,6 +131,89 @@ def test_interior_roles_refused(h, role):
     [effect] = h.flat()
     assert isinstance(effect, LinkRefuse) and effect.condition == "amqp:not-allowed"
     assert h.snap()["router"]["linkCount"] == 0
+
+
+@pytest.mark.parametrize("link_type", ["router-control", "inter-router"])
+def test_router_links_refused_on_a_normal_connection(core_cls, link_type):
+    h = Harness(core_cls, mode="interior")
+    h.conn(1).sender(10, 1, None, link_type=link_type)
+    [effect] = h.flat()
+    assert isinstance(effect, LinkRefuse) and effect.condition == "amqp:not-allowed"
+    assert "inter-router" in effect.description
+    assert h.snap()["router"]["linkCount"] == 0
+
+
+def test_inter_router_refused_in_standalone_mode(h):
+    h.conn(1, role="inter-router").sender(10, 1, None, link_type="router-control")
+    [effect] = h.flat()
+    assert isinstance(effect, LinkRefuse) and effect.condition == "amqp:not-allowed"
+    assert h.snap()["router"]["mode"] == "standalone"
+
+
+def test_endpoint_links_refused_on_an_inter_router_connection(core_cls):
+    h = Harness(core_cls, mode="interior")
+    h.conn(1, role="inter-router").sender(10, 1, "q").receiver(11, 1, "q")
+    effects = h.flat()
+    assert [type(e) for e in effects] == [LinkRefuse, LinkRefuse]
+    assert all(e.condition == "amqp:not-allowed" for e in effects)
+    assert h.snap()["router"]["linkCount"] == 0
+
+
+def _inter_router_links(h, conn_id=1, first=100):
+    """Attach what the connecting router creates: 2 control links, then in/out per priority."""
+    h.sender(first, conn_id, None, capacity=250, link_type="router-control")
+    h.receiver(first + 1, conn_id, None, capacity=250, link_type="router-control")
+    for p in range(10):
+        h.sender(first + 2 + 2 * p, conn_id, None, capacity=250, link_type="inter-router")
+        h.receiver(first + 3 + 2 * p, conn_id, None, capacity=250, link_type="inter-router")
+
+
+def test_inter_router_links_classified_with_priorities(core_cls):
+    h = Harness(core_cls, mode="interior")
+    h.conn(1, role="inter-router", cost=3)
+    _inter_router_links(h)
+    effects = h.flat()
+    opens = [e for e in effects if isinstance(e, LinkOpen)]
+    assert [e.link_id for e in opens] == list(range(100, 122))
+    assert all(e.address is None for e in opens)
+    # inbound router links get their capacity as credit at once; outbound ones none to give
+    credits = {e.link_id: e.credit for e in effects if isinstance(e, LinkCredit)}
+    assert credits == {i: 250 for i in range(100, 122, 2)}
+    snap = h.snap()
+    assert snap["router"]["mode"] == "interior"
+    assert snap["connections"][0]["cost"] == 3 and snap["connections"][0]["role"] == "inter-router"
+    views = {int(v["identity"]): v for v in snap["links"]}
+    assert views[100]["linkType"] == "router-control" and views[100]["linkDir"] == "in"
+    assert views[101]["linkType"] == "router-control" and views[101]["linkDir"] == "out"
+    for p in range(10):
+        for link_id, direction in ((102 + 2 * p, "in"), (103 + 2 * p, "out")):
+            v = views[link_id]
+            assert (v["linkType"], v["linkDir"], v["priority"]) == ("inter-router", direction, p)
+            assert v["owningAddr"] is None
+    assert snap["addresses"] == []
+
+
+def test_inter_router_deliveries_are_not_routed_yet(core_cls):
+    h = Harness(core_cls, mode="interior")
+    h.conn(1, role="inter-router")
+    _inter_router_links(h)
+    h.conn(2).receiver(20, 2, "q", credit=10)
+    h.flat()
+    h.send(102, settled=True, to="q")
+    dlv = h.send(104, settled=False, to="q")
+    effects = h.flat()
+    assert not any(isinstance(e, Deliver) for e in effects)
+    assert UpdateIn(dlv, STATE_RELEASED, True, None) in effects
+    # credit replenished per received delivery
+    assert sorted(e for e in effects if isinstance(e, LinkCredit)) == sorted(
+        [LinkCredit(102, 1), LinkCredit(104, 1)])
+    assert h.link(102)["droppedPresettledCount"] == 1 and h.link(104)["releasedCount"] == 1
+    assert h.core.dropped_router == 2
+    # flow and drain on an outbound router link, then the links and connection go away
+    h.do(LinkFlow(103, 5, True))
+    assert h.flat() == [Drained(103)]
+    h.do(LinkDetach(103, True, ""), ConnClosed(1, ""))
+    assert all(v["connectionId"] != 1 for v in h.snap()["links"])
 
 
 def test_refusals(h):
@@ -586,7 +669,7 @@ def test_explicit_phases(core_cls):
 def test_connection_uptime_and_last_delivery_from_core_time(core_cls):
     h = Harness(core_cls)
     h.core.handle_batch(0, [ConnOpened(1, "normal", "in", "h:1", "c1", "l0", "u", "", False,
-                                       250)], 100.0)
+                                       250, 1)], 100.0)
     h.core.tick(130.0)
     (conn,) = h.snap()["connections"]
     assert conn["uptimeSeconds"] == 30 and conn["lastDlvSeconds"] is None

@@ -99,7 +99,8 @@ class CoreMachine(RuleBasedStateMachine):
     def open_conn(self, peer):
         conn = self._id()
         self.conns[conn] = peer
-        self._do(peer, ConnOpened(conn, "normal", "in", "h:1", "c", "l", "u", "", False, 250))
+        self._do(peer, ConnOpened(conn, "normal", "in", "h:1", "c", "l", "u", "", False, 250,
+                                  1))
 
     @precondition(lambda self: len(self.conns) > 1)
     @rule(data=st.data())
@@ -125,7 +126,7 @@ class CoreMachine(RuleBasedStateMachine):
         self.senders[link] = dict(conn=conn, capacity=capacity, granted=0, sent=0,
                                   anonymous=address is None, presettled=presettled)
         self._do(self.conns[conn], LinkAttach(link, conn, DIR_IN, "s", address, False,
-                                              presettled, capacity))
+                                              presettled, capacity, "endpoint"))
 
     @precondition(lambda self: self.conns and len(self.receivers) < 4)
     @rule(data=st.data(), address=st.sampled_from(ADDRESSES), capacity=st.integers(1, 4))
@@ -136,7 +137,7 @@ class CoreMachine(RuleBasedStateMachine):
         link = self._id()
         self.receivers[link] = dict(conn=conn, limit=0, delivered=0, outstanding={})
         self._do(self.conns[conn], LinkAttach(link, conn, DIR_OUT, "r", address, False, False,
-                                              capacity))
+                                              capacity, "endpoint"))
 
     @precondition(lambda self: self.senders or self.receivers)
     @rule(data=st.data())

@@ -414,3 +414,145 @@ def test_compiled_and_pure_builds_agree_on_random_sequences(engine_build, ops):
     if engine_build is engine_py.WorkerEngine:
         return  # compared once, from the compiled build's run
     assert _play(engine_build, ops) == _play(engine_py.WorkerEngine, ops)
+
+
+# --- inter-router connections (connector side) -------------------------------------------------
+def _terminus_caps(terminus):
+    data = terminus.capabilities
+    data.rewind()
+    caps = []
+    while data.next():
+        obj = data.get_object()
+        caps.extend(str(e) for e in obj.elements) if isinstance(obj, proton.Array) \
+            else caps.append(str(obj))
+    return caps
+
+
+def _inter_router_peer(r, cost=1, remote_cost=None):
+    """An inter-router connection made by the router's connector to a bare proton peer standing
+    in for the listening router; returns (server side Connection, peer connection, pump)."""
+    settings = dict(memrouter.LISTENER, name="ir-connector", role="inter-router", cost=cost)
+    out = r.engine.new_connection(settings, "mem:peer", "out")
+    transport = proton.Transport(proton.Transport.SERVER)
+    transport.sasl().allowed_mechs("ANONYMOUS")
+    pc = proton.Connection()
+    pc.container = "Router.Peer"
+    if remote_cost is not None:
+        pc.properties = {proton.symbol("qd.inter-router-cost"): remote_cost}
+    collector = proton.Collector()
+    pc.collect(collector)
+    transport.bind(pc)
+
+    def pump(rounds=50):
+        for _ in range(rounds):
+            moved = False
+            n = out.pending()
+            if n > 0:
+                buf = bytearray(n)
+                n = out.output(buf)
+                out.consumed(n)
+                transport.push(bytes(buf[:n]))
+                moved = True
+            size = min(transport.pending(), out.capacity())
+            if size > 0:
+                data = transport.peek(size)
+                transport.pop(len(data))
+                out.push(data, len(data))
+                moved = True
+            r.engine.process_events()
+            commands = r.engine.take_commands()
+            if commands:
+                peer, decoded = ipc.decode_batch(ipc.encode_batch(0, commands))
+                r.core.handle_batch(peer, decoded, 0.0)
+                moved = True
+            for _peer, effects in r.core.take_effects().items():
+                _, decoded = ipc.decode_batch(ipc.encode_batch(-1, effects))
+                for fx in decoded:
+                    r.engine.apply(fx)
+                    moved = True
+            if not moved:
+                return
+
+    pump()
+    pc.open()
+    pump()
+    return out, pc, collector, pump
+
+
+def test_inter_router_connector_opens_control_and_data_links():
+    r = MemRouter(mode="interior")
+    out, pc, collector, pump = _inter_router_peer(r, cost=3, remote_cost=5)
+    props = pc.remote_properties
+    assert props[proton.symbol("qd.annotations-version")] == 1
+    assert props[proton.symbol("qd.inter-router-cost")] == 3
+    assert pc.remote_container == "Router.Mem"
+    # the peer sees 22 links, in creation order: 2 control, then in/out per priority 0..9
+    links = []
+    while collector.peek() is not None:
+        ev = collector.peek()
+        if ev.type == proton.Event.LINK_REMOTE_OPEN:
+            links.append(ev.link)
+        collector.pop()
+    assert len(links) == 22
+    assert len({lk.session for lk in links}) == 1
+    for lk in links:
+        assert lk.name.startswith("qdlink.")
+        assert lk.remote_source.address is None and lk.remote_target.address is None
+    control, data = links[:2], links[2:]
+    assert sorted(lk.is_sender for lk in control) == [False, True]
+    for lk in control:
+        assert _terminus_caps(lk.remote_source) == ["qd.router"]
+        assert _terminus_caps(lk.remote_target) == ["qd.router"]
+    for k in range(10):
+        pair = data[2 * k:2 * k + 2]
+        # the router's incoming link is the peer's sender, its outgoing one the peer's receiver
+        assert [lk.is_sender for lk in pair] == [True, False]
+        for lk in pair:
+            assert _terminus_caps(lk.remote_source) == ["qd.router-data"]
+            assert _terminus_caps(lk.remote_target) == ["qd.router-data"]
+    # the core knows all 22, classified, with priorities by attach order; cost negotiated
+    snap = r.core.snapshot()
+    [conn] = snap["connections"]
+    assert conn["role"] == "inter-router" and conn["dir"] == "out" and conn["cost"] == 5
+    views = snap["links"]
+    assert [v["linkType"] for v in views] == ["router-control"] * 2 + ["inter-router"] * 20
+    assert [v["priority"] for v in views[2:] if v["linkDir"] == "in"] == list(range(10))
+    assert [v["priority"] for v in views[2:] if v["linkDir"] == "out"] == list(range(10))
+    # the peer accepting the links: the router's receivers grant their capacity as credit
+    for lk in links:
+        lk.source.copy(lk.remote_source)
+        lk.target.copy(lk.remote_target)
+        lk.open()
+    pump()
+    assert all(lk.credit == 250 for lk in links if lk.is_sender)
+    assert all(lk.state & proton.Endpoint.LOCAL_ACTIVE for lk in links)
+
+
+def test_inter_router_cost_not_sent_when_one():
+    r = MemRouter(mode="interior")
+    out, pc, collector, pump = _inter_router_peer(r, cost=1)
+    props = pc.remote_properties
+    assert props[proton.symbol("qd.annotations-version")] == 1
+    assert proton.symbol("qd.inter-router-cost") not in props
+    assert r.core.snapshot()["connections"][0]["cost"] == 1
+
+
+def test_normal_connection_open_has_no_inter_router_properties():
+    r = MemRouter()
+    c = r.client("c1")
+    props = c.connection.remote_properties
+    assert proton.symbol("qd.annotations-version") not in props
+    assert proton.symbol("qd.inter-router-cost") not in props
+
+
+def test_router_capability_refused_on_a_normal_connection():
+    r = MemRouter(mode="interior")
+    c = r.client("c1")
+    snd = c.session.sender("sneaky")
+    snd.target.capabilities.put_symbol(proton.symbol("qd.router"))
+    snd.source.capabilities.put_symbol(proton.symbol("qd.router"))
+    snd.open()
+    r.run()
+    assert snd.state & proton.Endpoint.REMOTE_CLOSED
+    assert snd.remote_condition.name == "amqp:not-allowed"
+    assert r.core.snapshot()["links"] == []

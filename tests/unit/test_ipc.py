@@ -9,9 +9,10 @@ from router_core import ipc
 
 SAMPLES = {
     ipc.PeerHello: (0, "worker", 123),
-    ipc.ConnOpened: (1, "normal", "in", "127.0.0.1:5", "c", "l", "u", "ANONYMOUS", False, 250),
+    ipc.ConnOpened: (1, "normal", "in", "127.0.0.1:5", "c", "l", "u", "ANONYMOUS", False, 250,
+                     3),
     ipc.ConnClosed: (1, ""),
-    ipc.LinkAttach: (3, 1, ipc.DIR_IN, "name", None, False, True, 250),
+    ipc.LinkAttach: (3, 1, ipc.DIR_IN, "name", None, False, True, 250, "inter-router"),
     ipc.LinkDetach: (3, True, "amqp:x: y"),
     ipc.LinkFlow: (3, 10, False),
     ipc.Transfer: (5, 3, "addr", False, 4, b"\x00Sw\xa1\x02hi"),

@@ -85,16 +85,16 @@ class ManagementAgent:
         router_id = self.spec["router_id"]
         self.conn_id = self.new_id()
         self.send(ipc.ConnOpened(self.conn_id, "internal", "in", "", router_id, "", "", "",
-                                 False, LINK_WINDOW))
+                                 False, LINK_WINDOW, 1))
         for address in MANAGEMENT_ADDRESSES:
             link_id = self.new_id()
             self.in_links[link_id] = [0, LINK_WINDOW]
             self.send(ipc.LinkAttach(link_id, self.conn_id, ipc.DIR_OUT, f"mgmt:{address}",
-                                     address, False, False, LINK_WINDOW),
+                                     address, False, False, LINK_WINDOW, "endpoint"),
                       ipc.LinkFlow(link_id, LINK_WINDOW, False))
         self.reply_link = self.new_id()
         self.send(ipc.LinkAttach(self.reply_link, self.conn_id, ipc.DIR_IN, "mgmt:replies", None,
-                                 False, True, LINK_WINDOW))
+                                 False, True, LINK_WINDOW, "endpoint"))
         self.log.log("AGENT", "info", "Management agent started on $management")
 
     # --- requests -----------------------------------------------------------------------------
