@@ -121,6 +121,9 @@ class MemRouter:
                 moved = True
         return moved
 
+    def on_commands(self, commands: list) -> None:
+        """Called with every command batch the engine hands to the core (a hook for tests)."""
+
     def run(self, rounds: int = 50) -> None:
         """Pump bytes, events, commands and effects until nothing moves (bounded)."""
         for _ in range(rounds):
@@ -128,6 +131,7 @@ class MemRouter:
             self.engine.process_events()
             commands = self.engine.take_commands()
             if commands:
+                self.on_commands(commands)
                 peer, decoded = ipc.decode_batch(ipc.encode_batch(0, commands))
                 self.core.handle_batch(peer, decoded, self.now)
                 moved = True

@@ -344,23 +344,8 @@ class _RecordingRouter(memrouter.MemRouter):
         super().__init__(engine_cls=engine_cls)
         self.log_ = []
 
-    def run(self, rounds: int = 50) -> None:
-        for _ in range(rounds):
-            moved = self._pump_once()
-            self.engine.process_events()
-            commands = self.engine.take_commands()
-            if commands:
-                self.log_.append([(type(c).__name__,) + tuple(c) for c in commands])
-                peer, decoded = ipc.decode_batch(ipc.encode_batch(0, commands))
-                self.core.handle_batch(peer, decoded, self.now)
-                moved = True
-            for peer, effects in self.core.take_effects().items():
-                _, decoded = ipc.decode_batch(ipc.encode_batch(-1, effects))
-                for fx in decoded:
-                    self.engine.apply(fx)
-                    moved = True
-            if not moved:
-                return
+    def on_commands(self, commands: list) -> None:
+        self.log_.append([(type(c).__name__,) + tuple(c) for c in commands])
 
 
 def _play(engine_cls, ops):
