@@ -124,21 +124,26 @@ class MemRouter:
     def on_commands(self, commands: list) -> None:
         """Called with every command batch the engine hands to the core (a hook for tests)."""
 
+    def exchange(self) -> bool:
+        """One round of engine events -> core -> effects -> engine; True if anything moved."""
+        moved = False
+        self.engine.process_events()
+        commands = self.engine.take_commands()
+        if commands:
+            self.on_commands(commands)
+            peer, decoded = ipc.decode_batch(ipc.encode_batch(0, commands))
+            self.core.handle_batch(peer, decoded, self.now)
+            moved = True
+        for peer, effects in self.core.take_effects().items():
+            _, decoded = ipc.decode_batch(ipc.encode_batch(-1, effects))
+            for fx in decoded:
+                self.engine.apply(fx)
+                moved = True
+        return moved
+
     def run(self, rounds: int = 50) -> None:
         """Pump bytes, events, commands and effects until nothing moves (bounded)."""
         for _ in range(rounds):
             moved = self._pump_once()
-            self.engine.process_events()
-            commands = self.engine.take_commands()
-            if commands:
-                self.on_commands(commands)
-                peer, decoded = ipc.decode_batch(ipc.encode_batch(0, commands))
-                self.core.handle_batch(peer, decoded, self.now)
-                moved = True
-            for peer, effects in self.core.take_effects().items():
-                _, decoded = ipc.decode_batch(ipc.encode_batch(-1, effects))
-                for fx in decoded:
-                    self.engine.apply(fx)
-                    moved = True
-            if not moved:
+            if not self.exchange() and not moved:
                 return

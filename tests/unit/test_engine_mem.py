@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 from proton import Delivery
 
 import memrouter
-from router_core import ipc
 from router_io import engine as engine_py
 
 
@@ -444,18 +443,7 @@ def _inter_router_peer(r, cost=1, remote_cost=None):
                 transport.pop(len(data))
                 out.push(data, len(data))
                 moved = True
-            r.engine.process_events()
-            commands = r.engine.take_commands()
-            if commands:
-                peer, decoded = ipc.decode_batch(ipc.encode_batch(0, commands))
-                r.core.handle_batch(peer, decoded, 0.0)
-                moved = True
-            for _peer, effects in r.core.take_effects().items():
-                _, decoded = ipc.decode_batch(ipc.encode_batch(-1, effects))
-                for fx in decoded:
-                    r.engine.apply(fx)
-                    moved = True
-            if not moved:
+            if not r.exchange() and not moved:
                 return
 
     pump()
