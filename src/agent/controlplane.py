@@ -42,6 +42,7 @@ class ControlPlane:
         self.outbox: list = []
         self.control: list = []  # management messages: sent in their own batch (coreproc.py)
         self.running = True
+        self.failed = False
         self.handlers: dict = {}  # effect type -> callable, filled by the engines
         workers = int(spec.get("workers", peer_count - 1))
         self.management = ManagementAgent(spec, self.log, self.new_id, self.send,
@@ -120,6 +121,7 @@ class ControlPlane:
                             error or "")]))
         if error:
             self.running = False
+            self.failed = True
         poller = self.poller
         poller.register(self.core, zmq.POLLIN)
         poller.register(self.reload_sock, zmq.POLLIN)
@@ -144,7 +146,8 @@ class ControlPlane:
         self.metrics.close()
         self.reload_sock.close(0)
         self.core.close(0)
-        self.status.close(0)
+        # a failure report must reach the supervisor before we go: linger 0 would drop it
+        self.status.close(2000 if self.failed else 0)
         self.ctx.term()
 
     def _drain(self) -> None:
@@ -169,7 +172,7 @@ def main(argv: Optional[list] = None) -> int:
     plane = ControlPlane(spec, args.index, args.peers, args.ipc)
     signal.signal(signal.SIGTERM, plane.stop)
     plane.run()
-    return 0
+    return 1 if plane.failed else 0
 
 
 if __name__ == "__main__":

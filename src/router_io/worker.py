@@ -483,6 +483,9 @@ def main(argv: Optional[list] = None) -> int:
     worker = Worker(spec, args.index, args.peers, args.ipc)
     signal.signal(signal.SIGTERM, worker.stop)
     if not worker.start():
+        worker.status.close(2000)  # deliver the failure report before exiting
+        worker.core.close(0)
+        worker.ctx.term()
         return 1
     run_profiled(f"worker{args.index}", worker.run)
     return 0
