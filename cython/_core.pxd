@@ -61,6 +61,9 @@ cdef class Connection:
     cdef public dict links
     cdef public long long data_in, data_out
     cdef public double opened_at, last_delivery_at
+    cdef public object control_in, control_out
+    cdef public list data_links
+    cdef public bint router_up
 
 
 @cython.final
@@ -87,7 +90,9 @@ cdef class Address:
     cdef public int dist, priority
     cdef public list consumers, waiting, queues
     cdef public long long held, rr, refs, container_count
-    cdef public long long ingress, egress, to_container, from_container
+    cdef public long long ingress, egress, to_container, from_container, transit
+    cdef public dict remotes
+    cdef public bint announced
 
 
 @cython.final
@@ -100,7 +105,9 @@ cdef class InDelivery:
     cdef public int priority, outcome
     cdef public long long pending, open
     cdef public OutDelivery out
-    cdef public list copies
+    cdef public list copies, targets
+    cdef public object to_override
+    cdef public int phase
 
 
 @cython.final
@@ -121,7 +128,9 @@ cdef class RouterCore:
     cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled
     cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
     cdef readonly long long modified, ingress, egress, transit, ingress_container
-    cdef readonly long long egress_container, dropped_router
+    cdef readonly long long egress_container
+    cdef readonly object agent_peer
+    cdef readonly dict routers
     cdef public double now
     cdef long long _next_out
     cdef dict _key_cache, _effects, _dispatch
@@ -149,12 +158,18 @@ cdef class RouterCore:
     cdef Link _pick(self, Address addr)
     @cython.locals(out_id=cython.longlong, addr=Address, out=OutDelivery)
     cdef OutDelivery _send(self, Link link, InDelivery dlv, bint settled, payload)
-    @cython.locals(link=Link, settled=cython.bint)
-    cdef _forward_multicast(self, Address addr, InDelivery dlv)
     cdef _copy_unqueued(self, InDelivery dlv)
     @cython.locals(link=Link, addr=Address, dlv=InDelivery, p=cython.int, drain=cython.bint)
     cdef _on_flow(self, peer, cmd)
-    cdef _router_transfer(self, Link link, dlv_id, bint settled)
+    cdef _route(self, Link link, dlv_id, bint settled, int priority, payload, Address addr, key,
+                origin, exclude)
+    cdef _unroutable(self, Link link, dlv_id, bint settled)
+    @cython.locals(dlv=InDelivery)
+    cdef _hold(self, Link link, dlv_id, bint settled, int priority, payload, Address addr)
+    @cython.locals(link=Link, settled=cython.bint, out=OutDelivery)
+    cdef _forward_multicast(self, list targets, InDelivery dlv)
+    @cython.locals(out_id=cython.longlong, out=OutDelivery)
+    cdef _send_router(self, Link link, dlv, bint settled, payload, to_override, int phase)
     @cython.locals(dlv=InDelivery, link=Link)
     cdef _release_held(self, Address addr)
     cdef _count_outcome(self, Link link, int state, bint router_wide)
@@ -169,3 +184,9 @@ cdef class RouterCore:
     cdef _on_disposition(self, peer, cmd)
     @cython.locals(dlv=InDelivery, link=Link, out=OutDelivery, consumer=Link, state=cython.int)
     cdef _on_settle_in(self, peer, cmd)
+    @cython.locals(link=Link, addr=Address, settled=cython.bint, priority=cython.int,
+                   phase=cython.int)
+    cdef _on_router_transfer(self, peer, cmd)
+    @cython.locals(dlv=InDelivery)
+    cdef _send_anycast_remote(self, Link link, dlv_id, bint settled, payload, addr, Link out,
+                              to_override, int phase)

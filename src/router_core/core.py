@@ -59,10 +59,13 @@ from router_core.addressing import address_key, mobile_text, temp_address
 from router_core.matcher import AddressRules
 from router_core.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, ConnClosed,
-    ConnOpened, Deliver, Disposition, Drained, IpcError, LinkAttach, LinkCredit, LinkDetach,
-    LinkFlow, LinkOpen, LinkRefuse, PeerHello, SettleIn, SettleOut, Transfer, UpdateIn)
+    ConnOpened, ControlIn, ControlSend, Deliver, Disposition, Drained, IpcError, LinkAttach,
+    LinkCredit, LinkDetach, LinkFlow, LinkOpen, LinkRefuse, LocalAddress, PeerHello,
+    RemoteAddress, RouteUpdate, RouterDeliver, RouterLinkDown, RouterLinkUp, RouterTransfer,
+    SettleIn, SettleOut, Transfer, UpdateIn)
 from router_core.corestate import (
-    DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_UNAVAILABLE, MCAST_RANK, management_snapshot)
+    DIST_BALANCED, DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_UNAVAILABLE, MCAST_RANK,
+    management_snapshot)
 
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _KEY_CACHE_MAX = 8192
@@ -75,6 +78,15 @@ _LINK_CONTROL = "router-control"
 _LINK_DATA = "inter-router"
 _CONTROL_PRIORITY = 9  # control messages travel at the highest priority
 _ROUTE_CONTAINER = "route-container"
+# The routing protocol's own addresses: what arrives for them goes to the agent (ControlIn).
+_CONTROL_LOCAL = frozenset(["Lqdhello", "Lqdrouter", "Lqdrouter.ma"])
+_CONTROL_FLOOD = frozenset(["Tqdrouter", "Tqdrouter.ma"])
+_CONTROL_BACKLOG = 1000   # routing messages queued on a control link without credit, at most
+_DEFAULT_PRIORITY = 4
+# The treatment hint a router advertises with a mobile address (MAU), by distribution code
+_HINT_OF_DIST = {DIST_MULTICAST: 1, DIST_CLOSEST: 2, DIST_BALANCED: 3, DIST_UNAVAILABLE: 5}
+_DIST_OF_HINT = {0: DIST_MULTICAST, 1: DIST_MULTICAST, 2: DIST_CLOSEST, 3: DIST_BALANCED,
+                 4: DIST_BALANCED, 5: DIST_UNAVAILABLE}
 _tuple_new = tuple.__new__
 
 
@@ -100,7 +112,8 @@ def _fields(cmd: Any) -> tuple:
 class Connection:
     __slots__ = ("peer", "conn_id", "role", "direction", "host", "container", "listener", "user",
                  "sasl", "encrypted", "link_capacity", "cost", "links", "opened_at",
-                 "last_delivery_at", "data_in", "data_out")
+                 "last_delivery_at", "data_in", "data_out", "control_in", "control_out",
+                 "data_links", "router_up")
 
     def __init__(self, peer: int, conn_id: int, role: str, direction: str, host: str,
                  container: str, listener: str, user: str, sasl: str, encrypted: bool,
@@ -121,6 +134,12 @@ class Connection:
         # inter-router: data links attached so far per direction (the k-th has priority k)
         self.data_in = 0
         self.data_out = 0
+        # inter-router: the control links, the outbound data link of each priority 0..9, and
+        # whether the agent was told the connection is up (both control links attached)
+        self.control_in = None
+        self.control_out = None
+        self.data_links = [None] * 10
+        self.router_up = False
         self.opened_at = 0.0         # core time of the open (for uptimeSeconds)
         self.last_delivery_at = -1.0  # core time of the last delivery in or out, -1: none yet
 
@@ -183,7 +202,8 @@ class Link:
 
 class Address:
     __slots__ = ("key", "dist", "priority", "consumers", "waiting", "queues", "held", "rr", "refs",
-                 "container_count", "ingress", "egress", "to_container", "from_container")
+                 "container_count", "ingress", "egress", "to_container", "from_container",
+                 "remotes", "transit", "announced")
 
     def __init__(self, key: str, dist: int, priority: int) -> None:
         self.key = key
@@ -201,6 +221,23 @@ class Address:
         self.egress = 0
         self.to_container = 0
         self.from_container = 0
+        self.remotes = {}           # interior: router id -> hint, routers with a destination
+        self.transit = 0
+        self.announced = False      # interior: the agent was told we have a local destination
+
+
+class RemoteRouter:
+    """Another router of the network, as the last route computation (RouteUpdate) gave it."""
+
+    __slots__ = ("router_id", "next_hop", "conn", "cost", "valid_origins")
+
+    def __init__(self, router_id: str, next_hop: str, conn: Any, cost: int,
+                 valid_origins: Any) -> None:
+        self.router_id = router_id
+        self.next_hop = next_hop      # the neighbour router id toward it
+        self.conn = conn              # the inter-router Connection to that neighbour (or None)
+        self.cost = cost
+        self.valid_origins = valid_origins  # frozenset of router ids
 
 
 # The two per-message records are built by a function rather than ``__init__``: compiled,
@@ -209,7 +246,8 @@ class InDelivery:
     """An inbound delivery the core still has to hold or settle. Built by :func:`_in_delivery`."""
 
     __slots__ = ("dlv_id", "link", "settled", "payload", "addr", "multicast", "priority",
-                 "pending", "out", "open", "copies", "outcome", "info")
+                 "pending", "out", "open", "copies", "outcome", "info", "targets", "to_override",
+                 "phase")
 
 
 def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Address,
@@ -228,6 +266,9 @@ def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Add
     dlv.copies = None      # multicast: OutDelivery of every copy sent
     dlv.outcome = 0        # multicast: aggregated outcome so far
     dlv.info = None
+    dlv.targets = None     # multicast: the links its copies go to
+    dlv.to_override = None  # toward another router: x-opt-qd.to to set (None: keep)
+    dlv.phase = -1          # toward another router: x-opt-qd.phase to set (-1: keep)
     return dlv
 
 
@@ -292,7 +333,6 @@ class RouterCore:
         # router-wide management counters (see the ``counters`` property for their names)
         self.presettled = 0
         self.dropped_presettled = 0
-        self.dropped_router = 0  # deliveries received on inter-router links (not forwarded yet)
         self.accepted = 0
         self.rejected = 0
         self.released = 0
@@ -308,10 +348,16 @@ class RouterCore:
         self.now = 0.0  # the time given with the latest command batch or tick
         self._effects = {}       # peer -> [effect]
         self._credited = []      # links with a LinkCredit placeholder in _effects (coalesced)
+        # interior mode: the agent's peer index, and every other router the routing protocol
+        # reaches (router id -> RemoteRouter), from its latest RouteUpdate
+        self.agent_peer = None
+        self.routers = {}
         # Commands off the per-message path (the per-message ones are tested first in _handle).
         self._dispatch = {LinkAttach: self._on_attach, LinkDetach: self._on_detach,
                           ConnOpened: self._on_conn_opened, ConnClosed: self._on_conn_closed,
-                          PeerHello: self._on_hello}
+                          PeerHello: self._on_hello, ControlSend: self._on_control_send,
+                          RouteUpdate: self._on_route_update,
+                          RemoteAddress: self._on_remote_address}
 
     # ------------------------------------------------------------------------------------------
     # Public API
@@ -337,6 +383,8 @@ class RouterCore:
             self._on_flow(peer, cmd)
         elif kind is SettleIn:
             self._on_settle_in(peer, cmd)
+        elif kind is RouterTransfer:
+            self._on_router_transfer(peer, cmd)
         else:
             handler = self._dispatch.get(kind)
             if handler is None:
@@ -457,7 +505,8 @@ class RouterCore:
 
     def _unref(self, addr: Address) -> None:
         addr.refs -= 1
-        if addr.refs <= 0 and addr.held == 0 and self.addrs.get(addr.key) is addr:
+        if (addr.refs <= 0 and addr.held == 0 and not addr.remotes
+                and self.addrs.get(addr.key) is addr):
             del self.addrs[addr.key]
 
     def _new_temp(self, target: bool) -> tuple:
@@ -474,6 +523,8 @@ class RouterCore:
     # ------------------------------------------------------------------------------------------
     def _on_hello(self, peer: int, cmd: Any) -> None:
         self.peers[peer] = cmd[1]
+        if cmd[1] == "agent":
+            self.agent_peer = peer
 
     def _on_conn_opened(self, peer: int, cmd: Any) -> None:
         old = self.conns.get(cmd[0])
@@ -492,6 +543,7 @@ class RouterCore:
             link.closed = True
         for link in links:
             self._drop_link(link)
+        self._router_down(conn)
 
     def _on_attach(self, peer: int, cmd: Any) -> None:
         link_id, conn_id, direction, name, address, dynamic, presettled, capacity, link_type = cmd
@@ -549,12 +601,10 @@ class RouterCore:
             if link.to_container:
                 addr.container_count += 1
             if addr.waiting:
-                waiting = addr.waiting
-                addr.waiting = []
-                for sender in waiting:
-                    sender.credited = True
-                    self._credit(sender, sender.capacity)
-        elif addr.consumers:
+                self._credit_waiting(addr)
+            if not addr.announced and self.mode == "interior" and key[0] == "M":
+                self._announce(addr, True)
+        elif addr.consumers or (addr.remotes and self._reachable(addr)):
             link.credited = True
             self._credit(link, capacity)
         else:
@@ -564,10 +614,10 @@ class RouterCore:
                             presettled: Any, capacity: int, link_type: str) -> None:
         """A control or data link on an inter-router connection (interior mode).
 
-        Accepted and shown in management, but not wired to any address: forwarding across
-        routers is not built yet. Data links get their priority by attach order, per direction
-        (the connecting side creates them in ascending priority order). Inbound router links
-        get their whole capacity as credit at once, replenished per received delivery.
+        Data links get their priority by attach order, per direction (the connecting side
+        creates them in ascending priority order). Inbound router links get their whole
+        capacity as credit at once, replenished per received delivery. Once both control links
+        are attached the agent hears RouterLinkUp and starts its HELLOs on the connection.
         """
         if link_id in self.links:
             self._emit(conn.peer, LinkRefuse(link_id, "amqp:internal-error", "duplicate link id"))
@@ -583,33 +633,30 @@ class RouterCore:
                 priority = conn.data_out
                 conn.data_out += 1
             link.priority = priority if priority < 9 else 9
+            if direction == DIR_OUT and conn.data_links[link.priority] is None:
+                conn.data_links[link.priority] = link
         else:
             link.priority = _CONTROL_PRIORITY
+            if direction == DIR_IN:
+                conn.control_in = link
+            else:
+                conn.control_out = link
         self.links[link_id] = link
         conn.links[link_id] = link
         self._emit(conn.peer, LinkOpen(link_id, None))
         if direction == DIR_IN:
             link.credited = True
             self._credit(link, capacity)
+        if (not conn.router_up and conn.control_in is not None and conn.control_out is not None
+                and self.agent_peer is not None):
+            conn.router_up = True
+            self._emit(self.agent_peer, RouterLinkUp(conn.conn_id, conn.cost, conn.container))
 
-    def _router_transfer(self, link: Link, dlv_id: Any, settled: bool) -> None:
-        """A delivery on an inter-router link. Forwarding across routers (and the routing
-        protocol's control messages) is not built yet: the delivery is dropped, counted
-        (an unsettled one is released back to the sender), and its credit replenished."""
-        link.received += 1
-        link.delivery_count += 1
-        link.conn.last_delivery_at = self.now
-        self.dropped_router += 1
-        if settled:
-            link.presettled_count += 1
-            link.dropped_presettled_count += 1
-            self.presettled += 1
-            self.dropped_presettled += 1
-        else:
-            self._count_outcome(link, STATE_RELEASED, True)
-            if not link.closed:
-                self._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
-        self._replenish(link)
+    def _router_down(self, conn: Connection) -> None:
+        if conn.router_up:
+            conn.router_up = False
+            if self.agent_peer is not None:
+                self._emit(self.agent_peer, RouterLinkDown(conn.conn_id))
 
     def _on_detach(self, peer: int, cmd: Any) -> None:
         link = self.links.get(cmd[0])
@@ -623,6 +670,7 @@ class RouterCore:
         link.conn.links.pop(link.link_id, None)
         addr = link.addr
         if link.router:  # not attached to any address
+            self._drop_router_link(link)
             return
         if link.direction == DIR_IN:
             if addr is not None:
@@ -633,13 +681,49 @@ class RouterCore:
         addr.consumers.remove(link)
         if link.to_container:
             addr.container_count -= 1
-        # Copies queued for this receiver (multicast) were never sent: released.
+        self._fail_outbound(link)
+        if not addr.consumers and addr.held:
+            self._release_held(addr)
+        if not addr.consumers and addr.announced:
+            self._announce(addr, False)
+        self._unref(addr)
+
+    def _drop_router_link(self, link: Link) -> None:
+        conn = link.conn
+        if link.link_type == _LINK_CONTROL:
+            if conn.control_in is link:
+                conn.control_in = None
+            if conn.control_out is link:
+                conn.control_out = None
+                link.queue = deque()  # routing messages: raw payloads, nothing to settle
+            self._router_down(conn)
+        elif link.direction == DIR_OUT and conn.data_links[link.priority] is link:
+            conn.data_links[link.priority] = None
+        if link.direction == DIR_OUT:
+            self._fail_outbound(link)
+
+    def _fail_outbound(self, link: Link) -> None:
+        """An outbound link is gone: what was queued for it is released (an anycast delivery
+        toward another router), what was sent and not settled gets the receiver's outcome if it
+        gave one, else MODIFIED (in doubt)."""
         queue = link.queue
         link.queue = deque()
         for dlv in queue:
-            self._copy_unqueued(dlv)
-            if not dlv.settled:
-                self._copy_done(dlv, STATE_RELEASED, None)
+            if dlv.multicast:
+                self._copy_unqueued(dlv)
+                if not dlv.settled:
+                    self._copy_done(dlv, STATE_RELEASED, None)
+            else:
+                dlv.pending = 0
+                dlv.payload = None
+                in_link = dlv.link
+                in_link.held -= 1
+                if dlv.settled:
+                    in_link.dropped_presettled_count += 1
+                    self.dropped_presettled += 1
+                else:
+                    self._settle_in(dlv, STATE_RELEASED, None)
+                self._replenish(in_link)
         # Sent and unsettled: the receiver's outcome if it gave one, else in doubt (MODIFIED).
         for out in list(link.unsettled.values()):
             if out.out_id not in self.out_unsettled:
@@ -656,9 +740,6 @@ class RouterCore:
                     self._copy_done(dlv, state, info)
             else:
                 self._settle_in(dlv, state, info)
-        if not addr.consumers and addr.held:
-            self._release_held(addr)
-        self._unref(addr)
 
     # ------------------------------------------------------------------------------------------
     # Deliveries
@@ -670,8 +751,9 @@ class RouterCore:
             if not settled:
                 self._emit(peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
             return
-        if link.router:
-            self._router_transfer(link, dlv_id, settled)
+        if link.router:  # a worker that reports router links as plain transfers
+            self._on_router_transfer(peer, RouterTransfer(dlv_id, link_id, to, settled, priority,
+                                                          0, None, [], payload))
             return
         link.received += 1
         link.delivery_count += 1
@@ -680,8 +762,10 @@ class RouterCore:
         if link.from_container:
             self.ingress_container += 1
         addr = link.addr
+        key = None
         if addr is None and to is not None:
-            addr = self.addrs.get(_phase_key(self.rules, self._key(to), DIR_IN))
+            key = _phase_key(self.rules, self._key(to), DIR_IN)
+            addr = self.addrs.get(key)
         if settled:
             link.presettled_count += 1
             self.presettled += 1
@@ -691,19 +775,29 @@ class RouterCore:
             addr.ingress += 1
             if link.from_container:
                 addr.from_container += 1
+        self._route(link, dlv_id, settled, priority, payload, addr, key, None, None)
+
+    def _route(self, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
+               addr: Optional[Address], key: Any, origin: Any, exclude: Any) -> None:
+        """Forward one inbound delivery (counted already) to its consumers: local links, and in
+        a network other routers. ``origin``: the ingress router id of a delivery that came from
+        another router (None: this one); ``exclude``: router ids in its trace."""
+        if self.routers:  # interior, with other routers known
+            if addr is None:
+                if key is not None and (key[0] == "R" or key[0] == "T"):
+                    self._route_topo(link, dlv_id, settled, priority, payload, key, exclude)
+                    return
+            elif addr.remotes and addr.dist != DIST_UNAVAILABLE and (
+                    addr.dist != DIST_CLOSEST or not addr.consumers):
+                self._route_remote(link, dlv_id, settled, priority, payload, addr, origin,
+                                   exclude)
+                return
         if addr is None or not addr.consumers or addr.dist == DIST_UNAVAILABLE:
-            if settled:
-                link.dropped_presettled_count += 1
-                self.dropped_presettled += 1
-            else:
-                link.in_unsettled -= 1
-                self._count_outcome(link, STATE_RELEASED, True)
-                if not link.closed:
-                    self._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
-            self._replenish(link)
+            self._unroutable(link, dlv_id, settled)
             return
         if addr.dist == DIST_MULTICAST:
-            self._forward_multicast(addr, _in_delivery(dlv_id, link, settled, payload, addr, True))
+            dlv = _in_delivery(dlv_id, link, settled, payload, addr, True)
+            self._forward_multicast(addr.consumers, dlv)
             return
         target = self._pick(addr)
         if target is not None:
@@ -715,6 +809,23 @@ class RouterCore:
                 dlv.out = self._send(target, dlv, False, payload)
             self._replenish(link)
             return
+        self._hold(link, dlv_id, settled, priority, payload, addr)
+
+    def _unroutable(self, link: Link, dlv_id: Any, settled: bool) -> None:
+        """No destination: a pre-settled delivery is dropped, an unsettled one RELEASED."""
+        if settled:
+            link.dropped_presettled_count += 1
+            self.dropped_presettled += 1
+        else:
+            link.in_unsettled -= 1
+            self._count_outcome(link, STATE_RELEASED, True)
+            if not link.closed:
+                self._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
+        self._replenish(link)
+
+    def _hold(self, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
+              addr: Address) -> None:
+        """Local consumers, none with credit: hold the delivery at the address."""
         dlv = _in_delivery(dlv_id, link, settled, payload, addr, False)
         if not settled:
             self.in_unsettled[dlv_id] = dlv
@@ -780,17 +891,25 @@ class RouterCore:
         link.unsettled[out_id] = out
         return out
 
-    def _forward_multicast(self, addr: Address, dlv: InDelivery) -> None:
+    def _forward_multicast(self, targets: list, dlv: InDelivery) -> None:
+        """One copy of ``dlv`` to every link of ``targets`` (local consumers, and one data
+        link per next-hop router), queued on a link without credit."""
         settled = dlv.settled
         payload = dlv.payload
+        dlv.targets = targets
         if not settled:
             self.in_unsettled[dlv.dlv_id] = dlv
-            dlv.open = len(addr.consumers)
+            dlv.open = len(targets)
             dlv.copies = []
-        for link in addr.consumers:
+        for link in targets:
             if link.queue or link.limit <= link.delivered:
                 link.queue.append(dlv)
                 dlv.pending += 1
+            elif link.router:
+                out = self._send_router(link, None if settled else dlv, settled, payload,
+                                        dlv.to_override, dlv.phase)
+                if not settled:
+                    dlv.copies.append(out)
             elif settled:
                 self._send(link, None, True, payload)
             else:
@@ -816,8 +935,10 @@ class RouterCore:
             return
         link.limit = limit
         addr = link.addr
-        if addr is None:  # a router link: nothing is ever routed to it yet
-            if drain:
+        if addr is None:  # a router link
+            if link.queue:
+                self._drain_router_queue(link)
+            if drain and (link.limit > link.delivered or not link.queue):
                 self._emit(link.peer, Drained(link_id))
                 if link.limit > link.delivered:
                     link.delivered = link.limit
@@ -968,11 +1089,20 @@ class RouterCore:
         self._count_outcome(link, state, True)
         if dlv.pending:
             if dlv.multicast:
-                for consumer in dlv.addr.consumers:
+                for consumer in dlv.targets:
                     queue = consumer.queue
                     while dlv in queue:
                         queue.remove(dlv)
                         self._copy_unqueued(dlv)
+            elif dlv.addr is None or dlv not in dlv.addr.queues[dlv.priority]:
+                for out_link in list(self.links.values()):  # queued toward another router
+                    if out_link.router and dlv in out_link.queue:
+                        out_link.queue.remove(dlv)
+                        break
+                dlv.pending = 0
+                dlv.payload = None
+                link.held -= 1
+                self._replenish(link)
             else:
                 dlv.addr.queues[dlv.priority].remove(dlv)
                 dlv.addr.held -= 1
@@ -988,3 +1118,347 @@ class RouterCore:
                     self._emit(out.link.peer, _effect(SettleOut, (out.out_id, state)))
         dlv.copies = []
         dlv.out = None
+
+    # ------------------------------------------------------------------------------------------
+    # Interior mode: other routers (routing table from the agent) and inter-router links
+    # ------------------------------------------------------------------------------------------
+    def _on_router_transfer(self, peer: int, cmd: Any) -> None:
+        dlv_id, link_id, to, settled, priority, phase, ingress, trace, payload = _fields(cmd)
+        link = self.links.get(link_id)
+        if link is None or link.direction != DIR_IN:
+            if not settled:
+                self._emit(peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
+            return
+        link.received += 1
+        link.delivery_count += 1
+        link.conn.last_delivery_at = self.now
+        if settled:
+            link.presettled_count += 1
+            self.presettled += 1
+        else:
+            link.in_unsettled += 1
+        if to is None:
+            self._unroutable(link, dlv_id, settled)
+            return
+        key = self._key(to)
+        exclude = _trace_ids(trace)
+        if link.link_type == _LINK_CONTROL or key in _CONTROL_LOCAL or key in _CONTROL_FLOOD:
+            self._control_in(link, dlv_id, settled, key, exclude, payload)
+            return
+        if phase and key[0] == "M":
+            key = f"M{phase}{key[2:]}"
+        if ingress is not None and ingress[:2] == "0/":
+            origin = ingress[2:]
+        else:
+            origin = link.conn.container
+        addr = self.addrs.get(key)
+        if addr is not None:
+            addr.transit += 1
+        self._route(link, dlv_id, settled, priority, payload, addr, key, origin, exclude)
+
+    def _control_in(self, link: Link, dlv_id: Any, settled: bool, key: str, exclude: Any,
+                    payload: Any) -> None:
+        """A routing-protocol message: to the agent if it is for this router, onward (flooded
+        or toward its router) if it is for others. Always consumed here."""
+        if not settled:  # routing messages are pre-settled; accept one that is not
+            link.in_unsettled -= 1
+            self._count_outcome(link, STATE_ACCEPTED, True)
+            if not link.closed:
+                self._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_ACCEPTED, True, None)))
+        if (key in _CONTROL_LOCAL or key in _CONTROL_FLOOD) and self.agent_peer is not None:
+            self._emit(self.agent_peer, ControlIn(link.conn.conn_id, payload))
+        if key[0] == "T":
+            self._flood_control(payload, exclude)
+        elif key[0] == "R":
+            router = self.routers.get(key[1:])
+            if router is not None and router.conn is not None and router.next_hop not in exclude:
+                self._send_control(router.conn.control_out, payload)
+        self._replenish(link)
+
+    def _on_control_send(self, peer: int, cmd: Any) -> None:
+        conn_id, to, payload = cmd
+        if conn_id >= 0:
+            conn = self.conns.get(conn_id)
+            if conn is not None:
+                self._send_control(conn.control_out, payload)
+            return
+        key = self._key(to)
+        if key[0] == "T":
+            self._flood_control(payload, ())
+        elif key[0] == "R":
+            router = self.routers.get(key[1:])
+            if router is not None and router.conn is not None:
+                self._send_control(router.conn.control_out, payload)
+
+    def _flood_control(self, payload: Any, exclude: Any) -> None:
+        """One copy on the control link of every distinct next hop, except routers in the
+        trace."""
+        done = set()
+        for router in self.routers.values():
+            conn = router.conn
+            if conn is None or router.next_hop in exclude or conn.conn_id in done:
+                continue
+            done.add(conn.conn_id)
+            self._send_control(conn.control_out, payload)
+
+    def _send_control(self, link: Any, payload: Any) -> None:
+        if link is None or link.closed:
+            return
+        if not link.queue and link.limit > link.delivered:
+            self._send_router(link, None, True, payload, None, -1)
+        elif len(link.queue) < _CONTROL_BACKLOG:
+            link.queue.append(payload)
+
+    def _route_topo(self, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
+                    key: str, exclude: Any) -> None:
+        """``_topo/0/<router>/...`` (key ``R<router>``): toward that router; ``_topo/0/all/...``
+        (``T...``): one copy to every next hop."""
+        prio = 9 if priority > 9 else (0 if priority < 0 else priority)
+        if key[0] == "R":
+            router = self.routers.get(key[1:])
+            if router is None or (exclude and router.next_hop in exclude):
+                self._unroutable(link, dlv_id, settled)
+                return
+            out = self._data_link(router.conn, prio)
+            if out is None:
+                self._unroutable(link, dlv_id, settled)
+                return
+            self._send_anycast_remote(link, dlv_id, settled, payload, None, out, None, -1)
+            return
+        targets = self._next_hop_links(self.routers, exclude, prio)
+        if not targets:
+            self._unroutable(link, dlv_id, settled)
+            return
+        self._forward_multicast(targets, _in_delivery(dlv_id, link, settled, payload, None, True))
+
+    def _route_remote(self, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
+                      addr: Address, origin: Any, exclude: Any) -> None:
+        """A mobile address with destinations on other routers (and maybe here)."""
+        prio = addr.priority if addr.priority >= 0 else priority
+        prio = 9 if prio > 9 else (0 if prio < 0 else prio)
+        to_override = None
+        phase = -1
+        if not link.router and link.addr is not None:
+            # a targeted sender: the next router cannot read the address from the message
+            to_override = mobile_text(addr.key)
+            if to_override is None:
+                to_override = link.address
+            phase = ord(addr.key[1]) - 48 if addr.key[0] == "M" else -1
+        if addr.dist == DIST_MULTICAST:
+            targets = list(addr.consumers)
+            targets.extend(self._next_hop_links(addr.remotes, exclude, prio))
+            if not targets:
+                self._unroutable(link, dlv_id, settled)
+                return
+            dlv = _in_delivery(dlv_id, link, settled, payload, addr, True)
+            dlv.to_override = to_override
+            dlv.phase = phase
+            self._forward_multicast(targets, dlv)
+            return
+        local = self._pick(addr) if addr.consumers else None
+        remote = self._pick_remote(addr, origin, exclude, prio)
+        if local is not None and remote is not None and addr.dist != DIST_CLOSEST:
+            local_score = len(local.unsettled) + len(local.queue)
+            router = self.routers[remote[1]]
+            if local_score > router.cost + len(remote[0].unsettled) + len(remote[0].queue):
+                local = None
+        if local is not None:
+            if settled:
+                self._send(local, None, True, payload)
+            else:
+                dlv = _in_delivery(dlv_id, link, False, None, addr, False)
+                self.in_unsettled[dlv_id] = dlv
+                dlv.out = self._send(local, dlv, False, payload)
+            self._replenish(link)
+            return
+        if remote is not None:
+            addr.transit += 1
+            self._send_anycast_remote(link, dlv_id, settled, payload, addr, remote[0],
+                                      to_override, phase)
+            return
+        if addr.consumers:
+            self._hold(link, dlv_id, settled, priority, payload, addr)
+        else:
+            self._unroutable(link, dlv_id, settled)
+
+    def _pick_remote(self, addr: Address, origin: Any, exclude: Any, prio: int) -> Any:
+        """(data link, router id) toward the best other router with a destination for
+        ``addr``: least cost for closest; for balanced least cost plus what is outstanding on
+        the link, among routers for which the delivery's ingress router is a valid origin."""
+        closest = addr.dist == DIST_CLOSEST
+        best = None
+        best_id = None
+        best_score = 0
+        for router_id in addr.remotes:
+            router = self.routers.get(router_id)
+            if router is None or (exclude and router.next_hop in exclude):
+                continue
+            if (not closest and origin is not None and origin != self.router_id
+                    and origin not in router.valid_origins):
+                continue
+            out = self._data_link(router.conn, prio)
+            if out is None:
+                continue
+            score = router.cost
+            if not closest:
+                score += len(out.unsettled) + len(out.queue)
+            if best is None or score < best_score or (score == best_score
+                                                      and router_id < best_id):
+                best, best_id, best_score = out, router_id, score
+        return None if best is None else (best, best_id)
+
+    def _next_hop_links(self, router_ids: Any, exclude: Any, prio: int) -> list:
+        """The data link of every distinct next hop toward ``router_ids``, except next hops in
+        the trace."""
+        links = []
+        done = set()
+        for router_id in router_ids:
+            router = self.routers.get(router_id)
+            if router is None or router.conn is None:
+                continue
+            if (exclude and router.next_hop in exclude) or router.conn.conn_id in done:
+                continue
+            done.add(router.conn.conn_id)
+            out = self._data_link(router.conn, prio)
+            if out is not None:
+                links.append(out)
+        return links
+
+    def _data_link(self, conn: Any, prio: int) -> Any:
+        """The outbound data link of ``prio`` on an inter-router connection (another priority
+        if that one is missing), None if there is none."""
+        if conn is None:
+            return None
+        links = conn.data_links
+        link = links[prio]
+        if link is not None and not link.closed:
+            return link
+        for link in links:
+            if link is not None and not link.closed:
+                return link
+        return None
+
+    def _send_anycast_remote(self, link: Link, dlv_id: Any, settled: bool, payload: Any,
+                             addr: Any, out: Link, to_override: Any, phase: int) -> None:
+        """One delivery to another router on ``out``, queued there without credit."""
+        dlv = None
+        if not settled:
+            dlv = _in_delivery(dlv_id, link, False, None, addr, False)
+            self.in_unsettled[dlv_id] = dlv
+        if not out.queue and out.limit > out.delivered:
+            sent = self._send_router(out, dlv, settled, payload, to_override, phase)
+            if dlv is not None:
+                dlv.out = sent
+            self._replenish(link)
+            return
+        if dlv is None:
+            dlv = _in_delivery(dlv_id, link, True, None, addr, False)
+        dlv.payload = payload
+        dlv.to_override = to_override
+        dlv.phase = phase
+        dlv.pending = 1
+        link.held += 1
+        out.queue.append(dlv)
+
+    def _drain_router_queue(self, link: Link) -> None:
+        queue = link.queue
+        if link.link_type == _LINK_CONTROL:
+            while queue and link.limit > link.delivered:
+                self._send_router(link, None, True, queue.popleft(), None, -1)
+            return
+        while queue and link.limit > link.delivered:
+            dlv = queue.popleft()
+            if dlv.multicast:
+                sent = self._send_router(link, None if dlv.settled else dlv, dlv.settled,
+                                         dlv.payload, dlv.to_override, dlv.phase)
+                if not dlv.settled:
+                    dlv.copies.append(sent)
+                self._copy_unqueued(dlv)
+                continue
+            sent = self._send_router(link, None if dlv.settled else dlv, dlv.settled,
+                                     dlv.payload, dlv.to_override, dlv.phase)
+            if not dlv.settled:
+                dlv.out = sent
+            dlv.pending = 0
+            dlv.payload = None
+            dlv.link.held -= 1
+            self._replenish(dlv.link)
+
+    def _send_router(self, link: Link, dlv: Any, settled: bool, payload: Any,
+                     to_override: Any, phase: int) -> Any:
+        out_id = self._next_out
+        self._next_out = out_id + 1
+        link.delivered += 1
+        link.delivery_count += 1
+        link.conn.last_delivery_at = self.now
+        if link.link_type == _LINK_DATA:
+            self.transit += 1
+        self._emit(link.peer, _effect(RouterDeliver, (out_id, link.link_id, settled, to_override,
+                                                      phase, payload)))
+        if settled:
+            link.presettled_count += 1
+            return None
+        out = _out_delivery(out_id, link, dlv)
+        self.out_unsettled[out_id] = out
+        link.unsettled[out_id] = out
+        return out
+
+    def _on_route_update(self, peer: int, cmd: Any) -> None:
+        next_hop, cost, valid_origins, neighbours = cmd
+        routers = {}
+        for router_id, hop in next_hop.items():
+            if router_id == self.router_id:
+                continue
+            conn = self.conns.get(neighbours.get(hop, -1))
+            routers[router_id] = RemoteRouter(router_id, hop, conn, int(cost.get(router_id, 1)),
+                                              frozenset(valid_origins.get(router_id, ())))
+        self.routers = routers
+        for addr in list(self.addrs.values()):
+            if addr.waiting and self._reachable(addr):
+                self._credit_waiting(addr)
+
+    def _on_remote_address(self, peer: int, cmd: Any) -> None:
+        key, router, present, hint = cmd
+        addr = self.addrs.get(key)
+        if present:
+            if addr is None:
+                addr = self._address(key)
+                text = mobile_text(key)
+                if (hint in _DIST_OF_HINT and text is not None
+                        and (not len(self.rules) or self.rules.lookup(text) is None)):
+                    addr.dist = _DIST_OF_HINT[hint]
+            addr.remotes[router] = hint
+            if addr.waiting and router in self.routers:
+                self._credit_waiting(addr)
+        elif addr is not None and router in addr.remotes:
+            del addr.remotes[router]
+            if addr.refs <= 0 and addr.held == 0 and not addr.remotes:
+                del self.addrs[key]
+
+    def _reachable(self, addr: Address) -> bool:
+        for router_id in addr.remotes:
+            if router_id in self.routers:
+                return True
+        return False
+
+    def _credit_waiting(self, addr: Address) -> None:
+        waiting = addr.waiting
+        addr.waiting = []
+        for sender in waiting:
+            sender.credited = True
+            self._credit(sender, sender.capacity)
+
+    def _announce(self, addr: Address, present: bool) -> None:
+        """Tell the agent a mobile address gained its first / lost its last local destination
+        (it advertises them to the other routers in MAUs)."""
+        addr.announced = present
+        if self.agent_peer is not None:
+            self._emit(self.agent_peer, LocalAddress(addr.key, present,
+                                                     _HINT_OF_DIST.get(addr.dist, 3)))
+
+
+def _trace_ids(trace: Any) -> Any:
+    """The router ids of an ``x-opt-qd.trace`` list (``0/<id>`` entries)."""
+    if not trace:
+        return ()
+    return frozenset([t[2:] if t[:2] == "0/" else t for t in trace])

@@ -262,12 +262,110 @@ class ReloadResult(NamedTuple):
     detail: str
 
 
+# ----------------------------------------------------------------------------------------------
+# Interior mode: inter-router links (worker <-> core) and the routing protocol (agent <-> core)
+# ----------------------------------------------------------------------------------------------
+class RouterTransfer(NamedTuple):
+    """Worker -> core: a complete delivery received on an inter-router link (control or data).
+
+    Router annotations are never stripped on these links; the worker hands over what the core
+    routes by. ``to``: ``x-opt-qd.to`` if present, else ``properties.to`` (None if neither);
+    ``phase``: ``x-opt-qd.phase`` (0 if absent); ``ingress``: ``x-opt-qd.ingress`` ("0/<id>",
+    None if absent); ``trace``: the ``x-opt-qd.trace`` entries ([] if absent)."""
+    dlv_id: int
+    link_id: int
+    to: Optional[str]
+    settled: bool
+    priority: int
+    phase: int
+    ingress: Optional[str]
+    trace: list
+    payload: Any
+
+
+class RouterDeliver(NamedTuple):
+    """Core -> worker: send a delivery on an inter-router link (like Deliver).
+
+    The worker adds ``x-opt-qd.ingress`` (this router) when the message has none and appends
+    this router to ``x-opt-qd.trace``, as for any non-stripping connection; it also sets
+    ``x-opt-qd.to`` to ``to_override`` unless that is None (kept as is), and ``x-opt-qd.phase``
+    to ``phase`` unless it is -1 (kept as is)."""
+    dlv_id: int
+    link_id: int
+    settled: bool
+    to_override: Optional[str]
+    phase: int
+    payload: Any
+
+
+class ControlIn(NamedTuple):
+    """Core -> agent: a routing-protocol message for this router (HELLO, RA, LSR, LSU, MAU,
+    MAR), as the raw message bytes, and the inter-router connection it arrived on."""
+    conn_id: int
+    payload: Any
+
+
+class ControlSend(NamedTuple):
+    """Agent -> core: send a routing-protocol message (raw, pre-settled).
+
+    ``conn_id`` >= 0: on that inter-router connection's outgoing control link (HELLO, one hop);
+    -1: routed by ``to`` (``_topo/0/all/...`` to every known router, ``_topo/0/<id>/...`` along
+    the least-cost path), on control links."""
+    conn_id: int
+    to: str
+    payload: Any
+
+
+class RouterLinkUp(NamedTuple):
+    """Core -> agent: an inter-router connection has both control links; ``cost`` is the
+    connection's cost, ``container`` the peer's container id (its router id)."""
+    conn_id: int
+    cost: int
+    container: str
+
+
+class RouterLinkDown(NamedTuple):
+    """Core -> agent: an inter-router connection (or one of its control links) went away."""
+    conn_id: int
+
+
+class RouteUpdate(NamedTuple):
+    """Agent -> core: the result of a route computation (routing protocol).
+
+    ``next_hop``: router id -> neighbour router id for every reachable router (a neighbour is
+    its own next hop); ``cost``: router id -> path cost; ``valid_origins``: router id -> list of
+    router ids; ``neighbours``: neighbour router id -> the inter-router conn_id it is reached
+    over."""
+    next_hop: dict
+    cost: dict
+    valid_origins: dict
+    neighbours: dict
+
+
+class RemoteAddress(NamedTuple):
+    """Agent -> core: router ``router`` gained (present) or lost a destination for the address
+    key ``key`` (``M0orders``); ``hint``: its treatment hint 0..5, -1 if none."""
+    key: str
+    router: str
+    present: bool
+    hint: int
+
+
+class LocalAddress(NamedTuple):
+    """Core -> agent: the mobile address key ``key`` gained its first (present) or lost its
+    last local destination; ``hint``: the treatment hint this router advertises (0..5)."""
+    key: str
+    present: bool
+    hint: int
+
+
 # One table of codes: the order is the wire contract, append only.
 MESSAGE_TYPES: tuple = (
     PeerHello, ConnOpened, ConnClosed, LinkAttach, LinkDetach, LinkFlow, Transfer, Disposition,
     SettleIn, LinkOpen, LinkRefuse, LinkCredit, Deliver, UpdateIn, SettleOut, Drained,
     CloseConnection, DetachLink, ChildStatus, CoreQuery, CoreState, ConfigChange, ConfigResult,
-    ReloadRequest, ReloadResult,
+    ReloadRequest, ReloadResult, RouterTransfer, RouterDeliver, ControlIn, ControlSend,
+    RouterLinkUp, RouterLinkDown, RouteUpdate, RemoteAddress, LocalAddress,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

@@ -8,8 +8,8 @@ from router_core import core as pure_core
 from router_core.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_RECEIVED, STATE_REJECTED,
     STATE_RELEASED, ChildStatus, ConnClosed, ConnOpened, Deliver, Disposition, Drained, IpcError,
-    LinkAttach, LinkCredit, LinkDetach, LinkFlow, LinkOpen, LinkRefuse, PeerHello, SettleIn,
-    SettleOut, Transfer, UpdateIn)
+    LinkAttach, LinkCredit, LinkDetach, LinkFlow, LinkOpen, LinkRefuse, PeerHello, RouterTransfer,
+    SettleIn, SettleOut, Transfer, UpdateIn)
 
 try:
     from router_core import _core as compiled_core
@@ -193,22 +193,23 @@ def test_inter_router_links_classified_with_priorities(core_cls):
     assert snap["addresses"] == []
 
 
-def test_inter_router_deliveries_are_not_routed_yet(core_cls):
+def test_inter_router_deliveries_reach_local_consumers(core_cls):
     h = Harness(core_cls, mode="interior")
     h.conn(1, role="inter-router")
     _inter_router_links(h)
     h.conn(2).receiver(20, 2, "q", credit=10)
     h.flat()
-    h.send(102, settled=True, to="q")
-    dlv = h.send(104, settled=False, to="q")
+    h.do(RouterTransfer(1, 102, "q", True, 4, 0, "0/R2", ["0/R2"], b"a"),
+         RouterTransfer(2, 104, "q", False, 4, 0, "0/R2", ["0/R2"], b"b"),
+         RouterTransfer(3, 104, "nowhere", False, 4, 0, "0/R2", ["0/R2"], b"c"))
     effects = h.flat()
-    assert not any(isinstance(e, Deliver) for e in effects)
-    assert UpdateIn(dlv, STATE_RELEASED, True, None) in effects
+    assert [(e.link_id, bytes(e.payload)) for e in effects if isinstance(e, Deliver)] == [
+        (20, b"a"), (20, b"b")]
+    assert UpdateIn(3, STATE_RELEASED, True, None) in effects
     # credit replenished per received delivery
     assert sorted(e for e in effects if isinstance(e, LinkCredit)) == sorted(
-        [LinkCredit(102, 1), LinkCredit(104, 1)])
-    assert h.link(102)["droppedPresettledCount"] == 1 and h.link(104)["releasedCount"] == 1
-    assert h.core.dropped_router == 2
+        [LinkCredit(102, 1), LinkCredit(104, 2)])
+    assert h.link(104)["releasedCount"] == 1
     # flow and drain on an outbound router link, then the links and connection go away
     h.do(LinkFlow(103, 5, True))
     assert h.flat() == [Drained(103)]
