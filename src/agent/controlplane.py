@@ -19,8 +19,10 @@ from typing import Any, Optional
 import zmq
 
 from agent.httpserver import MetricsService
+from agent.interior import INPUT_TYPES as ROUTING_INPUTS, InteriorRouting
 from agent.management.agent import ManagementAgent
 from agent.reload import ReloadApplier, decode_message, reload_endpoint
+from agent.routing import Log
 from agent.supervisor import VERSION
 from router_core import ipc
 from router_core.log import RouterLog
@@ -48,6 +50,14 @@ class ControlPlane:
         self.management = ManagementAgent(spec, self.log, self.new_id, self.send,
                                           self.send_control, workers, VERSION)
         self.handlers.update(self.management.handlers())
+        # interior mode: the routing protocol (agent/interior.py), fed by the core's
+        # RouterLinkUp/Down, ControlIn and LocalAddress; its messages go in the normal outbox
+        self.interior = InteriorRouting.from_spec(spec, int(time.time()), self.log.enabled)
+        if self.interior is not None:
+            for cls in ROUTING_INPUTS:
+                self.handlers[cls] = self._on_routing_input
+            if hasattr(self.management, "set_routing"):
+                self.management.set_routing(self.interior)
         # HTTP listeners (/metrics, /healthz) and the metrics sink, in this process's poll loop
         self.poller = zmq.Poller()
         self.metrics = MetricsService(spec, self.poller, self.send_control, self._log_http,
@@ -87,6 +97,21 @@ class ControlPlane:
             if msg["kind"] == "reload":
                 self.reloads.on_request(msg["id"], msg.get("changes") or [], time.monotonic())
 
+    def _on_routing_input(self, msg: tuple, now: float) -> None:
+        self._routing_out(self.interior.handle(msg, now))
+
+    def _routing_out(self, outputs: list) -> None:
+        for item in outputs:
+            if type(item) is Log:
+                self.log.log(item.module, item.level, item.text)
+            else:
+                self.outbox.append(item)
+
+    def _routing_poll(self, now: float) -> None:
+        """Tick the routing engine if it took input since its last tick or is due."""
+        if self.interior is not None:
+            self._routing_out(self.interior.poll(now))
+
     def send(self, *messages: tuple) -> None:
         self.outbox.extend(messages)
 
@@ -105,11 +130,14 @@ class ControlPlane:
             self.control = []
 
     def _timeout_ms(self) -> int:
-        deadlines = [d for d in (self.management.next_deadline(), self.metrics.next_deadline())
+        deadlines = [d for d in (self.management.next_deadline(), self.metrics.next_deadline(),
+                                 self.interior.next_deadline() if self.interior else None)
                      if d is not None]
         deadline = min(deadlines) if deadlines else None
         if deadline is None:
             return 1000
+        if deadline == float("-inf"):
+            return 0
         return max(0, min(1000, int((deadline - time.monotonic()) * 1000) + 1))
 
     def run(self) -> None:
@@ -143,6 +171,7 @@ class ControlPlane:
             now = time.monotonic()
             self.management.tick(now)
             self.metrics.tick(now)
+            self._routing_poll(now)
         self.metrics.close()
         self.reload_sock.close(0)
         self.core.close(0)
@@ -162,6 +191,7 @@ class ControlPlane:
                 handler = self.handlers.get(type(effect))
                 if handler is not None:
                     handler(effect, now)
+            self._routing_poll(now)  # one tick per batch that fed the routing engine
 
     def stop(self, *_: Any) -> None:
         self.running = False

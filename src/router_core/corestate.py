@@ -65,10 +65,11 @@ def _address_view(addr: Any) -> dict:
     return {
         "identity": addr.key, "name": addr.key, "key": addr.key,
         "distribution": DIST_NAMES[addr.dist], "inProcess": 0,
-        "subscriberCount": len(addr.consumers), "remoteCount": 0,
+        "subscriberCount": len(addr.consumers), "remoteCount": len(addr.remotes),
+        "remoteHostRouters": sorted(addr.remotes),
         "containerCount": addr.container_count,
         "deliveriesIngress": addr.ingress, "deliveriesEgress": addr.egress,
-        "deliveriesTransit": 0, "deliveriesToContainer": addr.to_container,
+        "deliveriesTransit": addr.transit, "deliveriesToContainer": addr.to_container,
         "deliveriesFromContainer": addr.from_container, "priority": addr.priority,
     }
 

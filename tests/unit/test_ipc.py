@@ -35,6 +35,17 @@ SAMPLES = {
     ipc.ReloadRequest: (3, [{"op": "create", "type": "listener", "name": "l2",
                              "attributes": {"host": "127.0.0.1", "port": "5674"}}]),
     ipc.ReloadResult: (3, False, [0, 2], "create listener l2: Address already in use"),
+    ipc.RouterTransfer: (5, 6, "amqp:/_topo/0/all/qdrouter", True, 9, 0, "0/R2", ["0/R2"],
+                         b"raw"),
+    ipc.RouterDeliver: (7, 8, False, "orders", 1, b"\x00Sp"),
+    ipc.ControlIn: (3, b"hello"),
+    ipc.ControlSend: (-1, "amqp:/_topo/0/R2/qdrouter", b"lsr"),
+    ipc.RouterLinkUp: (3, 5, "Router.B"),
+    ipc.RouterLinkDown: (3,),
+    ipc.RouteUpdate: ({"R2": "R2", "R3": "R2"}, {"R2": 1, "R3": 2}, {"R2": [], "R3": ["R4"]},
+                      {"R2": 3}),
+    ipc.RemoteAddress: ("M0orders", "R2", True, 3),
+    ipc.LocalAddress: ("M0orders", False, 2),
 }
 
 

@@ -1,0 +1,248 @@
+"""Interior mode: the adapter between the core's IPC and the routing-protocol engine.
+
+Sans-I/O: :class:`InteriorRouting` takes the core's interior-mode IPC messages and the current
+time (``time.monotonic()`` seconds) and returns what must happen next as a list of *outputs*:
+IPC messages for the core (:class:`ipc.ControlSend`, :class:`ipc.RouteUpdate`,
+:class:`ipc.RemoteAddress`) and :class:`agent.routing.Log` lines for the router log. The
+control plane (``agent/controlplane.py``) is the thin glue that feeds it from ZeroMQ, puts the
+IPC messages in its normal outbox and writes the log lines.
+
+Contract with the core (``router_core/ipc.py``)::
+
+    core -> agent  RouterLinkUp(conn_id, cost, container)  engine.link_up(conn_id, cost)
+                   RouterLinkDown(conn_id)                  engine.link_down(conn_id)
+                   ControlIn(conn_id, payload)              engine.receive(conn_id, opcode, body)
+                   LocalAddress(key, present, hint)         engine.add_local / remove_local
+    agent -> core  ControlSend(conn_id, to, payload)        every Send effect (conn_id: HELLO's
+                                                            control link, else -1: routed by to)
+                   RouteUpdate(next_hop, cost, valid_origins, neighbours)   every RoutingTable
+                   RemoteAddress(key, router, present, hint)  RemoteAddressAdded / Removed
+
+The engine's link ids ARE the core's inter-router connection ids, so ``neighbours`` in a
+RouteUpdate maps each neighbour router id to the conn_id the core named in RouterLinkUp.
+
+Batch discipline (``agent/routing/engine.py``): :meth:`handle` applies one message and returns
+only immediate replies; call :meth:`poll` after each batch of :meth:`handle` calls and whenever
+:meth:`next_deadline` has passed: it ticks the engine when it was fed or is due.
+
+Payloads: a control message is encoded exactly as 1.x composes it (no header, no annotations;
+the worker adds ``x-opt-qd.ingress``/``trace``): properties ``{to}``, application-properties
+``{"opcode": OPCODE}`` with the key typed as :func:`messages.application_properties` types it
+(a *symbol* key for MAU/MAR, which proton's ``Message`` would refuse, hence :class:`proton.Data`),
+and an amqp-value body holding the map exactly as :func:`messages.encode` typed it.
+
+Must not import zmq, sockets or clocks.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional
+
+from proton import Data, Message
+
+from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine,
+                           RoutingTable, Send)
+from agent.routing.mobile import DEFAULT_HINT
+from router_core import ipc
+
+__all__ = ["InteriorRouting", "encode_control", "decode_control", "INPUT_TYPES"]
+
+#: The IPC messages :meth:`InteriorRouting.handle` accepts.
+INPUT_TYPES = (ipc.RouterLinkUp, ipc.RouterLinkDown, ipc.ControlIn, ipc.LocalAddress)
+
+_PROPERTIES = 0x73
+_APPLICATION_PROPERTIES = 0x74
+_AMQP_VALUE = 0x77
+
+_LOG_MODULE = {"HELLO": "ROUTER_HELLO", "RA": "ROUTER_LS", "LSR": "ROUTER_LS", "LSU": "ROUTER_LS",
+               "MAU": "ROUTER_MA", "MAR": "ROUTER_MA"}
+
+
+def encode_control(to: str, properties: Mapping[Any, Any], body: Any) -> bytes:
+    """The raw AMQP message bytes of one control message (properties, app-properties, body)."""
+    data = Data()
+    data.put_described()
+    data.enter()
+    data.put_ulong(_PROPERTIES)
+    data.put_list()
+    data.enter()
+    data.put_null()              # message-id
+    data.put_null()              # user-id
+    data.put_string(to)          # to
+    data.exit()
+    data.exit()
+    data.put_described()
+    data.enter()
+    data.put_ulong(_APPLICATION_PROPERTIES)
+    data.put_object(dict(properties))
+    data.exit()
+    data.put_described()
+    data.enter()
+    data.put_ulong(_AMQP_VALUE)
+    data.put_object(body)
+    data.exit()
+    return data.encode()
+
+
+def decode_control(payload: Any) -> tuple:
+    """``(opcode, body, to)`` of raw control-message bytes; raise ValueError if it is not one.
+
+    The ``opcode`` application property is found by the text of its key (string or symbol)."""
+    msg = Message()
+    try:
+        msg.decode(bytes(payload))
+    except Exception as exc:  # proton raises several types for garbage bytes
+        raise ValueError(f"not an AMQP message: {exc}") from exc
+    opcode = None
+    for key, value in (msg.properties or {}).items():
+        if isinstance(key, str) and str(key) == "opcode":
+            opcode = value
+            break
+    if not isinstance(opcode, str) or not opcode:
+        raise ValueError("no opcode application property")
+    return str(opcode), msg.body, msg.address
+
+
+class InteriorRouting:
+    """The routing protocol of one interior router, driven by the core's IPC messages.
+
+    ``log_enabled(module, level)`` (optional) lets the adapter skip building trace lines
+    (``SENT:``/``RCVD:``) nobody would see."""
+
+    def __init__(self, router_id: str, instance: int, router_entity: Optional[Mapping] = None,
+                 *, area: str = "0",
+                 log_enabled: Optional[Callable[[str, str], bool]] = None,
+                 engine: Optional[RoutingEngine] = None) -> None:
+        self.router_id = router_id
+        self.instance = int(instance)
+        self.engine = engine or RoutingEngine.from_router_entity(router_id, self.instance,
+                                                                 router_entity or {}, area)
+        self.log_enabled = log_enabled or (lambda module, level: False)
+        self.links: Dict[int, tuple] = {}       # conn_id -> (cost, container)
+        self.fed = False                        # the engine took input since the last tick
+        self.dispatch: Dict[type, Callable[[Any, float], List[Any]]] = {
+            ipc.RouterLinkUp: self._link_up, ipc.RouterLinkDown: self._link_down,
+            ipc.ControlIn: self._control_in, ipc.LocalAddress: self._local_address}
+
+    @classmethod
+    def from_spec(cls, spec: Mapping, instance: int,
+                  log_enabled: Optional[Callable[[str, str], bool]] = None
+                  ) -> Optional["InteriorRouting"]:
+        """The adapter for a runtime spec (``spec.json``), or ``None`` unless in interior mode."""
+        router = spec.get("router") or {}
+        if router.get("mode") != "interior":
+            return None
+        router_id = spec.get("router_id") or router.get("id")
+        return cls(router_id, instance, router, log_enabled=log_enabled)
+
+    # ---- inputs --------------------------------------------------------------------------------
+
+    def handle(self, msg: tuple, now: float) -> List[Any]:
+        """Apply one IPC message from the core; returns immediate outputs (replies, logs)."""
+        handler = self.dispatch.get(type(msg))
+        if handler is None:
+            raise TypeError(f"not an interior-routing input: {type(msg).__name__}")
+        return handler(msg, now)
+
+    def poll(self, now: float) -> List[Any]:
+        """Tick the engine if it was fed since the last tick or its deadline has passed."""
+        if self.fed or now >= self.engine.next_deadline():
+            return self.tick(now)
+        return []
+
+    def tick(self, now: float) -> List[Any]:
+        self.fed = False
+        return self._outputs(self.engine.tick(now))
+
+    def next_deadline(self) -> float:
+        """When :meth:`poll` must next run (monotonic seconds; ``-inf`` or past: at once)."""
+        if self.fed:
+            return float("-inf")
+        return self.engine.next_deadline()
+
+    # ---- views (management) --------------------------------------------------------------------
+
+    def node_view(self) -> List[dict]:
+        """``router.node`` entities, this router first."""
+        return self.engine.node_view()
+
+    def router_ids(self) -> List[str]:
+        """Every known router id, this router first."""
+        return [self.router_id] + sorted(self.engine.nodes.nodes)
+
+    def neighbours(self) -> Dict[str, Hashable]:
+        """Neighbour router id -> the inter-router conn_id it is reached over."""
+        return dict(self.engine.neighbours)
+
+    def remote_addresses(self) -> Dict[str, Dict[str, Optional[int]]]:
+        return self.engine.remote_addresses()
+
+    # ---- handlers ------------------------------------------------------------------------------
+
+    def _link_up(self, msg: ipc.RouterLinkUp, now: float) -> List[Any]:
+        self.links[msg.conn_id] = (msg.cost, msg.container)
+        self.fed = True
+        out: List[Any] = [Log("debug", "ROUTER", f"Inter-router control link up: connection "
+                                                 f"{msg.conn_id} to {msg.container} "
+                                                 f"cost {msg.cost}")]
+        return out + self._outputs(self.engine.link_up(msg.conn_id, msg.cost))
+
+    def _link_down(self, msg: ipc.RouterLinkDown, now: float) -> List[Any]:
+        known = self.links.pop(msg.conn_id, None)
+        self.fed = True
+        out: List[Any] = []
+        if known is not None:
+            out.append(Log("debug", "ROUTER", f"Inter-router control link down: connection "
+                                              f"{msg.conn_id} to {known[1]}"))
+        return out + self._outputs(self.engine.link_down(msg.conn_id))
+
+    def _control_in(self, msg: ipc.ControlIn, now: float) -> List[Any]:
+        try:
+            opcode, body, _ = decode_control(msg.payload)
+        except ValueError as exc:
+            return [Log("error", "ROUTER", f"Dropped a control message on connection "
+                                           f"{msg.conn_id}: {exc}")]
+        out: List[Any] = []
+        module = _LOG_MODULE.get(opcode, "ROUTER")
+        if self.log_enabled(module, "trace"):
+            out.append(Log("trace", module, f"RCVD: {opcode} {body!r} (connection {msg.conn_id})"))
+        self.fed = True
+        return out + self._outputs(self.engine.receive(msg.conn_id, opcode, body, now))
+
+    def _local_address(self, msg: ipc.LocalAddress, now: float) -> List[Any]:
+        self.fed = True
+        if msg.present:
+            hint = msg.hint if isinstance(msg.hint, int) and 0 <= msg.hint <= 5 else DEFAULT_HINT
+            self.engine.add_local(msg.key, hint)
+        else:
+            self.engine.remove_local(msg.key)
+        return []
+
+    # ---- effects -> outputs --------------------------------------------------------------------
+
+    def _outputs(self, effects: List[Any]) -> List[Any]:
+        out: List[Any] = []
+        for fx in effects:
+            if isinstance(fx, Send):
+                conn_id = fx.via_link if fx.via_link is not None else -1
+                out.append(ipc.ControlSend(conn_id, fx.to,
+                                           encode_control(fx.to, fx.properties, fx.body)))
+                module = _LOG_MODULE.get(fx.opcode, "ROUTER")
+                if self.log_enabled(module, "trace"):
+                    out.append(Log("trace", module, f"SENT: {fx.message or fx.body!r} to {fx.to}"
+                                   + (f" (connection {conn_id})" if conn_id >= 0 else "")))
+            elif isinstance(fx, RoutingTable):
+                out.append(ipc.RouteUpdate(
+                    {str(k): str(v) for k, v in fx.next_hop.items()},
+                    {str(k): int(v) for k, v in fx.cost.items()},
+                    {str(k): [str(o) for o in v] for k, v in fx.valid_origins.items()},
+                    {str(k): v for k, v in fx.neighbours.items()}))
+            elif isinstance(fx, RemoteAddressAdded):
+                out.append(ipc.RemoteAddress(fx.key, fx.router, True,
+                                             -1 if fx.hint is None else int(fx.hint)))
+            elif isinstance(fx, RemoteAddressRemoved):
+                out.append(ipc.RemoteAddress(fx.key, fx.router, False, -1))
+            elif isinstance(fx, Log):
+                out.append(fx)
+            else:
+                out.append(Log("error", "ROUTER", f"unexpected routing effect {fx!r}"))
+        return out

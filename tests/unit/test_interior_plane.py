@@ -1,0 +1,239 @@
+"""The interior-mode adapter (agent/interior.py): IPC in, IPC out, no processes, no sockets.
+
+Two adapters are wired back to back through a tiny fake core that behaves like the real one as
+the IPC contract describes it:
+
+    A (conn 11) ======= (conn 22) B
+
+* ControlSend(conn_id >= 0) -> ControlIn(peer's conn_id, payload) at the other end (HELLO);
+* ControlSend(-1, "_topo/0/all/...") -> every neighbour in the sender's last RouteUpdate;
+* ControlSend(-1, "_topo/0/<id>/...") -> only if <id> has a next hop in the sender's last
+  RouteUpdate (over the conn_id its ``neighbours`` names).
+"""
+from __future__ import annotations
+
+from proton import Message, int32, symbol
+
+from agent.interior import InteriorRouting, decode_control, encode_control
+from agent.routing import Log
+from router_core import ipc
+
+
+class FakeCore:
+    def __init__(self, a: InteriorRouting, b: InteriorRouting) -> None:
+        self.routers = {a.router_id: a, b.router_id: b}
+        # router id -> its conn_id -> (peer router id, the peer's conn_id)
+        self.conns = {a.router_id: {11: (b.router_id, 22)}, b.router_id: {22: (a.router_id, 11)}}
+        self.routes = {rid: None for rid in self.routers}      # last RouteUpdate per router
+        self.remote = {rid: {} for rid in self.routers}        # (key, router) -> hint
+        self.inbox = {rid: [] for rid in self.routers}         # IPC messages due at each router
+        self.sent = {rid: [] for rid in self.routers}          # every output, in order
+        self.logs = {rid: [] for rid in self.routers}
+        self.now = 0.0
+
+    def link_up(self) -> None:
+        for rid, conns in self.conns.items():
+            for conn_id, (peer, _) in conns.items():
+                self.inbox[rid].append(ipc.RouterLinkUp(conn_id, 1, peer))
+
+    def _route(self, rid: str, msg: ipc.ControlSend) -> None:
+        if msg.conn_id >= 0:
+            peer, peer_conn = self.conns[rid][msg.conn_id]
+            self.inbox[peer].append(ipc.ControlIn(peer_conn, bytes(msg.payload)))
+            return
+        table = self.routes[rid]
+        if table is None:
+            return                                   # no routes yet: the core drops it
+        parts = msg.to.split("/")                    # amqp:, _topo, 0, <id|all>, qdrouter...
+        assert parts[1] == "_topo", msg.to
+        targets = list(table.neighbours) if parts[3] == "all" else [parts[3]]
+        for target in targets:
+            hop = table.next_hop.get(target)
+            if hop is None:
+                continue
+            conn_id = table.neighbours[hop]
+            peer, peer_conn = self.conns[rid][conn_id]
+            self.inbox[peer].append(ipc.ControlIn(peer_conn, bytes(msg.payload)))
+
+    def _take(self, rid: str, outputs: list) -> None:
+        for item in outputs:
+            if isinstance(item, Log):
+                self.logs[rid].append(item)
+                continue
+            self.sent[rid].append(item)
+            if isinstance(item, ipc.ControlSend):
+                self._route(rid, item)
+            elif isinstance(item, ipc.RouteUpdate):
+                self.routes[rid] = item
+            elif isinstance(item, ipc.RemoteAddress):
+                if item.present:
+                    self.remote[rid][(item.key, item.router)] = item.hint
+                else:
+                    self.remote[rid].pop((item.key, item.router), None)
+
+    def run(self, until: float, step: float = 0.05) -> None:
+        """Deliver every queued message (one batch per router per step) and poll each adapter."""
+        while self.now <= until:
+            for rid, router in self.routers.items():
+                batch, self.inbox[rid] = self.inbox[rid], []
+                for msg in batch:
+                    self._take(rid, router.handle(msg, self.now))
+                self._take(rid, router.poll(self.now))
+            self.now = round(self.now + step, 6)
+
+
+def make_pair(**timers):
+    a = InteriorRouting("A", 1000, timers)
+    b = InteriorRouting("B", 2000, timers)
+    return a, b, FakeCore(a, b)
+
+
+def test_two_routers_become_neighbours_and_route_to_each_other():
+    a, b, core = make_pair()
+    core.link_up()
+    core.run(until=3.0)
+    assert a.neighbours() == {"B": 11}
+    assert b.neighbours() == {"A": 22}
+    ra, rb = core.routes["A"], core.routes["B"]
+    assert ra is not None and rb is not None
+    assert ra.next_hop == {"B": "B"} and ra.neighbours == {"B": 11} and ra.cost == {"B": 1}
+    assert rb.next_hop == {"A": "A"} and rb.neighbours == {"A": 22} and rb.cost == {"A": 1}
+    assert isinstance(ra.valid_origins, dict)
+    assert ipc.decode_batch(ipc.encode_batch(0, [ra]))[1] == [ra]      # msgpack-able as is
+    # RA and LSU crossed (routed through the fake core), and each holds the other's link state
+    opcodes = {rid: [decode_control(m.payload)[0] for m in core.sent[rid]
+                     if isinstance(m, ipc.ControlSend)] for rid in core.sent}
+    for rid in ("A", "B"):
+        assert {"HELLO", "RA", "LSR", "LSU"} <= set(opcodes[rid]), opcodes[rid]
+    assert a.engine.linkstate.collection() == {"A": {"B": 1}, "B": {"A": 1}}
+    assert b.engine.linkstate.collection() == {"B": {"A": 1}, "A": {"B": 1}}
+    assert a.router_ids() == ["A", "B"] and b.router_ids() == ["B", "A"]
+    view = a.node_view()
+    assert len(view) == 2 and view[0]["id"] == "A" and view[1]["id"] == "B"
+
+
+def test_hello_goes_on_its_connection_and_others_are_routed():
+    a, b, core = make_pair()
+    core.link_up()
+    core.run(until=2.0)
+    for msg in core.sent["A"]:
+        if not isinstance(msg, ipc.ControlSend):
+            continue
+        opcode, _, to = decode_control(msg.payload)
+        assert to == msg.to
+        if opcode == "HELLO":
+            assert msg.conn_id == 11 and to == "amqp:/_local/qdhello"
+        else:
+            assert msg.conn_id == -1 and to.startswith("amqp:/_topo/0/")
+
+
+def test_local_address_reaches_the_other_router():
+    a, b, core = make_pair()
+    core.link_up()
+    core.run(until=3.0)
+    core.inbox["A"].append(ipc.LocalAddress("M0orders", True, 2))
+    core.run(until=5.0)
+    assert core.remote["B"] == {("M0orders", "A"): 2}
+    assert b.remote_addresses() == {"A": {"M0orders": 2}}
+    core.inbox["A"].append(ipc.LocalAddress("M0orders", False, 2))
+    core.run(until=7.0)
+    assert core.remote["B"] == {}
+    removed = [m for m in core.sent["B"] if isinstance(m, ipc.RemoteAddress) and not m.present]
+    assert removed == [ipc.RemoteAddress("M0orders", "A", False, -1)]
+
+
+def test_address_present_before_the_link_comes_up_is_learned_by_mar():
+    a, b, core = make_pair()
+    core.inbox["B"].append(ipc.LocalAddress("M0queue", True, 3))
+    core.run(until=2.0)           # B's MAU goes nowhere: no routes yet
+    core.link_up()
+    core.run(until=6.0)
+    assert core.remote["A"] == {("M0queue", "B"): 3}
+
+
+def test_link_down_removes_the_neighbour_and_its_routes():
+    a, b, core = make_pair()
+    core.link_up()
+    core.run(until=3.0)
+    core.inbox["A"].append(ipc.RouterLinkDown(11))
+    core.run(until=3.5)
+    assert a.neighbours() == {}
+    assert core.routes["A"].next_hop == {}
+    assert core.routes["A"].neighbours == {}
+
+
+def test_hello_at_protocol_version_2_is_ignored_and_logged_once():
+    a = InteriorRouting("A", 1000)
+    a.handle(ipc.RouterLinkUp(5, 1, "X"), 0.0)
+    a.poll(0.0)
+    body = {"id": "X", "pv": int32(2), "area": "0", "instance": int32(7), "seen": ["A"]}
+    payload = encode_control("amqp:/_local/qdhello", {"opcode": "HELLO"}, body)
+    first = a.handle(ipc.ControlIn(5, payload), 0.1) + a.poll(0.1)
+    second = a.handle(ipc.ControlIn(5, payload), 0.2) + a.poll(0.2)
+    warnings = [o for o in first + second if isinstance(o, Log) and o.level == "warning"]
+    assert len(warnings) == 1 and "protocol version 2" in warnings[0].text
+    assert a.neighbours() == {}
+    assert not any(isinstance(o, ipc.RouteUpdate) and o.next_hop for o in first + second)
+    # the same HELLO at pv 1 makes X a neighbour
+    body["pv"] = int32(1)
+    payload = encode_control("amqp:/_local/qdhello", {"opcode": "HELLO"}, body)
+    out = a.handle(ipc.ControlIn(5, payload), 0.3) + a.poll(0.3)
+    assert a.neighbours() == {"X": 5}
+    assert any(isinstance(o, ipc.RouteUpdate) and o.neighbours == {"X": 5} for o in out)
+
+
+def test_opcode_key_as_symbol_or_string_and_garbage_payload():
+    a = InteriorRouting("A", 1000)
+    a.handle(ipc.RouterLinkUp(5, 3, "X"), 0.0)
+    a.poll(0.0)
+    body = {symbol("id"): "X", symbol("pv"): 1, symbol("area"): "0", symbol("instance"): 7,
+            symbol("seen"): ["A"]}
+    payload = encode_control("amqp:/_local/qdhello", {symbol("opcode"): symbol("HELLO")}, body)
+    a.handle(ipc.ControlIn(5, memoryview(payload)), 0.1)
+    a.poll(0.1)
+    assert a.neighbours() == {"X": 5}
+    assert a.engine.linkstate.collection()["A"] == {"X": 3}
+    out = a.handle(ipc.ControlIn(5, b"\x00garbage"), 0.2)
+    assert [o.level for o in out] == ["error"]
+
+
+def test_payload_is_the_1x_message_shape():
+    a = InteriorRouting("A", 1000)
+    a.handle(ipc.RouterLinkUp(5, 1, "X"), 0.0)
+    a.handle(ipc.LocalAddress("M0x", True, 2), 0.0)
+    out = a.poll(0.0) + a.poll(1.5)
+    sends = {decode_control(m.payload)[0]: m for m in out if isinstance(m, ipc.ControlSend)}
+    hello = Message()
+    hello.decode(sends["HELLO"].payload)
+    assert hello.address == "amqp:/_local/qdhello"
+    assert hello.annotations is None and hello.instructions is None
+    assert [type(k) for k in hello.properties] == [str]
+    assert type(hello.body["instance"]) is int32 and hello.body["seen"] == []
+    mau = Message()
+    mau.decode(sends["MAU"].payload)
+    assert mau.address == "amqp:/_topo/0/all/qdrouter.ma"
+    assert [type(k) for k in mau.properties] == [symbol]
+    assert all(type(k) is symbol for k in mau.body)
+    assert mau.body[symbol("add")] == ["M0x"] and mau.body[symbol("hints")] == [2]
+
+
+def test_from_spec_only_in_interior_mode_and_reads_timers():
+    spec = {"router_id": "R1", "router": {"mode": "standalone", "id": "R1"}}
+    assert InteriorRouting.from_spec(spec, 1) is None
+    spec["router"] = {"mode": "interior", "id": "R1", "helloIntervalSeconds": 2,
+                      "helloMaxAgeSeconds": 7}
+    plane = InteriorRouting.from_spec(spec, 123)
+    assert plane.router_id == "R1" and plane.engine.instance == 123
+    assert plane.engine.hello.hello_interval == 2.0 and plane.engine.hello.hello_max_age == 7.0
+
+
+def test_next_deadline_drives_hellos():
+    a = InteriorRouting("A", 1000, {"helloIntervalSeconds": 1})
+    a.handle(ipc.RouterLinkUp(5, 1, "X"), 0.0)
+    assert a.next_deadline() == float("-inf")
+    first = [m for m in a.poll(0.0) if isinstance(m, ipc.ControlSend) and m.conn_id == 5]
+    assert len(first) == 1
+    assert a.next_deadline() <= 1.0
+    assert a.poll(0.5) == []
+    again = [m for m in a.poll(1.0) if isinstance(m, ipc.ControlSend) and m.conn_id == 5]
+    assert len(again) == 1
