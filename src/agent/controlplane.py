@@ -54,6 +54,7 @@ class ControlPlane:
         # RouterLinkUp/Down, ControlIn and LocalAddress; its messages go in the normal outbox
         self.interior = InteriorRouting.from_spec(spec, int(time.time()), self.log.enabled)
         if self.interior is not None:
+            self.interior.wall_offset = time.time() - time.monotonic()
             for cls in ROUTING_INPUTS:
                 self.handlers[cls] = self._on_routing_input
             if hasattr(self.management, "set_routing"):

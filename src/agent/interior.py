@@ -119,6 +119,9 @@ class InteriorRouting:
         self.log_enabled = log_enabled or (lambda module, level: False)
         self.links: Dict[int, tuple] = {}       # conn_id -> (cost, container)
         self.fed = False                        # the engine took input since the last tick
+        # wall clock minus the clock ``now`` comes from (the caller sets it): management shows
+        # lastTopoChange as wall-clock seconds
+        self.wall_offset = 0.0
         self.dispatch: Dict[type, Callable[[Any, float], List[Any]]] = {
             ipc.RouterLinkUp: self._link_up, ipc.RouterLinkDown: self._link_down,
             ipc.ControlIn: self._control_in, ipc.LocalAddress: self._local_address}
@@ -162,8 +165,15 @@ class InteriorRouting:
     # ---- views (management) --------------------------------------------------------------------
 
     def node_view(self) -> List[dict]:
-        """``router.node`` entities, this router first."""
-        return self.engine.node_view()
+        """``router.node`` entities, this router first; ``lastTopoChange`` in wall-clock seconds
+        (the engine runs on the monotonic clock; qdstat prints it as a GMT time)."""
+        offset = self.wall_offset
+        view = self.engine.node_view()
+        for node in view:
+            change = node.get("lastTopoChange")
+            if isinstance(change, (int, float)) and change > 0:
+                node["lastTopoChange"] = int(change + offset)
+        return view
 
     def router_ids(self) -> List[str]:
         """Every known router id, this router first."""

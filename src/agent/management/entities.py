@@ -7,13 +7,21 @@ connections and links by their numeric ids). The router's own internal connectio
 are not client connections: they and their links are hidden, and their consumers show as
 in-process (``inProcess``) on the address, as Qpid shows its embedded agent.
 
-Every answer to one request is computed from one View. Must not import zmq, proton, router_io or
-router_core.core.
+``router.node`` and the list of known routers come from the routing engine (a
+:class:`RoutingProvider`, set in interior mode only). As in Qpid Dispatch 1.x, whose routing
+module does not run outside interior mode, a router without one has no ``router.node`` entities
+(``qdstat -n``: "Router is Standalone - No Router List"), ``nodeCount`` 0 and GET-MGMT-NODES
+``[]``. With one, ``router.node`` lists every known router, this router first (``nextHop``
+``(self)``), and GET-MGMT-NODES the ``$management`` address of each of them, this router
+included (1.x lists every ``router.node``; its qdstat treats fewer than two as "no network").
+
+Every answer to one request is computed from one View (the provider is asked at most once per
+View). Must not import zmq, proton, router_io or router_core.core.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from agent.management.protocol import NOT_FOUND, ManagementError
 from agent.management.store import ConfigStore
@@ -23,18 +31,32 @@ PREFIX = "org.apache.qpid.dispatch."
 INTERNAL_ROLE = "internal"
 
 
+class RoutingProvider(Protocol):
+    """What the management agent needs from the routing engine (interior mode only)."""
+
+    def node_view(self) -> list[dict]:
+        """``router.node`` attribute maps (``id``, ``protocolVersion``, ``instance``,
+        ``linkState``, ``nextHop``, ``validOrigins``, ``address``, ``routerLink``, ``cost``,
+        ``index``, ``lastTopoChange``), this router first."""
+
+    def router_ids(self) -> list[str]:
+        """Every known router id, this router included."""
+
+
 class View:
     """Entities of every type as of one core snapshot."""
 
     def __init__(self, snapshot: dict, store: ConfigStore, *, version: str, started: float,
-                 now: Optional[float] = None) -> None:
+                 now: Optional[float] = None, routing: Optional[RoutingProvider] = None) -> None:
         self.snapshot = snapshot
         self.store = store
         self.version = version
         self.started = started
         self.now = time.time() if now is None else now
+        self.routing = routing
         self.router_id = snapshot.get("router", {}).get("id") or store.of_type(
             PREFIX + "router")[0]["id"]
+        self._known: Optional[list[str]] = None
         conns = snapshot.get("connections", [])
         self._internal = {c["identity"] for c in conns if c.get("role") == INTERNAL_ROLE}
         self._cache: dict[str, list[dict]] = {}
@@ -70,6 +92,29 @@ class View:
     def is_internal_connection(self, identity: str) -> bool:
         return identity in self._internal
 
+    def known_routers(self) -> list[str]:
+        """Every router id the routing engine knows: this router, then the others by id; ``[]``
+        without a routing engine."""
+        if self.routing is None:
+            return []
+        if self._known is None:
+            others = {str(r) for r in self.routing.router_ids()} - {self.router_id}
+            self._known = [self.router_id] + sorted(others)
+        return self._known
+
+    def management_nodes(self) -> list[str]:
+        """GET-MGMT-NODES: the ``$management`` address of every known router (see the module
+        docstring: ``[]`` outside interior mode)."""
+        area = self._area()
+        return [f"amqp:/_topo/{area}/{router}/$management" for router in self.known_routers()]
+
+    def _area(self) -> str:
+        area = self.snapshot.get("router", {}).get("area")
+        if not area:
+            routers = self.store.of_type(PREFIX + "router")
+            area = routers[0].get("area") if routers else None
+        return str(area or "0")
+
     # --- builders -----------------------------------------------------------------------------
     def _links(self) -> list[dict]:
         return [{**link, "peer": None} for link in self.snapshot.get("links", [])
@@ -100,7 +145,10 @@ class View:
                 entity["subscriberCount"] = max(0, addr.get("subscriberCount", 0) - consumers)
                 entity["deliveriesEgress"] = max(0, addr.get("deliveriesEgress", 0) - delivered)
                 entity["deliveriesToContainer"] = addr.get("deliveriesToContainer", 0) + delivered
-            entity.setdefault("remoteHostRouters", [])
+            remote_hosts = [str(r) for r in addr.get("remoteHostRouters") or []]
+            entity["remoteHostRouters"] = remote_hosts
+            if entity.get("remoteCount") is None:
+                entity["remoteCount"] = len(remote_hosts)
             entity.setdefault("deliveriesRedirectedToFallback", 0)
             out.append(entity)
         return out
@@ -117,12 +165,22 @@ class View:
         return out
 
     def _nodes(self) -> list[dict]:
-        identity = f"router.node/{self.router_id}"
-        return [{"identity": identity, "name": identity, "id": self.router_id,
-                 "protocolVersion": 1, "instance": int(self.started), "linkState": [],
-                 "nextHop": "(self)", "validOrigins": [],
-                 "address": f"amqp:/_topo/0/{self.router_id}", "routerLink": None, "cost": 0,
-                 "index": 0, "lastTopoChange": 0}]
+        """``router.node`` entities from the routing engine, this router first."""
+        if self.routing is None:
+            return []
+        mine, others = [], []
+        for row in self.routing.node_view():
+            entity = {name: None for name in _NODE_ATTRIBUTES}
+            entity.update(row)
+            router = str(entity["id"])
+            entity["id"] = router
+            entity["identity"] = entity["name"] = f"router.node/{router}"
+            entity["linkState"] = [str(r) for r in entity["linkState"] or []]
+            entity["validOrigins"] = [str(r) for r in entity["validOrigins"] or []]
+            if entity["routerLink"] is not None:
+                entity["routerLink"] = str(entity["routerLink"])
+            (mine if router == self.router_id else others).append(entity)
+        return mine + others
 
     def _router(self) -> list[dict]:
         config = dict(self.store.of_type(PREFIX + "router")[0])
@@ -137,7 +195,7 @@ class View:
             "addrCount": len(self.snapshot.get("addresses", [])),
             "linkCount": len(self._links()),
             "connectionCount": len(self._connections()),
-            "nodeCount": 0,  # remote routers known; a standalone router knows none
+            "nodeCount": len(self.known_routers()[1:]),  # other routers; standalone: none
             "linkRouteCount": len(store.of_type(PREFIX + "router.config.linkRoute")),
             "autoLinkCount": len(store.of_type(PREFIX + "router.config.autoLink")),
             "memoryUsage": None,
@@ -150,6 +208,9 @@ class View:
     def _management(self) -> list[dict]:
         return [{"identity": "self", "name": "self"}]
 
+
+_NODE_ATTRIBUTES = ("id", "protocolVersion", "instance", "linkState", "nextHop", "validOrigins",
+                    "address", "routerLink", "cost", "index", "lastTopoChange")
 
 _BUILDERS: dict[str, Any] = {
     "router": View._router, "router.link": View._links, "router.address": View._addresses,

@@ -85,7 +85,7 @@ def execute(request: Request, view: View, ctx: Optional[Context] = None) -> Outc
     if op == "GET-ANNOTATIONS":
         return Reply(OK, schemaops.get_annotations(schema, request.entity_type))
     if op == "GET-MGMT-NODES":
-        return Reply(OK, [f"amqp:/_topo/0/{view.router_id}/$management"])
+        return Reply(OK, view.management_nodes())
     if op == "GET-SCHEMA":
         return Reply(OK, schemaops.get_schema(schema))
     if op == "GET-JSON-SCHEMA":

@@ -6,7 +6,9 @@
 schema; ``type=``, ``name=`` and ``identity=`` select the entity; a bare word names it (as in
 ``qdmanage update log/DEFAULT enable=debug+``); for QUERY, bare words are attribute names.
 ``--stdin`` reads a JSON map, or a list of maps for bulk CREATE/UPDATE. An error status prints
-``<Status>: <description>`` on stderr and exits 1.
+``<Status>: <description>`` on stderr and exits 1. ``-r/--router ROUTER`` sends the requests to
+``amqp:/_topo/0/ROUTER/$management`` (that router's agent, through the network) instead of
+``$management``, e.g. ``qdmanage -r R2 query --type node`` or ``qdmanage get-mgmt-nodes``.
 
 Must not import zmq, router_io or router_core.
 """

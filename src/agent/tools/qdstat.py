@@ -4,7 +4,12 @@ One of ``-g`` (general, default), ``-c`` connections, ``-l`` links, ``-n`` nodes
 addresses, ``-m`` memory, ``-p`` policy, ``--autolinks``, ``--linkroutes``, ``--vhosts``,
 ``--vhoststats``, ``--log``, ``--all-entities``. Output: a timestamp line, the router id, a blank
 line, then a titled table whose column headers are those of the Qpid Dispatch documents (``-a``:
-class addr phs distrib in-proc local remote cntnr in out thru to-proc from-proc).
+class addr phs distrib in-proc local remote cntnr in out thru to-proc from-proc; ``-n``:
+router-id next-hop link, plus ver cost neighbors valid-origins with ``-v``).
+
+``-r ROUTER`` sends every request to ``amqp:/_topo/0/ROUTER/$management`` (that router's agent,
+reached through the network) instead of ``$management``; ``--all-routers`` shows the view for
+every router GET-MGMT-NODES lists.
 
 Each table comes from ONE QUERY (the agent answers it from one snapshot). Must not import zmq,
 router_io or router_core.
@@ -134,22 +139,38 @@ class Qdstat:
         self.table("Router Links", heads, rows)
 
     def nodes(self) -> None:
+        """``-n``: the routers this router knows, as 1.x qdstat prints them (sorted by id;
+        ``-v`` adds ver, cost, neighbors, valid-origins). A router that knows none (standalone:
+        no ``router.node`` entities) prints 1.x's "Router is Standalone - No Router List"."""
         heads = ["router-id", "next-hop", "link"]
         if self.opts.verbose:
             heads += ["ver", "cost", "neighbors", "valid-origins"]
         rows = []
+        last_change = 0.0
         for n in self.query("router.node"):
-            row = [n.get("id"), n.get("nextHop") if n.get("nextHop") is not None else "-",
-                   "-" if n.get("nextHop") is not None else n.get("routerLink")]
+            try:
+                last_change = max(last_change, float(n.get("lastTopoChange") or 0))
+            except (TypeError, ValueError):
+                pass
+            if n.get("nextHop") is not None:      # (self), or a router reached through another
+                hop, link = n["nextHop"], "-"
+            else:                                 # a neighbour: the link it is reached over
+                hop, link = "-", _dash(n.get("routerLink"))
+            row = [n.get("id"), hop, link]
             if self.opts.verbose:
-                row += [n.get("protocolVersion"), n.get("cost"), repr(n.get("linkState") or []),
-                        repr(n.get("validOrigins") or [])]
+                row += [_dash(n.get("protocolVersion")), _dash(n.get("cost")),
+                        repr([str(r) for r in n.get("linkState") or []]),
+                        repr([str(r) for r in n.get("validOrigins") or []])]
             rows.append(row)
         if not rows:
             self.print("Router is Standalone - No Router List")
             return
+        title = "Routers in the Network"
+        if last_change > 1.0:
+            title += ("\nLast Topology Change: "
+                      + time.strftime("%A %b %d %H:%M:%S %Y", time.gmtime(last_change)) + " GMT")
         rows.sort(key=lambda r: str(r[0]))
-        self.table("Routers in the Network", heads, rows)
+        self.table(title, heads, rows)
 
     def addresses(self) -> None:
         heads = ["class", "addr", "phs", "distrib", "in-proc", "local", "remote", "cntnr", "in",
@@ -158,7 +179,7 @@ class Qdstat:
         for a in self.query("router.address"):
             key = a.get("name") or a.get("key")
             rows.append([addr_class(key), addr_text(key), addr_phase(key), a.get("distribution"),
-                         a.get("inProcess"), a.get("subscriberCount"), a.get("remoteCount"),
+                         a.get("inProcess"), a.get("subscriberCount"), a.get("remoteCount") or 0,
                          a.get("containerCount"), a.get("deliveriesIngress"),
                          a.get("deliveriesEgress"), a.get("deliveriesTransit"),
                          a.get("deliveriesToContainer"), a.get("deliveriesFromContainer")])
@@ -249,18 +270,32 @@ class Qdstat:
         view()
 
     def run(self, view: Callable[[], None]) -> None:
+        """One view of the router ``-b``/``-r`` name, or with ``--all-routers`` of every router
+        GET-MGMT-NODES lists, each under a ``Router  <id>`` line (1.x's spacing). Fewer than two
+        routers (a standalone router lists none) is shown like a plain request, as 1.x does."""
         if self.opts.all_routers:
             nodes = self.client.call("GET-MGMT-NODES") or []
-            self.print(datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC")
-            for node in nodes:
-                router_id = node.split("/")[3] if node.count("/") >= 4 else node
-                self.client.set_router(router_id)
-                self.print(f"Router {router_id}")
-                self.print()
-                view()
-                self.print()
-        else:
-            self.show(view)
+            if len(nodes) >= 2:
+                self.print(datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f") + " UTC")
+                for node in nodes:
+                    router_id = node_router_id(node)
+                    self.client.set_router(router_id)
+                    self.print(f"Router  {router_id}")
+                    self.print()
+                    view()
+                    self.print()
+                return
+        self.show(view)
+
+
+def node_router_id(address: str) -> str:
+    """``amqp:/_topo/0/R2/$management`` -> ``R2`` (an address of another shape as is)."""
+    parts = address.split("/")
+    return parts[3] if len(parts) >= 5 and parts[1] == "_topo" else address
+
+
+def _dash(value: object) -> object:
+    return "-" if value is None else value
 
 
 VIEWS = (("-g", "--general", "general", "show general router statistics"),
