@@ -5,8 +5,9 @@ The pure-Python reference router_io/engine.py is included verbatim (so the rare 
 drift: connection, session and link lifecycle, refusals, conditions, SASL all run its code,
 compiled). ``WorkerEngine`` here is a cdef class with the same public API that runs the hot paths
 without cffi: the event loop, inbound DELIVERY, outbound dispositions, LINK_FLOW, and the effects
-Deliver, UpdateIn, SettleOut, LinkCredit, Drained. Proton is bundled inside the cffi module, so
-its functions are called through pointers taken from cffi at import (_pn.pxd, _pn_api.pxi).
+Deliver, RouterDeliver, UpdateIn, SettleOut, LinkCredit, Drained. Proton is bundled inside the
+cffi module, so its functions are called through pointers taken from cffi at import (_pn.pxd,
+_pn_api.pxi).
 Every other method is the reference's, looked up on the reference class (``__getattr__``).
 ``Connection`` is rebound to a subclass whose byte I/O (push, output, consumed, capacity,
 pending, is_closed: called by the worker loop every iteration) is native too; the reference's
@@ -52,6 +53,8 @@ cdef int D_OUT = ipc.DIR_OUT
 
 _new_tuple = tuple.__new__  # NamedTuple(...) without its Python-level __new__
 _Transfer = ipc.Transfer
+_RouterTransfer = ipc.RouterTransfer
+_RouterDeliver = ipc.RouterDeliver
 _Disposition = ipc.Disposition
 _SettleIn = ipc.SettleIn
 _LinkFlow = ipc.LinkFlow
@@ -64,6 +67,7 @@ _scan = amqpscan.scan
 _MessageFormatError = amqpscan.MessageFormatError
 _rewrite = amqpscan.rewrite_annotations
 _ref_egress = _RefWorkerEngine._egress_annotations
+_ref_router_egress = _RefWorkerEngine._router_egress
 _ref_forget_link = _RefWorkerEngine._forget_link
 
 
@@ -232,23 +236,33 @@ cdef class NativeWorkerEngine:
             self.log("warning", f"[C{link.conn.conn_id}] rejecting malformed message: {exc}")
             self._reject_local(_d_cffi(d_key), "amqp:decode-error", str(exc))
             return 0
-        has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
-                                  or scan.ma_ingress is not None or scan.ma_phase is not None)
-        if has_router_annotations and link.conn.strip_in:
-            payload = _rewrite(payload, scan, strip=True)
-            to = scan.to if link.anonymous else None
-        elif link.anonymous:
-            to = scan.ma_to if scan.ma_to is not None else scan.to
+        if link.router:  # inter-router link: annotations kept and handed over for routing
+            to = scan.ma_to
+            trace = scan.ma_trace
+            phase = scan.ma_phase
+            dlv_id = self.new_id()
+            cmd = _new_tuple(_RouterTransfer, (
+                dlv_id, link.link_id, scan.to if to is None else to, settled, scan.priority,
+                phase if phase else 0, scan.ma_ingress, [] if trace is None else trace, payload))
         else:
-            to = None
-        dlv_id = self.new_id()
+            has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
+                                      or scan.ma_ingress is not None or scan.ma_phase is not None)
+            if has_router_annotations and link.conn.strip_in:
+                payload = _rewrite(payload, scan, strip=True)
+                to = scan.to if link.anonymous else None
+            elif link.anonymous:
+                to = scan.ma_to if scan.ma_to is not None else scan.to
+            else:
+                to = None
+            dlv_id = self.new_id()
+            cmd = _new_tuple(_Transfer, (dlv_id, link.link_id, to, settled, scan.priority,
+                                         payload))
         if settled:
             pn.delivery_settle(d)
         else:
             self.in_dlvs[dlv_id] = (d_key, link)
             self.in_ids[d_key] = dlv_id
-        self.outbox.append(_new_tuple(_Transfer, (dlv_id, link.link_id, to, settled,
-                                                  scan.priority, payload)))
+        self.outbox.append(cmd)
         return 0
 
     def _drop_in(self, dlv_id):
@@ -281,6 +295,8 @@ cdef class NativeWorkerEngine:
         t = type(effect)
         if t is _Deliver:
             self._deliver(effect)
+        elif t is _RouterDeliver:
+            self._router_deliver(effect)
         elif t is _UpdateIn:
             self._update_in(effect)
         elif t is _LinkCredit:
@@ -304,6 +320,25 @@ cdef class NativeWorkerEngine:
         self._deliver(fx)
 
     cdef int _deliver(self, object fx) except -1:
+        dlv_id, link_id, settled, payload = <tuple>fx
+        link = self.links.get(link_id)
+        if link is None:
+            return 0  # the link went away; the core learns it from our LinkDetach
+        return self._send_native(link, dlv_id, settled, _ref_egress(self, link.conn, payload))
+
+    def _fx_router_deliver(self, fx):
+        self._router_deliver(fx)
+
+    cdef int _router_deliver(self, object fx) except -1:
+        dlv_id, link_id, settled, to_override, phase, payload = <tuple>fx
+        link = self.links.get(link_id)
+        if link is None:
+            return 0  # the link went away; the core learns it from our LinkDetach
+        return self._send_native(link, dlv_id, settled,
+                                 _ref_router_egress(self, payload, to_override, phase))
+
+    cdef int _send_native(self, object link, object dlv_id, bint settled,
+                          object payload) except -1:
         cdef pn_link_t *l
         cdef pn_delivery_t *d
         cdef unsigned char tag[8]
@@ -311,10 +346,6 @@ cdef class NativeWorkerEngine:
         cdef uint64_t v
         cdef int i
         cdef Py_buffer view
-        dlv_id, link_id, settled, payload = <tuple>fx
-        link = self.links.get(link_id)
-        if link is None:
-            return 0  # the link went away; the core learns it from our LinkDetach
         l = self._link_native(link)
         v = dlv_id
         for i in range(8):  # the delivery tag: the core's id, 8 bytes big-endian
@@ -323,7 +354,6 @@ cdef class NativeWorkerEngine:
         tag_bytes.size = 8
         tag_bytes.start = <const char *>tag
         d = pn.delivery(l, tag_bytes)
-        payload = _ref_egress(self, link.conn, payload)
         PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
         try:
             pn.link_send(l, <char *>view.buf, <size_t>view.len)

@@ -4,7 +4,8 @@ Owns every proton object of one worker (transports, connections, sessions, links
 and translates between proton events and the IPC messages of ``router_core.ipc``:
 
 * proton events (a remote attach, a complete delivery, a disposition, a flow) become commands in
-  ``self.outbox`` for the core;
+  ``self.outbox`` for the core; a complete delivery on an inter-router link (``Link.router``, set
+  at attach) becomes a RouterTransfer carrying its router annotations, any other a Transfer;
 * effects from the core (open this link, grant credit, send these bytes, settle that delivery)
   are applied to the engine with :meth:`WorkerEngine.apply`.
 
@@ -62,7 +63,7 @@ class Link:
     """Worker-side state of one link."""
 
     __slots__ = ("link_id", "ptr", "conn", "direction", "anonymous", "sent", "flow", "open",
-                 "local", "link_type")
+                 "local", "link_type", "router")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -76,6 +77,9 @@ class Link:
         self.open = False
         self.local = False       # created by this router (inter-router links), not attached to
         self.link_type = "endpoint"
+        # an inter-router link (control or data) on an inter-router connection: its deliveries
+        # go to the core as RouterTransfer (set once at attach; the per-delivery check)
+        self.router = False
 
 
 def _capabilities(terminus: Any) -> set:
@@ -115,8 +119,10 @@ class Connection:
         strip = str(settings.get("stripAnnotations") or "both")
         # Router annotations (x-opt-qd.*) from/to this connection: stripped on the way in
         # (ignored, removed) and/or on the way out; "no" adds ingress and trace on egress.
-        self.strip_in = strip in ("in", "both")
-        self.strip_out = strip in ("out", "both")
+        # Inter-router connections never strip: the annotations are what routers route by.
+        inter_router = self.role == INTER_ROUTER
+        self.strip_in = not inter_router and strip in ("in", "both")
+        self.strip_out = not inter_router and strip in ("out", "both")
         self.transport = proton.Transport(proton.Transport.SERVER if direction == "in"
                                           else proton.Transport.CLIENT)
         self.transport.max_frame_size = int(settings.get("maxFrameSize") or 16384)
@@ -212,6 +218,7 @@ class WorkerEngine:
         self._handlers = {
             ipc.LinkOpen: self._fx_link_open, ipc.LinkRefuse: self._fx_link_refuse,
             ipc.LinkCredit: self._fx_credit, ipc.Deliver: self._fx_deliver,
+            ipc.RouterDeliver: self._fx_router_deliver,
             ipc.UpdateIn: self._fx_update_in, ipc.SettleOut: self._fx_settle_out,
             ipc.Drained: self._fx_drained, ipc.CloseConnection: self._fx_close_connection,
             ipc.DetachLink: self._fx_detach_link,
@@ -358,6 +365,7 @@ class WorkerEngine:
             link.local = True
             link.open = True
             link.link_type = LINK_TYPES[cap]
+            link.router = True
             conn.links[l_ptr] = link
             self.links[link.link_id] = link
             self.link_ptrs[l_ptr] = link
@@ -385,6 +393,8 @@ class WorkerEngine:
                 if cap in caps:
                     link.link_type = link_type
                     break
+            # elsewhere the core refuses router links: they never carry deliveries
+            link.router = link.link_type != "endpoint" and conn.role == INTER_ROUTER
         conn.links[l_ptr] = link
         self.links[link.link_id] = link
         self.link_ptrs[l_ptr] = link
@@ -464,23 +474,31 @@ class WorkerEngine:
             self.log("warning", f"[C{link.conn.conn_id}] rejecting malformed message: {exc}")
             self._reject_local(d_ptr, "amqp:decode-error", str(exc))
             return
-        has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
-                                  or scan.ma_ingress is not None or scan.ma_phase is not None)
-        if has_router_annotations and link.conn.strip_in:
-            payload = amqpscan.rewrite_annotations(payload, scan, strip=True)
-            to = scan.to if link.anonymous else None
-        elif link.anonymous:
-            to = scan.ma_to if scan.ma_to is not None else scan.to
+        if link.router:  # inter-router link: annotations kept and handed over for routing
+            to = scan.ma_to
+            trace = scan.ma_trace
+            dlv_id = self.new_id()
+            cmd = ipc.RouterTransfer(dlv_id, link.link_id, scan.to if to is None else to,
+                                     settled, scan.priority, scan.ma_phase or 0, scan.ma_ingress,
+                                     [] if trace is None else trace, payload)
         else:
-            to = None
-        dlv_id = self.new_id()
+            has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
+                                      or scan.ma_ingress is not None or scan.ma_phase is not None)
+            if has_router_annotations and link.conn.strip_in:
+                payload = amqpscan.rewrite_annotations(payload, scan, strip=True)
+                to = scan.to if link.anonymous else None
+            elif link.anonymous:
+                to = scan.ma_to if scan.ma_to is not None else scan.to
+            else:
+                to = None
+            dlv_id = self.new_id()
+            cmd = ipc.Transfer(dlv_id, link.link_id, to, settled, scan.priority, payload)
         if settled:
             lib.pn_delivery_settle(d_ptr)
         else:
             self.in_dlvs[dlv_id] = (d_ptr, link)
             self.in_ids[d_ptr] = dlv_id
-        self.outbox.append(ipc.Transfer(dlv_id, link.link_id, to, settled, scan.priority,
-                                          payload))
+        self.outbox.append(cmd)
 
     def _drop_aborted(self, d_ptr: Any, l_ptr: Any) -> None:
         # An aborted transfer is discarded; the sender's credit comes back with the next flow.
@@ -578,17 +596,27 @@ class WorkerEngine:
         link = self.links.get(fx.link_id)
         if link is None:
             return  # the link went away; the core learns it from our LinkDetach
+        self._send(link, fx.dlv_id, fx.settled, self._egress_annotations(link.conn, fx.payload))
+
+    def _fx_router_deliver(self, fx: ipc.RouterDeliver) -> None:
+        link = self.links.get(fx.link_id)
+        if link is None:
+            return  # the link went away; the core learns it from our LinkDetach
+        self._send(link, fx.dlv_id, fx.settled,
+                   self._router_egress(fx.payload, fx.to_override, fx.phase))
+
+    def _send(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
+        """One outbound delivery: tagged with the core's id, sent whole, settled or remembered."""
         l_ptr = link.ptr
-        d_ptr = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(fx.dlv_id))))
-        payload = self._egress_annotations(link.conn, fx.payload)
+        d_ptr = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
         lib.pn_link_send(l_ptr, ffi.from_buffer(payload), len(payload))
         lib.pn_link_advance(l_ptr)
         link.sent += 1
-        if fx.settled:
+        if settled:
             lib.pn_delivery_settle(d_ptr)
         else:
-            self.out_dlvs[fx.dlv_id] = (d_ptr, link)
-            self.out_ids[d_ptr] = fx.dlv_id
+            self.out_dlvs[dlv_id] = (d_ptr, link)
+            self.out_ids[d_ptr] = dlv_id
         self.dirty.add(link.conn)
 
     def _egress_annotations(self, conn: Connection, payload: Any) -> Any:
@@ -609,6 +637,20 @@ class WorkerEngine:
         me = self.node_tag
         return amqpscan.rewrite_annotations(
             payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me)
+
+    def _router_egress(self, payload: Any, to_override: Optional[str], phase: int) -> Any:
+        """Egress annotations of a RouterDeliver (inter-router links never strip): ingress if
+        absent, this router appended to the trace, ``x-opt-qd.to`` set unless ``to_override`` is
+        None, ``x-opt-qd.phase`` set unless ``phase`` is -1. Only that section is rewritten."""
+        try:
+            scan = amqpscan.scan(payload)
+        except amqpscan.MessageFormatError:
+            return payload  # it was scanned on the way in; never block a delivery here
+        me = self.node_tag
+        return amqpscan.rewrite_annotations(
+            payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me,
+            to_override=amqpscan.KEEP if to_override is None else to_override,
+            phase=amqpscan.KEEP if phase == -1 else phase)
 
     def _fx_update_in(self, fx: ipc.UpdateIn) -> None:
         entry = self.in_dlvs.get(fx.dlv_id)
