@@ -130,7 +130,7 @@ cdef class RouterCore:
     cdef readonly long long modified, ingress, egress, transit, ingress_container
     cdef readonly long long egress_container
     cdef readonly object agent_peer
-    cdef readonly dict routers
+    cdef readonly dict routers, neighbour_conns
     cdef public double now
     cdef long long _next_out
     cdef dict _key_cache, _effects, _dispatch

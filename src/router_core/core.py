@@ -352,6 +352,7 @@ class RouterCore:
         # reaches (router id -> RemoteRouter), from its latest RouteUpdate
         self.agent_peer = None
         self.routers = {}
+        self.neighbour_conns = {}  # router id -> its inter-router Connection with control links
         # Commands off the per-message path (the per-message ones are tested first in _handle).
         self._dispatch = {LinkAttach: self._on_attach, LinkDetach: self._on_detach,
                           ConnOpened: self._on_conn_opened, ConnClosed: self._on_conn_closed,
@@ -497,6 +498,8 @@ class RouterCore:
             if rule is not None:
                 dist = DIST_CODES.get(rule.distribution, dist)
                 priority = rule.priority
+            elif text == "$management":  # the agent: the nearest one answers (as in 1.x)
+                dist = DIST_CLOSEST
         elif key[0] == "T":
             dist = DIST_MULTICAST
         else:
@@ -525,6 +528,12 @@ class RouterCore:
         self.peers[peer] = cmd[1]
         if cmd[1] == "agent":
             self.agent_peer = peer
+            # what happened before the agent was there (workers may start first)
+            for conn in self.conns.values():
+                self._check_router_up(conn)
+            for addr in self.addrs.values():
+                if addr.consumers and self.mode == "interior" and addr.key[0] == "M":
+                    self._announce(addr, True)
 
     def _on_conn_opened(self, peer: int, cmd: Any) -> None:
         old = self.conns.get(cmd[0])
@@ -589,7 +598,10 @@ class RouterCore:
         self.links[link_id] = link
         conn.links[link_id] = link
         self._emit(conn.peer, LinkOpen(link_id, address))
-        if key is None:  # anonymous sender
+        if key is None or (direction == DIR_IN and (key[0] == "R" or key[0] == "T")
+                           and self.mode == "interior"):
+            # an anonymous sender, or one targeted at another router (routed per delivery by
+            # its link address, like an anonymous sender's `to`)
             link.credited = True
             self._credit(link, capacity)
             return
@@ -647,14 +659,21 @@ class RouterCore:
         if direction == DIR_IN:
             link.credited = True
             self._credit(link, capacity)
+        self._check_router_up(conn)
+
+    def _check_router_up(self, conn: Connection) -> None:
+        """Tell the agent once a connection has both control links (and the agent is there)."""
         if (not conn.router_up and conn.control_in is not None and conn.control_out is not None
                 and self.agent_peer is not None):
             conn.router_up = True
+            self.neighbour_conns[conn.container] = conn
             self._emit(self.agent_peer, RouterLinkUp(conn.conn_id, conn.cost, conn.container))
 
     def _router_down(self, conn: Connection) -> None:
         if conn.router_up:
             conn.router_up = False
+            if self.neighbour_conns.get(conn.container) is conn:
+                del self.neighbour_conns[conn.container]
             if self.agent_peer is not None:
                 self._emit(self.agent_peer, RouterLinkDown(conn.conn_id))
 
@@ -763,9 +782,12 @@ class RouterCore:
             self.ingress_container += 1
         addr = link.addr
         key = None
-        if addr is None and to is not None:
-            key = _phase_key(self.rules, self._key(to), DIR_IN)
-            addr = self.addrs.get(key)
+        if addr is None:
+            if to is None:  # a sender targeted at a topological address (see _on_attach)
+                to = link.address
+            if to is not None:
+                key = _phase_key(self.rules, self._key(to), DIR_IN)
+                addr = self.addrs.get(key)
         if settled:
             link.presettled_count += 1
             self.presettled += 1
@@ -1170,10 +1192,21 @@ class RouterCore:
         if key[0] == "T":
             self._flood_control(payload, exclude)
         elif key[0] == "R":
-            router = self.routers.get(key[1:])
-            if router is not None and router.conn is not None and router.next_hop not in exclude:
-                self._send_control(router.conn.control_out, payload)
+            self._control_toward(key[1:], payload, exclude)
         self._replenish(link)
+
+    def _control_toward(self, router_id: str, payload: Any, exclude: Any) -> None:
+        """A routing message for one router: straight to it if it is a neighbour (even while
+        the routes still say otherwise, e.g. an LSR answering a neighbour's RA right after a
+        topology change), else along the next hop."""
+        conn = self.neighbour_conns.get(router_id)
+        if conn is None:
+            router = self.routers.get(router_id)
+            if router is None or router.next_hop in exclude:
+                return
+            conn = router.conn
+        if conn is not None:
+            self._send_control(conn.control_out, payload)
 
     def _on_control_send(self, peer: int, cmd: Any) -> None:
         conn_id, to, payload = cmd
@@ -1186,9 +1219,7 @@ class RouterCore:
         if key[0] == "T":
             self._flood_control(payload, ())
         elif key[0] == "R":
-            router = self.routers.get(key[1:])
-            if router is not None and router.conn is not None:
-                self._send_control(router.conn.control_out, payload)
+            self._control_toward(key[1:], payload, ())
 
     def _flood_control(self, payload: Any, exclude: Any) -> None:
         """One copy on the control link of every distinct next hop, except routers in the
@@ -1214,6 +1245,8 @@ class RouterCore:
         """``_topo/0/<router>/...`` (key ``R<router>``): toward that router; ``_topo/0/all/...``
         (``T...``): one copy to every next hop."""
         prio = 9 if priority > 9 else (0 if priority < 0 else priority)
+        # a sender targeted at the address: the next router reads it from x-opt-qd.to
+        to_override = None if link.router else link.address
         if key[0] == "R":
             router = self.routers.get(key[1:])
             if router is None or (exclude and router.next_hop in exclude):
@@ -1223,13 +1256,15 @@ class RouterCore:
             if out is None:
                 self._unroutable(link, dlv_id, settled)
                 return
-            self._send_anycast_remote(link, dlv_id, settled, payload, None, out, None, -1)
+            self._send_anycast_remote(link, dlv_id, settled, payload, None, out, to_override, -1)
             return
         targets = self._next_hop_links(self.routers, exclude, prio)
         if not targets:
             self._unroutable(link, dlv_id, settled)
             return
-        self._forward_multicast(targets, _in_delivery(dlv_id, link, settled, payload, None, True))
+        dlv = _in_delivery(dlv_id, link, settled, payload, None, True)
+        dlv.to_override = to_override
+        self._forward_multicast(targets, dlv)
 
     def _route_remote(self, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
                       addr: Address, origin: Any, exclude: Any) -> None:

@@ -195,6 +195,12 @@ def test_topological_addresses_route_to_their_router(net):
     # an unknown router: released
     dlv2 = net.send(10, to="amqp:/_topo/0/R7/$management")
     assert UpdateIn(dlv2, STATE_RELEASED, True, None) in net.flat()
+    # a sender targeted at another router's address: the address travels in x-opt-qd.to
+    net.sender(11, 9, "amqp:/_topo/0/R2/$management")
+    assert of(net.flat(), LinkCredit) == [LinkCredit(11, 10)]
+    net.send(11)
+    [sent] = of(net.flat(), RouterDeliver)
+    assert (sent.link_id, sent.to_override) == (data_out(100), "amqp:/_topo/0/R2/$management")
     # a reply for this router's temporary address arriving from R3 reaches the local receiver
     net.receiver(20, 9, "amqp:/_topo/0/R1/temp.abc", credit=5)
     net.flat()
@@ -229,3 +235,13 @@ def test_remote_address_without_rule_takes_the_hint(net):
     assert net.addr("M0h")["distribution"] == "multicast"
     net.do(RemoteAddress("M0h", "R2", False, -1), peer=AGENT)
     assert net.addr("M0h") is None
+
+
+def test_an_agent_that_comes_late_hears_what_it_missed(core_cls):
+    h = Harness(core_cls, mode="interior")
+    h.do(ConnOpenedFor(1, "R2"))
+    _inter_router_links(h, 1, 100)
+    h.conn(9).receiver(20, 9, "orders", credit=5)
+    h.effects()
+    h.do(PeerHello(AGENT, "agent", 1), peer=AGENT)
+    assert h.effects()[AGENT] == [RouterLinkUp(1, 1, "R2"), LocalAddress("M0orders", True, 3)]
