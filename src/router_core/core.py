@@ -1173,10 +1173,8 @@ class RouterCore:
             origin = ingress[2:]
         else:
             origin = link.conn.container
-        addr = self.addrs.get(key)
-        if addr is not None:
-            addr.transit += 1
-        self._route(link, dlv_id, settled, priority, payload, addr, key, origin, exclude)
+        self._route(link, dlv_id, settled, priority, payload, self.addrs.get(key), key, origin,
+                    exclude)
 
     def _control_in(self, link: Link, dlv_id: Any, settled: bool, key: str, exclude: Any,
                     payload: Any) -> None:
@@ -1281,7 +1279,10 @@ class RouterCore:
             phase = ord(addr.key[1]) - 48 if addr.key[0] == "M" else -1
         if addr.dist == DIST_MULTICAST:
             targets = list(addr.consumers)
-            targets.extend(self._next_hop_links(addr.remotes, exclude, prio))
+            remote = self._next_hop_links(addr.remotes, exclude, prio)
+            if remote:
+                addr.transit += 1  # deliveriesTransit: sent on toward other routers
+                targets.extend(remote)
             if not targets:
                 self._unroutable(link, dlv_id, settled)
                 return
