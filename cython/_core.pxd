@@ -165,6 +165,8 @@ cdef class RouterCore:
                 origin, exclude)
     cdef _unroutable(self, Link link, dlv_id, bint settled)
     @cython.locals(dlv=InDelivery)
+    cdef _send_local(self, Link link, Link target, dlv_id, bint settled, payload, Address addr)
+    @cython.locals(dlv=InDelivery)
     cdef _hold(self, Link link, dlv_id, bint settled, int priority, payload, Address addr)
     @cython.locals(link=Link, settled=cython.bint, out=OutDelivery)
     cdef _forward_multicast(self, list targets, InDelivery dlv)

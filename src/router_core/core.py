@@ -823,15 +823,20 @@ class RouterCore:
             return
         target = self._pick(addr)
         if target is not None:
-            if settled:
-                self._send(target, None, True, payload)
-            else:
-                dlv = _in_delivery(dlv_id, link, False, None, addr, False)
-                self.in_unsettled[dlv_id] = dlv
-                dlv.out = self._send(target, dlv, False, payload)
-            self._replenish(link)
+            self._send_local(link, target, dlv_id, settled, payload, addr)
             return
         self._hold(link, dlv_id, settled, priority, payload, addr)
+
+    def _send_local(self, link: Link, target: Link, dlv_id: Any, settled: bool, payload: Any,
+                    addr: Address) -> None:
+        """One anycast delivery to the local consumer ``target`` (which has credit)."""
+        if settled:
+            self._send(target, None, True, payload)
+        else:
+            dlv = _in_delivery(dlv_id, link, False, None, addr, False)
+            self.in_unsettled[dlv_id] = dlv
+            dlv.out = self._send(target, dlv, False, payload)
+        self._replenish(link)
 
     def _unroutable(self, link: Link, dlv_id: Any, settled: bool) -> None:
         """No destination: a pre-settled delivery is dropped, an unsettled one RELEASED."""
@@ -1299,13 +1304,7 @@ class RouterCore:
             if local_score > router.cost + len(remote[0].unsettled) + len(remote[0].queue):
                 local = None
         if local is not None:
-            if settled:
-                self._send(local, None, True, payload)
-            else:
-                dlv = _in_delivery(dlv_id, link, False, None, addr, False)
-                self.in_unsettled[dlv_id] = dlv
-                dlv.out = self._send(local, dlv, False, payload)
-            self._replenish(link)
+            self._send_local(link, local, dlv_id, settled, payload, addr)
             return
         if remote is not None:
             addr.transit += 1
