@@ -725,6 +725,28 @@ class RouterCore:
         """An outbound link is gone: what was queued for it is released (an anycast delivery
         toward another router), what was sent and not settled gets the receiver's outcome if it
         gave one, else MODIFIED (in doubt)."""
+        self._release_queue(link)
+        # Sent and unsettled: the receiver's outcome if it gave one, else in doubt (MODIFIED).
+        for out in list(link.unsettled.values()):
+            if out.out_id not in self.out_unsettled:
+                continue
+            self._forget_out(out)
+            dlv = out.in_dlv
+            if out.state:
+                state, info = out.state, out.info
+            else:
+                state, info = STATE_MODIFIED, dict(_MODIFIED_FAILED)  # effects are not shared
+            if dlv.multicast:
+                if not out.done:
+                    out.done = True
+                    self._copy_done(dlv, state, info)
+            else:
+                self._settle_in(dlv, state, info)
+
+    def _release_queue(self, link: Link) -> None:
+        """Everything queued on an outbound link (not sent yet) is released: unsettled
+        deliveries go back RELEASED, pre-settled ones are dropped; their senders get the
+        credit back."""
         queue = link.queue
         link.queue = deque()
         for dlv in queue:
@@ -743,22 +765,6 @@ class RouterCore:
                 else:
                     self._settle_in(dlv, STATE_RELEASED, None)
                 self._replenish(in_link)
-        # Sent and unsettled: the receiver's outcome if it gave one, else in doubt (MODIFIED).
-        for out in list(link.unsettled.values()):
-            if out.out_id not in self.out_unsettled:
-                continue
-            self._forget_out(out)
-            dlv = out.in_dlv
-            if out.state:
-                state, info = out.state, out.info
-            else:
-                state, info = STATE_MODIFIED, dict(_MODIFIED_FAILED)  # effects are not shared
-            if dlv.multicast:
-                if not out.done:
-                    out.done = True
-                    self._copy_done(dlv, state, info)
-            else:
-                self._settle_in(dlv, state, info)
 
     # ------------------------------------------------------------------------------------------
     # Deliveries
@@ -1448,6 +1454,16 @@ class RouterCore:
             routers[router_id] = RemoteRouter(router_id, hop, conn, int(cost.get(router_id, 1)),
                                               frozenset(valid_origins.get(router_id, ())))
         self.routers = routers
+        # A neighbour the routing protocol lost (no HELLO for helloMaxAge) while its connection
+        # stays up, e.g. a frozen router: what waits on its data links would wait (and hold its
+        # senders' credit) until the connection times out. Release it; new traffic takes the
+        # new routes.
+        reachable = set(neighbours.values())
+        for conn in self.conns.values():
+            if conn.router_up and conn.conn_id not in reachable:
+                for link in conn.data_links:
+                    if link is not None and link.queue:
+                        self._release_queue(link)
         for addr in list(self.addrs.values()):
             if addr.waiting and self._reachable(addr):
                 self._credit_waiting(addr)

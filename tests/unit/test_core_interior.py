@@ -245,3 +245,21 @@ def test_an_agent_that_comes_late_hears_what_it_missed(core_cls):
     h.effects()
     h.do(PeerHello(AGENT, "agent", 1), peer=AGENT)
     assert h.effects()[AGENT] == [RouterLinkUp(1, 1, "R2"), LocalAddress("M0orders", True, 3)]
+
+
+def test_deliveries_waiting_for_a_lost_neighbour_are_released(net):
+    """R2 stops answering HELLOs (frozen) but its connection stays: once the routing protocol
+    drops it, what waited on its data links goes back to the senders, with their credit."""
+    net.do(RemoteAddress("M0q", "R2", True, 2), RemoteAddress("M0q", "R4", True, 2), peer=AGENT)
+    net.conn(9).sender(10, 9, None)
+    net.do(LinkFlow(data_out(100), 0, False))  # R2 gives no more credit
+    net.flat()
+    waiting = net.send(10, to="q")
+    assert of(net.flat(), RouterDeliver) == []
+    net.do(RouteUpdate({"R3": "R3", "R4": "R3"}, {"R3": 1, "R4": 2}, {"R3": [], "R4": []},
+                       {"R3": 5}), peer=AGENT)
+    effects = net.flat()
+    assert UpdateIn(waiting, STATE_RELEASED, True, None) in effects
+    assert LinkCredit(10, 1) in effects
+    net.send(10, to="q")  # new traffic takes the new route: R4 through R3
+    assert [e.link_id for e in of(net.flat(), RouterDeliver)] == [data_out(200)]
