@@ -44,10 +44,18 @@ Keys are stable (a Spark job joins them with router-side metrics); absent values
                       percentiles are the receiver's latencies of messages received in that second
                       (null for the sender)
 
+Arrivals file (receiver ``--arrivals FILE``): one line per received message with a timestamp,
+``<send time_ns> <receive time_ns>``, in arrival order (written at the end of the run).
+
 Usage
     python benchmarks/loadgen.py receiver --url 127.0.0.1:5672 --address q1 --count 20000
     python benchmarks/loadgen.py sender   --url 127.0.0.1:5672 --address q1 --count 20000 \
         --body-size 100 --presettled
+    # a steady 200 msg/s for 10 s; the receiver logs every message's send/receive time and,
+    # on SIGTERM, stops and still writes its line (e.g. when messages may be lost)
+    python benchmarks/loadgen.py receiver --address q1 --count 2000 --arrivals /tmp/arr.txt \
+        --stop-on-sigterm &
+    python benchmarks/loadgen.py sender --address q1 --count 2000 --rate 200
     # no router: the receiver listens, the sender connects to it
     python benchmarks/loadgen.py receiver --listen --url 127.0.0.1:5800 --count 20000 &
     python benchmarks/loadgen.py sender --url 127.0.0.1:5800 --count 20000
@@ -60,6 +68,7 @@ import math
 import os
 import resource
 import select
+import signal
 import socket
 import struct
 import sys
@@ -193,6 +202,30 @@ def throughput_fields(count: int, start_ns: Optional[int], end_ns: Optional[int]
         "cpu_sys_s": round(cpu_sys_s, 6),
         "cpu_us_per_msg": round((cpu_user_s + cpu_sys_s) * 1e6 / count, 3) if count else None,
     }
+
+
+def paced_quota(rate: float, elapsed_s: float, sent: int) -> int:
+    """How many more messages a sender paced at ``rate`` msg/s may send ``elapsed_s`` after it
+    started, having sent ``sent``: the first goes at once, the k-th (0-based) at k/rate."""
+    return max(0, int(elapsed_s * rate) + 1 - sent)
+
+
+def write_arrivals(path: str, stamps: Sequence[int]) -> None:
+    """``stamps`` is send, receive, send, receive, ... (ns): one ``send receive`` line each."""
+    with open(path, "w", encoding="ascii") as f:
+        for i in range(0, len(stamps) - 1, 2):
+            f.write(f"{stamps[i]} {stamps[i + 1]}\n")
+
+
+def read_arrivals(path: str) -> list[tuple[int, int]]:
+    """(send time_ns, receive time_ns) per message, as ``write_arrivals`` wrote them."""
+    out = []
+    with open(path, encoding="ascii") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2:
+                out.append((int(parts[0]), int(parts[1])))
+    return out
 
 
 def write_result(record: dict, out: Optional[str]) -> None:
@@ -464,6 +497,8 @@ class Sender(Client):
         self.presettled = args.presettled
         self.window = args.window if (args.window and not args.presettled) else None
         self.batch = args.batch
+        self.rate = args.rate if args.rate and args.rate > 0 else None
+        self._paced_from: Optional[float] = None
         self.msg, self.ts_off = encode_template(args.address, args.body_size)
         self.c_msg = ffi.from_buffer(self.msg)
         self.msg_len = len(self.msg)
@@ -554,6 +589,11 @@ class Sender(Client):
         n = min(lib.pn_link_credit(link), remaining, self.batch)
         if self.window is not None:
             n = min(n, self.window - (self.sent - self.settled))
+        if self.rate is not None and n > 0:
+            now_mono = time.monotonic()
+            if self._paced_from is None:
+                self._paced_from = now_mono
+            n = min(n, paced_quota(self.rate, now_mono - self._paced_from, self.sent))
         if n <= 0:
             return False
         delivery, send, advance, settle = (lib.pn_delivery, lib.pn_link_send, lib.pn_link_advance,
@@ -592,11 +632,12 @@ class Sender(Client):
         while not self.ready and not self.error and time.monotonic() < deadline:
             self.pump(0.1)
         cpu0 = _cpu()
+        idle_wait = min(0.2, 0.5 / self.rate) if self.rate else 0.2
         while not self.error and not self.done() and not self.closed:
             if time.monotonic() >= deadline:
                 self.error = f"timeout after {args.timeout}s"
                 break
-            self.pump(0.2)
+            self.pump(idle_wait)
         # presettled: make sure the last transfers have left the process before measuring
         flush_deadline = time.monotonic() + 5
         while self.write() > 0 and time.monotonic() < flush_deadline:
@@ -641,6 +682,9 @@ class Receiver(Client):
         self.saw_presettled: Optional[bool] = None
         self.first_ns: Optional[int] = None
         self.last_ns: Optional[int] = None
+        # --arrivals: send and receive time_ns of every message, interleaved
+        self.arrivals: Optional[array] = array("q") if args.arrivals else None
+        self.stop_signal: Optional[str] = None
         self.rbuf = bytearray(64 * 1024)
         self.c_rbuf = self.ffi.from_buffer(self.rbuf)
         self.link: Any = None
@@ -703,6 +747,7 @@ class Receiver(Client):
         time_ns, lats = time.time_ns, self.latencies
         magic_at, unpack, MAGIC = self.rbuf.startswith, _TS.unpack_from, TS_MAGIC
         rbuf, c_rbuf = self.rbuf, self.c_rbuf
+        arrivals = self.arrivals
         got = 0
         presettled = 0
         now = batch_start = time_ns()
@@ -716,13 +761,17 @@ class Receiver(Client):
                 rbuf, c_rbuf, magic_at = self.rbuf, self.c_rbuf, self.rbuf.startswith
             now = time_ns()
             if n >= TS_TRAILER and magic_at(MAGIC, n - TS_TRAILER):
-                lats.append((now - unpack(rbuf, n - 8)[0]) // 1000)
+                ts = unpack(rbuf, n - 8)[0]
+                lats.append((now - ts) // 1000)
             else:
                 ts = extract_timestamp(rbuf, n) if n > 0 else None
                 if ts is None:
                     self.missing += 1
                 else:
                     lats.append((now - ts) // 1000)
+            if arrivals is not None and ts is not None:
+                arrivals.append(ts)
+                arrivals.append(now)
             advance(link)
             presettled = remote_settled(d)
             if not presettled:
@@ -746,6 +795,9 @@ class Receiver(Client):
         if deficit >= self.credit_batch or (deficit > 0 and near_end):
             lib.pn_link_flow(link, deficit)
         return False
+
+    def _on_sigterm(self, signum: int, frame: Any) -> None:
+        self.stop_signal = "SIGTERM"
 
     def _series(self) -> list[dict]:
         """Per-second counts and latency percentiles from the batch boundaries."""
@@ -772,7 +824,12 @@ class Receiver(Client):
             _touch(ready_file)
         cpu0 = _cpu()
         last_progress = time.monotonic()
+        if args.stop_on_sigterm:
+            signal.signal(signal.SIGTERM, self._on_sigterm)
         while not self.error and self.received < self.count and not self.closed:
+            if self.stop_signal:
+                self.error = f"stopped by {self.stop_signal} after {self.received} messages"
+                break
             before = self.received
             self.pump(0.2)
             now = time.monotonic()
@@ -786,7 +843,9 @@ class Receiver(Client):
             self.error = None
         cpu1 = _cpu()
         error = self.error          # what goes wrong while closing does not spoil the run
-        self.shutdown()
+        self.shutdown(0.5 if self.stop_signal else 2.0)
+        if self.arrivals is not None:
+            write_arrivals(args.arrivals, self.arrivals)
         lats = sorted(self.latencies)
         return result_line(
             run_id=args.run_id, role="receiver", pid=os.getpid(), url=args.url,
@@ -840,6 +899,8 @@ def build_parser() -> argparse.ArgumentParser:
             s.add_argument("--window", type=int, default=0,
                            help="max unsettled in flight (0: credit only)")
             s.add_argument("--batch", type=int, default=128, help="max transfers per I/O round")
+            s.add_argument("--rate", type=float, default=0,
+                           help="send at most this many messages per second (0: unpaced)")
         else:
             s.add_argument("--credit", type=int, default=250)
             s.add_argument("--credit-batch", type=int, default=0,
@@ -848,6 +909,10 @@ def build_parser() -> argparse.ArgumentParser:
                            help="stop when nothing arrives for this long after the first message")
             s.add_argument("--listen", action="store_true",
                            help="accept one connection on --url instead of connecting (no router)")
+            s.add_argument("--arrivals",
+                           help="write '<send time_ns> <receive time_ns>' per message to this file")
+            s.add_argument("--stop-on-sigterm", action="store_true",
+                           help="on SIGTERM stop receiving and still write the result line")
     return p
 
 

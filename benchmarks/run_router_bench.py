@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 HERE = Path(__file__).resolve().parent
 LOADGEN = HERE / "loadgen.py"
@@ -64,19 +64,26 @@ def _stat_fields(pid: int) -> Optional[list[str]]:
         return None
 
 
-def process_tree(root: int) -> list[int]:
-    """root and all its descendants (by scanning /proc once)."""
+def process_trees(roots: Sequence[int]) -> dict[int, int]:
+    """{pid: its root} for every root and all its descendants (by scanning /proc once)."""
     parent: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             fields = _stat_fields(int(entry))
             if fields:
                 parent[int(entry)] = int(fields[1])
-    tree, frontier = [root], [root]
+    tree = {root: root for root in roots}
+    frontier = list(roots)
     while frontier:
-        frontier = [pid for pid, ppid in parent.items() if ppid in frontier]
-        tree.extend(frontier)
+        frontier = [pid for pid, ppid in parent.items() if ppid in frontier and pid not in tree]
+        for pid in frontier:
+            tree[pid] = tree[parent[pid]]
     return tree
+
+
+def process_tree(root: int) -> list[int]:
+    """root and all its descendants (by scanning /proc once)."""
+    return list(process_trees([root]))
 
 
 def cpu_ticks(pids: list[int]) -> dict[int, int]:
@@ -102,22 +109,32 @@ def proc_label(pid: int) -> str:
 
 
 class RouterCpu:
-    """CPU of a process tree between two samples."""
+    """CPU of one or more process trees between two samples.
 
-    def __init__(self, root: int) -> None:
-        self.root = root
+    With ``names`` (one per root) every process is labelled ``name:module`` (e.g. ``B:router_core.
+    coreproc``), so the trees of several routers are told apart."""
+
+    def __init__(self, root: int | Sequence[int], names: Optional[Sequence[str]] = None) -> None:
+        self.roots = [root] if isinstance(root, int) else list(root)
+        self.names = dict(zip(self.roots, names)) if names else {}
         self.before: dict[int, int] = {}
 
+    def _label(self, pid: int, root: int) -> str:
+        label = proc_label(pid)
+        return f"{self.names[root]}:{label}" if root in self.names else label
+
     def start(self) -> None:
-        self.pids = process_tree(self.root)
-        self.labels = {pid: proc_label(pid) for pid in self.pids}
+        tree = process_trees(self.roots)
+        self.pids = list(tree)
+        self.labels = {pid: self._label(pid, root) for pid, root in tree.items()}
         self.before = cpu_ticks(self.pids)
 
     def stop(self) -> tuple[float, dict[str, float]]:
-        after = cpu_ticks(process_tree(self.root))
+        tree = process_trees(self.roots)
+        after = cpu_ticks(list(tree))
         by_label: dict[str, float] = {}
         for pid, ticks in after.items():
-            label = self.labels.get(pid) or proc_label(pid)
+            label = self.labels.get(pid) or self._label(pid, tree[pid])
             by_label[label] = by_label.get(label, 0.0) + (ticks - self.before.get(pid, 0)) / CLK_TCK
         return sum(by_label.values()), by_label
 
@@ -154,21 +171,35 @@ def write_conf(path: Path, port: int, workers: int, distribution: Optional[str] 
 
 
 class Router:
+    """One router process on a generated configuration (``conf_text``: use that text instead).
+
+    ``new_session``: the router leads its own process group (``kill_group`` kills all of it, and
+    Ctrl-C in the terminal reaches only this script, which stops the router itself).
+    ``run_once`` uses ``client_urls``, ``wait_routes``, ``cpu_meter`` and ``exit_error``; a
+    network of routers (``bench_network.Chain``) offers the same four."""
+
     def __init__(self, workdir: Path, port: int, workers: int, router_cmd: Optional[str],
                  env: dict[str, str], distribution: Optional[str] = None,
-                 metrics_dir: Optional[str] = None) -> None:
+                 metrics_dir: Optional[str] = None, conf_text: Optional[str] = None,
+                 name: str = "bench", new_session: bool = False) -> None:
         self.port = port
-        self.conf = workdir / "bench.conf"
-        write_conf(self.conf, port, workers, distribution, metrics_dir)
-        self.log_path = workdir / f"router-{port}.log"
+        self.name = name
+        self.conf = workdir / f"{name}.conf"
+        if conf_text is None:
+            write_conf(self.conf, port, workers, distribution, metrics_dir)
+        else:
+            self.conf.write_text(conf_text, encoding="utf-8")
+        self.log_path = workdir / f"router-{name}-{port}.log"
         if router_cmd:
             cmd = [a.replace("{conf}", str(self.conf)) for a in shlex.split(router_cmd)]
         else:
             cmd = [sys.executable, "-m", "agent.supervisor", "-c", str(self.conf)]
         self.custom = bool(router_cmd)
+        self.new_session = new_session
         self.log = open(self.log_path, "w", encoding="utf-8")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env={**os.environ, **env})
+                                     stdin=subprocess.DEVNULL, env={**os.environ, **env},
+                                     start_new_session=new_session)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
         deadline = time.monotonic() + timeout
@@ -195,12 +226,38 @@ class Router:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
+    def exit_error(self) -> str:
+        return f"router exited with {self.proc.returncode}"
+
+    def client_urls(self) -> tuple[str, str]:
+        """(url for senders, url for receivers)."""
+        url = f"127.0.0.1:{self.port}"
+        return url, url
+
+    def wait_routes(self, addresses: list[str]) -> None:
+        """Called once the receivers are attached, before the senders start."""
+
+    def cpu_meter(self) -> "RouterCpu":
+        return RouterCpu(self.proc.pid)
+
+    def kill_group(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the router's whole process group (only with new_session)."""
+        if self.new_session:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except ProcessLookupError:
+                pass
+
     def stop(self) -> None:
-        stop_process(self.proc)
-        self.log.close()
+        try:
+            self.kill_group(signal.SIGCONT)     # a stopped (SIGSTOP) router could not exit
+            stop_process(self.proc)
+        finally:
+            self.kill_group()       # anything of its group left behind (new_session only)
+            self.log.close()
 
 
-def idle_cpu_pct(root: int, seconds: float) -> Optional[float]:
+def idle_cpu_pct(root: int | Sequence[int], seconds: float) -> Optional[float]:
     if seconds <= 0:
         return None
     meter = RouterCpu(root)
@@ -278,24 +335,27 @@ def run_once(args: argparse.Namespace, workdir: Path, router: Optional[Router], 
     receivers: list[subprocess.Popen] = []
     senders: list[subprocess.Popen] = []
     errors: list[str] = []
-    meter = RouterCpu(router.proc.pid) if router else None
+    meter = router.cpu_meter() if router else None
     t0 = time.time()
     try:
         urls, ready = [], []
         for i in range(args.pairs):
             address = "bench/shared" if args.shared_address else f"bench/{run_id}/{i}"
             if router:
-                url = f"127.0.0.1:{router.port}"
+                url, rcv_url = router.client_urls()
             else:
-                url = f"127.0.0.1:{free_port()}"
+                url = rcv_url = f"127.0.0.1:{free_port()}"
             urls.append((url, address))
             for j in range(args.receivers if router else 1):
                 ready.append(rundir / f"receiver{i}-{j}.ready")
                 receivers.append(spawn_client(
-                    client_cmd("receiver", url, address, args, rundir / f"receiver{i}-{j}.jsonl",
-                               ready[-1], run_id, presettled, listen=router is None),
+                    client_cmd("receiver", rcv_url, address, args,
+                               rundir / f"receiver{i}-{j}.jsonl", ready[-1], run_id, presettled,
+                               listen=router is None),
                     rundir / f"receiver{i}-{j}.err"))
         wait_files(ready, receivers, READY_TIMEOUT)
+        if router:
+            router.wait_routes(sorted({address for _, address in urls}))
         if meter:
             meter.start()
         for i, (url, address) in enumerate(urls):
@@ -309,7 +369,7 @@ def run_once(args: argparse.Namespace, workdir: Path, router: Optional[Router], 
             stop_process(p, 2)
     router_cpu, by_proc = meter.stop() if meter else (None, {})
     if router and not router.alive():
-        errors.append(f"router exited with {router.proc.returncode}")
+        errors.append(router.exit_error())
 
     clients = []
     for path in sorted(rundir.glob("*.jsonl")):

@@ -154,3 +154,26 @@ def test_parse_url():
     assert loadgen.parse_url("127.0.0.1:5800") == ("127.0.0.1", 5800)
     assert loadgen.parse_url("amqp://127.0.0.1:5801") == ("127.0.0.1", 5801)
     assert loadgen.parse_url("localhost") == ("localhost", 5672)
+
+
+# pacing and arrivals (sender --rate, receiver --arrivals) -----------------------------------
+
+def test_paced_quota_first_message_at_once_then_one_per_interval():
+    assert loadgen.paced_quota(200, 0.0, 0) == 1          # the first goes at once
+    assert loadgen.paced_quota(200, 0.0, 1) == 0
+    assert loadgen.paced_quota(200, 0.004, 1) == 0        # the second is due at 5 ms
+    assert loadgen.paced_quota(200, 0.005, 1) == 1
+    assert loadgen.paced_quota(200, 1.0, 1) == 200        # behind schedule: catch up
+    assert loadgen.paced_quota(200, 1.0, 500) == 0        # never negative
+
+
+def test_arrivals_round_trip(tmp_path):
+    from array import array
+
+    path = str(tmp_path / "arrivals.txt")
+    loadgen.write_arrivals(path, array("q", [10, 15, 20, 31, 1_795_000_000_000_000_000,
+                                             1_795_000_000_000_500_000]))
+    assert loadgen.read_arrivals(path) == [(10, 15), (20, 31), (1_795_000_000_000_000_000,
+                                                                 1_795_000_000_000_500_000)]
+    loadgen.write_arrivals(path, [])
+    assert loadgen.read_arrivals(path) == []
