@@ -76,6 +76,7 @@ cdef class Link:
     cdef public bint presettled, closed, from_container, to_container, credited, router
     cdef public int priority
     cdef public long long granted, received, held, in_unsettled, credit_pending
+    cdef public long long credit_owed, credit_batch
     cdef public Py_ssize_t credit_slot
     cdef public long long limit, delivered
     cdef public object queue

@@ -155,6 +155,9 @@ class Link:
                  # credit not yet flushed and the slot of its LinkCredit in the peer's effects
                  "granted", "received", "held", "in_unsettled", "credited", "credit_pending",
                  "credit_slot",
+                 # replenished credit not granted yet, and how much is granted at once (1 for
+                 # client links; a slice of the window on inter-router links)
+                 "credit_owed", "credit_batch",
                  # outbound: credit limit from the receiver, deliveries sent (delivery count),
                  # per-link queue (multicast), unsettled outbound deliveries out_id -> OutDelivery
                  "limit", "delivered", "queue", "unsettled",
@@ -187,6 +190,8 @@ class Link:
         self.credited = False
         self.credit_pending = 0
         self.credit_slot = -1   # -1: no LinkCredit placeholder in this flush
+        self.credit_owed = 0
+        self.credit_batch = 1
         self.limit = 0
         self.delivered = 0
         self.queue = deque()
@@ -466,7 +471,12 @@ class RouterCore:
 
     def _replenish(self, link: Link) -> None:
         if link.credited and not link.closed:
-            self._credit(link, 1)
+            owed = link.credit_owed + 1
+            if owed >= link.credit_batch:
+                link.credit_owed = 0
+                self._credit(link, owed)
+            else:
+                link.credit_owed = owed
 
     # ------------------------------------------------------------------------------------------
     # Addresses
@@ -659,6 +669,10 @@ class RouterCore:
         if direction == DIR_IN:
             link.credited = True
             self._credit(link, capacity)
+            # Credit comes back in slices of an eighth of the window: the sending router then
+            # moves deliveries in batches instead of one per credit frame (the sender always
+            # keeps at least 7/8 of its window, so nothing can stall on the owed part).
+            link.credit_batch = capacity // 8 if capacity >= 8 else 1
         self._check_router_up(conn)
 
     def _check_router_up(self, conn: Connection) -> None:
