@@ -197,7 +197,7 @@ def test_inter_router_deliveries_reach_local_consumers(core_cls):
     h = Harness(core_cls, mode="interior")
     h.conn(1, role="inter-router")
     _inter_router_links(h)
-    h.conn(2).receiver(20, 2, "q", credit=10)
+    h.conn(2).receiver(20, 2, "q", credit=100)
     h.flat()
     h.do(RouterTransfer(1, 102, "q", True, 4, 0, "0/R2", ["0/R2"], b"a"),
          RouterTransfer(2, 104, "q", False, 4, 0, "0/R2", ["0/R2"], b"b"),
