@@ -21,6 +21,9 @@ from clients import collect, pump_until
 from conftest import free_port
 
 TIMEOUT = 30
+# collect() stops early after this long without a new message; it returns at once when the
+# expected count arrived, so a generous value only costs time when something is missing
+IDLE = 5.0
 
 
 class Net:
@@ -136,7 +139,8 @@ def transfer(conns, snd, bodies, receivers, expect=None):
     """Send ``bodies`` on ``snd`` without blocking, collect what ``receivers`` get (accepting
     it), then wait until every sent delivery has its outcome back; return (got, outcomes)."""
     sent = [snd.link.send(Message(body=body)) for body in bodies]
-    got = collect(conns, receivers, expect=len(bodies) if expect is None else expect)
+    got = collect(conns, receivers, expect=len(bodies) if expect is None else expect,
+                  idle=IDLE)
     pump_until(conns, lambda: all(d.remote_state for d in sent), what="outcomes back")
     return got, [d.remote_state for d in sent]
 
@@ -165,7 +169,7 @@ def test_two_routers_anycast_unsettled_and_settled_end_to_end(net):
         snd = sc.create_sender("orders", name="presettled", options=AtMostOnce())
         for i in range(10):
             snd.link.send(Message(body=f"p{i}")).settle()
-        assert collect([rc, sc], [rcv], expect=10) == [[f"p{i}" for i in range(10)]]
+        assert collect([rc, sc], [rcv], expect=10, idle=IDLE) == [[f"p{i}" for i in range(10)]]
     finally:
         sc.close()
         rc.close()
@@ -292,7 +296,7 @@ def test_late_joiner_learns_every_address(net):
         try:
             for i in range(5):
                 sc.create_sender(f"late.{i}").link.send(Message(body=i))
-            got = collect([rc, sc], receivers, expect=5)
+            got = collect([rc, sc], receivers, expect=5, idle=IDLE)
             assert got == [[i] for i in range(5)]
         finally:
             sc.close()

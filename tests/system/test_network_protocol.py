@@ -18,7 +18,7 @@ from proton.utils import BlockingConnection
 from clients import collect, pump_for, pump_until, take
 from conftest import free_port
 from test_interior import _Caps
-from test_network import Net, converged, nodes, qdstat, remote_seen, transfer, wait_for
+from test_network import IDLE, Net, converged, nodes, qdstat, remote_seen, transfer, wait_for
 
 TIMEOUT = 15
 FAKE = "Router.Fake"
@@ -343,7 +343,7 @@ def test_two_workers_each_anycast_and_multicast_exactly_once(net):
         sent = [snd_a.link.send(Message(body=b)) for b in bodies]
         bodies_b = [f"b{i}" for i in range(5)]
         sent += [snd_b.link.send(Message(body=b)) for b in bodies_b]
-        got = collect(every, mc, expect=len(mc) * 10, timeout=TIMEOUT)
+        got = collect(every, mc, expect=len(mc) * 10, timeout=TIMEOUT, idle=IDLE)
         for g in got:
             assert sorted(g) == sorted(bodies + bodies_b), got
         pump_until(every, lambda: all(d.remote_state for d in sent), what="multicast outcomes")
@@ -358,7 +358,7 @@ def test_two_workers_each_anycast_and_multicast_exactly_once(net):
             sent = []
             for j, s in enumerate(senders):
                 sent += [s.link.send(Message(body=f"{src}{j}.{i}")) for i in range(8)]
-            got = collect(every, rcvs, expect=len(sent), timeout=TIMEOUT)
+            got = collect(every, rcvs, expect=len(sent), timeout=TIMEOUT, idle=IDLE)
             flat = [b for g in got for b in g]
             want = [f"{src}{j}.{i}" for j in range(len(senders)) for i in range(8)]
             assert sorted(flat) == sorted(want), got
