@@ -930,6 +930,11 @@ class RouterCore:
             addr.to_container += 1
             self.egress_container += 1
         self._emit(link.peer, _effect(Deliver, (out_id, link.link_id, settled, payload)))
+        return self._track_out(link, dlv, settled, out_id)
+
+    def _track_out(self, link: Link, dlv: Any, settled: bool, out_id: Any) -> Any:
+        """After sending ``out_id`` on ``link``: count it (pre-settled) or remember it until
+        the receiver settles it."""
         if settled:
             link.presettled_count += 1
             return None
@@ -1450,13 +1455,7 @@ class RouterCore:
             self.transit += 1
         self._emit(link.peer, _effect(RouterDeliver, (out_id, link.link_id, settled, to_override,
                                                       phase, payload)))
-        if settled:
-            link.presettled_count += 1
-            return None
-        out = _out_delivery(out_id, link, dlv)
-        self.out_unsettled[out_id] = out
-        link.unsettled[out_id] = out
-        return out
+        return self._track_out(link, dlv, settled, out_id)
 
     def _on_route_update(self, peer: int, cmd: Any) -> None:
         next_hop, cost, valid_origins, neighbours = cmd
