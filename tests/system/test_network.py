@@ -329,9 +329,17 @@ def test_management_of_the_network(net):
         conn.close()
 
 
+def _qdmanage(r, *args: str) -> None:
+    out = subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "-b",
+                          f"127.0.0.1:{r.port}", *args], capture_output=True, text=True,
+                         timeout=30)
+    assert out.returncode == 0, out.stderr
+
+
 def test_mesh_of_four_follows_costs(net):
     """A --1-> B --1-> D, A --5-> C --1-> D: A reaches D through B (cost 2) until A's
-    connector to B is deleted, then through C (cost 6)."""
+    connector to B is deleted, then through C (cost 6); a new connector to B at cost 10 (path
+    cost 11) does not win it back, one at cost 2 (path cost 3) does."""
     net.add("D")
     net.add("B", connect_to=(("D", 1),))
     net.add("C", connect_to=(("D", 1),))
@@ -339,17 +347,10 @@ def test_mesh_of_four_follows_costs(net):
     converged(net, "ABCD")
     assert _next_hop(net["A"], "Router.D") == "Router.B"
     assert _cost(net["A"], "Router.D") == 2
-    out = subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "-b",
-                          f"127.0.0.1:{net['A'].port}", "delete", "--type=connector",
-                          "--name=to-B"], capture_output=True, text=True, timeout=30)
-    assert out.returncode == 0, out.stderr
+    _qdmanage(net["A"], "delete", "--type=connector", "--name=to-B")
     wait_for(lambda: _next_hop(net["A"], "Router.D") == "Router.C", timeout=TIMEOUT,
              what="A routes to D through C")
     assert _cost(net["A"], "Router.D") == 6
-    # C (the transit router) must know A's new link state too: until then A is not a valid
-    # origin for D at C and balanced traffic from A would be released there
-    wait_for(lambda: "Router.B" not in nodes(net["C"])["Router.A"]["neighbors"],
-             what="C learns A's new link state")
     # C (the transit router) must know A's new link state too: until then A is not a valid
     # origin for D at C and balanced traffic from A would be released there
     wait_for(lambda: "Router.B" not in nodes(net["C"])["Router.A"]["neighbors"],
@@ -365,6 +366,18 @@ def test_mesh_of_four_follows_costs(net):
     finally:
         sc.close()
         rc.close()
+    # costs at run time: a dear link to B is used for B only, a cheap one for D again
+    b_port = net.ir_ports["B"]
+    _qdmanage(net["A"], "create", "--type=connector", "name=to-B-dear", "host=127.0.0.1",
+              f"port={b_port}", "role=inter-router", "cost=10")
+    wait_for(lambda: _cost(net["A"], "Router.B") == 7, what="A reaches B at cost 7 (via C, D)")
+    assert _next_hop(net["A"], "Router.D") == "Router.C"
+    _qdmanage(net["A"], "delete", "--type=connector", "--name=to-B-dear")
+    _qdmanage(net["A"], "create", "--type=connector", "name=to-B-cheap", "host=127.0.0.1",
+              f"port={b_port}", "role=inter-router", "cost=2")
+    wait_for(lambda: _next_hop(net["A"], "Router.D") == "Router.B", timeout=TIMEOUT,
+             what="A routes to D through B again")
+    assert _cost(net["A"], "Router.D") == 3
 
 
 def _cost(r, router_id: str):
