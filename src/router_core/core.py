@@ -82,7 +82,6 @@ _ROUTE_CONTAINER = "route-container"
 _CONTROL_LOCAL = frozenset(["Lqdhello", "Lqdrouter", "Lqdrouter.ma"])
 _CONTROL_FLOOD = frozenset(["Tqdrouter", "Tqdrouter.ma"])
 _CONTROL_BACKLOG = 1000   # routing messages queued on a control link without credit, at most
-_DEFAULT_PRIORITY = 4
 # The treatment hint a router advertises with a mobile address (MAU), by distribution code
 _HINT_OF_DIST = {DIST_MULTICAST: 1, DIST_CLOSEST: 2, DIST_BALANCED: 3, DIST_UNAVAILABLE: 5}
 _DIST_OF_HINT = {0: DIST_MULTICAST, 1: DIST_MULTICAST, 2: DIST_CLOSEST, 3: DIST_BALANCED,
@@ -638,7 +637,8 @@ class RouterCore:
 
         Data links get their priority by attach order, per direction (the connecting side
         creates them in ascending priority order). Inbound router links get their whole
-        capacity as credit at once, replenished per received delivery. Once both control links
+        capacity as credit at once, given back in slices as deliveries leave the core (see
+        ``credit_batch``). Once both control links
         are attached the agent hears RouterLinkUp and starts its HELLOs on the connection.
         """
         if link_id in self.links:
@@ -1306,7 +1306,8 @@ class RouterCore:
             to_override = mobile_text(addr.key)
             if to_override is None:
                 to_override = link.address
-            phase = ord(addr.key[1]) - 48 if addr.key[0] == "M" else -1
+            if addr.key[0] == "M" and addr.key[1] != "0":  # a waypoint phase travels along
+                phase = ord(addr.key[1]) - 48
         if addr.dist == DIST_MULTICAST:
             targets = list(addr.consumers)
             remote = self._next_hop_links(addr.remotes, exclude, prio)

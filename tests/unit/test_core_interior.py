@@ -128,7 +128,7 @@ def test_sender_gets_credit_once_a_remote_destination_appears(net):
     dlv = net.send(10, to=None)
     [sent] = of(net.flat(), RouterDeliver)
     assert (sent.link_id, sent.settled, sent.to_override, sent.phase) == (
-        data_out(200), False, "orders", 0)
+        data_out(200), False, "orders", -1)  # phase 0: no x-opt-qd.phase needed
     # settlement comes back end to end
     net.do(Disposition(sent.dlv_id, STATE_ACCEPTED, True, None))
     assert UpdateIn(dlv, STATE_ACCEPTED, True, None) in net.flat()
@@ -263,3 +263,18 @@ def test_deliveries_waiting_for_a_lost_neighbour_are_released(net):
     assert LinkCredit(10, 1) in effects
     net.send(10, to="q")  # new traffic takes the new route: R4 through R3
     assert [e.link_id for e in of(net.flat(), RouterDeliver)] == [data_out(200)]
+
+
+def test_a_phased_address_travels_with_its_phase(core_cls):
+    h = Harness(core_cls, mode="interior", addresses=[{"prefix": "wp", "ingressPhase": 3}])
+    h.do(PeerHello(AGENT, "agent", 1), peer=AGENT)
+    h.do(ConnOpenedFor(1, "R2"))
+    _inter_router_links(h, 1, 100)
+    h.do(LinkFlow(data_out(100), 10, False))
+    h.do(RouteUpdate({"R2": "R2"}, {"R2": 1}, {"R2": []}, {"R2": 1}),
+         RemoteAddress("M3wp.q", "R2", True, 2), peer=AGENT)
+    h.conn(9).sender(10, 9, "wp.q")
+    h.effects()
+    h.send(10, settled=True)
+    [sent] = of(h.flat(), RouterDeliver)
+    assert (sent.to_override, sent.phase) == ("wp.q", 3)
