@@ -95,14 +95,17 @@ def router_factory(tmp_path):
     started: list[RouterProcess] = []
 
     def make(extra: str = "", router_id: str = "Router.Test", workers: int = 1,
-             wait: bool = True, mode: str = "standalone") -> Router:
+             wait: bool = True, mode: str = "standalone", router_attrs: str = "") -> Router:
+        """``router_attrs``: more ``name: value`` lines for the router section."""
         port = free_port()
         conf = tmp_path / f"qdrouterd-{len(started)}.conf"
+        more = "".join(f"\n                {line.strip()}" for line in router_attrs.splitlines()
+                       if line.strip())
         conf.write_text(textwrap.dedent(f"""\
             router {{
                 mode: {mode}
                 id: {router_id}
-                workerThreads: {workers}
+                workerThreads: {workers}{more}
             }}
             listener {{
                 host: 127.0.0.1

@@ -187,7 +187,8 @@ def net(router_factory):
 
 # --------------------------------------------------------------------------------------------
 def test_fake_router_on_raw_links_protocol_version_hello_and_ra(net):
-    x = net.add("X")
+    # helloMaxAge 10 s: losing the link must remove the neighbour long before HELLOs expire
+    x = net.add("X", router_attrs="helloMaxAgeSeconds: 10")
     fake = FakeRouter(net.ir_ports["X"])
     try:
         # the router greets us at once on its control link; answer nothing yet
@@ -208,7 +209,7 @@ def test_fake_router_on_raw_links_protocol_version_hello_and_ra(net):
         # one line names it, so it did reach the routing protocol; the HELLOs add no line)
         fake.send("MAR", "amqp:/_topo/0/Router.X/qdrouter.ma",
                   {"id": FAKE, "pv": 2, "area": "0", "have_seq": 0})
-        x.proc.wait_for_line("protocol version 2", timeout=5)
+        x.proc.wait_for_line("protocol version 2", timeout=15)
         for _ in range(3):
             fake.hello(["Router.X"], pv=2)
             fake.pump(0.5)
@@ -264,15 +265,15 @@ def test_fake_router_on_raw_links_protocol_version_hello_and_ra(net):
         assert list(hello["seen"]) == [FAKE] and hello["instance"] == \
             fake.messages("HELLO")[0][1]["instance"]
         # our link state answer (LSU) makes us a full neighbour at cost 1
-        row = wait_for(lambda: (hello_and_pump(0.2), nodes(x).get(FAKE))[1], timeout=5)
+        row = wait_for(lambda: (hello_and_pump(0.2), nodes(x).get(FAKE))[1], timeout=15)
         assert row["cost"] == "1", row
         lsr_msg, lsr = fake.messages("LSR")[0]
         assert lsr_msg.address == f"amqp:/_topo/0/{FAKE}/qdrouter"
         assert set(lsr) == {"id", "pv", "area"} and lsr["id"] == "Router.X", lsr
     finally:
         fake.close()
-    # losing the control link removes the neighbour at once (well before helloMaxAge, 3 s)
-    wait_for(lambda: nodes(x).get(FAKE, {"cost": "-"})["cost"] == "-", timeout=2.0,
+    # losing the control link removes the neighbour at once (well before helloMaxAge, 10 s)
+    wait_for(lambda: nodes(x).get(FAKE, {"cost": "-"})["cost"] == "-", timeout=6.0,
              what="Router.Fake no longer a neighbour")
     _healthy(x)
 
