@@ -43,6 +43,7 @@ DEFAULT_CONFIG = "/etc/qpid-dispatch/qdrouterd.conf"
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 5.0
 RELOAD_TIMEOUT = 60.0  # the agent applies changes one by one, each bounded by its own timeout
+RELOAD_CONNECT_MS = 5000  # how long a reload waits for the agent's end of the reload pipe
 
 
 def runtime_parent() -> Optional[str]:
@@ -209,6 +210,10 @@ class Supervisor:
             return
         self._reload_ids += 1
         try:
+            # the agent connects its end asynchronously: right after start-up (a SIGHUP just
+            # after "Operational") the pipe may not be up yet, so wait a little for it
+            if not self.reload_sock.poll(RELOAD_CONNECT_MS, zmq.POLLOUT):
+                raise zmq.Again()
             self.reload_sock.send(reload.encode_message("reload", id=self._reload_ids,
                                                         changes=plan.changes), zmq.NOBLOCK)
         except zmq.Again:
