@@ -144,6 +144,9 @@ class ControlPlane:
     def run(self) -> None:
         self.send(ipc.PeerHello(self.index, "agent", os.getpid()))
         self.management.start()
+        # the management links go to the core before we report ready: a client that connects
+        # once the router says "Operational" must find $management attached
+        self._flush()
         error = self.metrics.start(self.spec.get("listeners", []))
         self.status.send_multipart(ipc.encode_batch(self.index, [
             ipc.ChildStatus("agent", self.index, os.getpid(), "failed" if error else "ready",
