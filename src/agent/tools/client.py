@@ -10,10 +10,11 @@ Must not import zmq, router_io or router_core.
 from __future__ import annotations
 
 import argparse
-from typing import Any, Optional
+import sys
+from typing import Any, Callable, Optional
 
-from proton import Message, SSLDomain, Url
-from proton.utils import BlockingConnection, SyncRequestResponse
+from proton import Message, ProtonException, SSLDomain, Url
+from proton.utils import BlockingConnection, LinkDetached, SyncRequestResponse
 
 DEFAULT_BUS = "0.0.0.0"
 STATUS_NAMES = {400: "BadRequestStatus", 401: "UnauthorizedStatus", 403: "ForbiddenStatus",
@@ -132,3 +133,29 @@ class ManagementClient:
             self.conn.close()
         except Exception:  # closing after a failure must not hide the failure
             pass
+
+
+def run_tool(opts: argparse.Namespace, work: Callable[[ManagementClient], None],
+             usage_errors: tuple = ()) -> int:
+    """What qdstat and qdmanage share: open a client, run ``work`` with it, always close it.
+
+    Exit status 0; 1 with the error on stderr for an error status, a connection or protocol
+    failure (or Ctrl-C); 2 for one of ``usage_errors``."""
+    client = None
+    try:
+        client = ManagementClient(opts)
+        work(client)
+        return 0
+    except StatusError as exc:
+        print(str(exc), file=sys.stderr)
+    except usage_errors as exc:
+        print(f"Usage error: {exc}", file=sys.stderr)
+        return 2
+    except (ProtonException, LinkDetached, OSError) as exc:
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if client is not None:
+            client.close()
+    return 1

@@ -19,11 +19,8 @@ import json
 import sys
 from typing import Any, Optional
 
-from proton import ProtonException
-from proton.utils import LinkDetached
-
 from agent.schema import SchemaError, load_schema
-from agent.tools.client import ManagementClient, StatusError, add_connection_options
+from agent.tools.client import ManagementClient, add_connection_options, run_tool
 
 OPERATIONS = ("QUERY", "CREATE", "READ", "UPDATE", "DELETE", "GET-TYPES", "GET-OPERATIONS",
               "GET-ATTRIBUTES", "GET-ANNOTATIONS", "GET-MGMT-NODES", "GET-SCHEMA",
@@ -151,31 +148,22 @@ def result_of(op: str, body: Any) -> Any:
 
 def main(argv: Optional[list] = None) -> int:
     opts = parse_args(argv)
-    client = None
+    usage_errors = (UsageError, ValueError)
     try:
-        requests = build_requests(opts)
-        client = ManagementClient(opts)
-        results = []
-        for op, body, props in requests:
-            results.append(result_of(op, client.call(op, body, **props)))
+        requests = build_requests(opts)  # before connecting: a usage error needs no router
+    except usage_errors as exc:
+        print(f"Usage error: {exc}", file=sys.stderr)
+        return 2
+
+    def work(client: ManagementClient) -> None:
+        results = [result_of(op, client.call(op, body, **props))
+                   for op, body, props in requests]
         output = results if opts.stdin and len(results) > 1 else results[0]
         if requests[0][0] != "DELETE":
             indent = None if opts.indent < 0 else opts.indent
             print(json.dumps(output, indent=indent, default=str))
-        return 0
-    except StatusError as exc:
-        print(str(exc), file=sys.stderr)
-    except (UsageError, ValueError) as exc:
-        print(f"Usage error: {exc}", file=sys.stderr)
-        return 2
-    except (ProtonException, LinkDetached, OSError) as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if client is not None:
-            client.close()
-    return 1
+
+    return run_tool(opts, work, usage_errors)
 
 
 if __name__ == "__main__":

@@ -22,10 +22,7 @@ import time
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
-from proton import ProtonException
-from proton.utils import LinkDetached
-
-from agent.tools.client import ManagementClient, StatusError, add_connection_options
+from agent.tools.client import ManagementClient, add_connection_options, run_tool
 from agent.tools.display import format_table, time_long
 
 T = "org.apache.qpid.dispatch."
@@ -331,23 +328,13 @@ def parse_args(argv: Optional[list]) -> argparse.Namespace:
 
 def main(argv: Optional[list] = None) -> int:
     opts = parse_args(argv)
-    client = None
-    try:
-        client = ManagementClient(opts)
+
+    def work(client: ManagementClient) -> None:
         stat = Qdstat(client, opts)
         stat.run(getattr(stat, opts.show))
         print("\n".join(stat.out))
-        return 0
-    except StatusError as exc:
-        print(str(exc), file=sys.stderr)
-    except (ProtonException, LinkDetached, OSError) as exc:
-        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if client is not None:
-            client.close()
-    return 1
+
+    return run_tool(opts, work)
 
 
 if __name__ == "__main__":
