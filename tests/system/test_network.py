@@ -76,6 +76,15 @@ class Net:
     def __getitem__(self, name: str):
         return self.routers[name]
 
+    def line(self, *names: str, **kwargs) -> None:
+        """Routers in a line, each connecting to the one before it at cost 1 (``line("B",
+        "A")``: A --1-> B), and wait until every one knows every other; ``kwargs`` go to
+        every :meth:`add`."""
+        self.add(names[0], **kwargs)
+        for before, name in zip(names, names[1:]):
+            self.add(name, connect_to=((before, 1),), **kwargs)
+        converged(self, names)
+
 
 def qdstat(port: int, *args: str) -> list:
     """qdstat's table as rows, its column header first (the title lines dropped)."""
@@ -153,9 +162,7 @@ def net(router_factory):
 # --------------------------------------------------------------------------------------------
 def test_two_routers_anycast_unsettled_and_settled_end_to_end(net):
     """A --1-> B: a receiver on B, a sender on A."""
-    net.add("B")
-    net.add("A", connect_to=(("B", 1),))
-    converged(net, "AB")
+    net.line("B", "A")
     rc = BlockingConnection(net["B"].url, timeout=TIMEOUT)
     sc = BlockingConnection(net["A"].url, timeout=TIMEOUT)
     try:
@@ -176,9 +183,7 @@ def test_two_routers_anycast_unsettled_and_settled_end_to_end(net):
 
 
 def test_request_reply_through_a_dynamic_address_across_routers(net):
-    net.add("B")
-    net.add("A", connect_to=(("B", 1),))
-    converged(net, "AB")
+    net.line("B", "A")
     service = BlockingConnection(net["B"].url, timeout=TIMEOUT)
     client = BlockingConnection(net["A"].url, timeout=TIMEOUT)
     try:
@@ -203,10 +208,7 @@ def test_request_reply_through_a_dynamic_address_across_routers(net):
 
 def test_line_of_three_multicast_closest_and_balanced(net):
     """A --1-> B --1-> C"""
-    net.add("C")
-    net.add("B", connect_to=(("C", 1),))
-    net.add("A", connect_to=(("B", 1),))
-    converged(net, "ABC")
+    net.line("C", "B", "A")
     conns = {n: BlockingConnection(net[n].url, timeout=TIMEOUT) for n in "ABC"}
     try:
         # multicast: exactly one copy for each receiver, wherever it is
@@ -305,9 +307,7 @@ def test_late_joiner_learns_every_address(net):
 
 
 def test_management_of_the_network(net):
-    net.add("B")
-    net.add("A", connect_to=(("B", 1),))
-    converged(net, "AB")
+    net.line("B", "A")
     rows = qdstat(net["A"].port, "-n")
     ids = [row[0] for row in rows[1:]]
     assert sorted(ids) == ["Router.A", "Router.B"]

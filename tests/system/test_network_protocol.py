@@ -18,7 +18,7 @@ from proton.utils import BlockingConnection
 from clients import collect, pump_for, pump_until, take
 from conftest import free_port
 from test_interior import _Caps
-from test_network import IDLE, Net, converged, nodes, qdstat, remote_seen, transfer, wait_for
+from test_network import IDLE, Net, nodes, qdstat, remote_seen, transfer, wait_for
 
 TIMEOUT = 15
 FAKE = "Router.Fake"
@@ -281,9 +281,7 @@ def test_fake_router_on_raw_links_protocol_version_hello_and_ra(net):
 # --------------------------------------------------------------------------------------------
 def test_lost_path_returns_unsettled_deliveries_with_an_outcome(net):
     """A --1-> B; B dies (SIGKILL) while holding three unsettled deliveries from A's sender."""
-    net.add("B")
-    net.add("A", connect_to=(("B", 1),))
-    converged(net, "AB")
+    net.line("B", "A")
     rc = BlockingConnection(net["B"].url, timeout=TIMEOUT)
     sc = BlockingConnection(net["A"].url, timeout=TIMEOUT)
     try:
@@ -322,9 +320,7 @@ def test_lost_path_returns_unsettled_deliveries_with_an_outcome(net):
 
 # --------------------------------------------------------------------------------------------
 def test_two_workers_each_anycast_and_multicast_exactly_once(net):
-    net.add("B", workers=2)
-    net.add("A", connect_to=(("B", 1),), workers=2)
-    converged(net, "AB")
+    net.line("B", "A", workers=2)
     conns = {"A": _spread_connections(net["A"], "w2a")}
     try:
         conns["B"] = _spread_connections(net["B"], "w2b")
