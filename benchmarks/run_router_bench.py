@@ -471,24 +471,31 @@ def print_table(rows: list[dict]) -> None:
 
 # --------------------------------------------------------------------------- main
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_load_options(p: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:
+    """The load generator's options every router benchmark takes; returns the settlement-mode
+    group (``--presettled``/``--unsettled``, into ``modes``) for callers to extend."""
     p.add_argument("--pairs", type=int, default=1)
     p.add_argument("--count", type=int, default=20000, help="messages per sender")
     p.add_argument("--body-size", type=int, default=100)
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--presettled", dest="modes", action="store_const", const=["presettled"])
     mode.add_argument("--unsettled", dest="modes", action="store_const", const=["unsettled"])
+    p.add_argument("--credit", type=int, default=250, help="receiver credit window")
+    p.add_argument("--window", type=int, default=0, help="sender max unsettled (0: credit only)")
+    return mode
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    mode = add_load_options(p)
     mode.add_argument("--both", dest="modes", action="store_const",
                       const=["presettled", "unsettled"])
-    p.add_argument("--credit", type=int, default=250, help="receiver credit window")
     p.add_argument("--metrics-dir",
                    help="have our router write its metrics (router-metrics/1) here every second")
     p.add_argument("--receivers", type=int, default=1,
                    help="consumers per sender address (with --distribution)")
     p.add_argument("--distribution", choices=["closest", "balanced", "multicast"],
                    help="configure the benchmark addresses with this distribution")
-    p.add_argument("--window", type=int, default=0, help="sender max unsettled (0: credit only)")
     p.add_argument("--workers", type=int, default=1, help="router workerThreads")
     p.add_argument("--shared-address", action="store_true", help="all pairs use one address")
     p.add_argument("--router-cmd",
