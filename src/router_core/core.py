@@ -769,16 +769,7 @@ class RouterCore:
                 if not dlv.settled:
                     self._copy_done(dlv, STATE_RELEASED, None)
             else:
-                dlv.pending = 0
-                dlv.payload = None
-                in_link = dlv.link
-                in_link.held -= 1
-                if dlv.settled:
-                    in_link.dropped_presettled_count += 1
-                    self.dropped_presettled += 1
-                else:
-                    self._settle_in(dlv, STATE_RELEASED, None)
-                self._replenish(in_link)
+                self._release_waiting(dlv)
 
     # ------------------------------------------------------------------------------------------
     # Deliveries
@@ -1012,14 +1003,11 @@ class RouterCore:
                         dlv = queues[p].popleft()
                         break
                 addr.held -= 1
-                dlv.pending = 0
-                dlv.link.held -= 1
                 if dlv.settled:
                     self._send(link, None, True, dlv.payload)
                 else:
                     dlv.out = self._send(link, dlv, False, dlv.payload)
-                dlv.payload = None
-                self._replenish(dlv.link)
+                self._unhold(dlv)
         if drain and (link.limit > link.delivered or not (link.queue or addr.held)):
             self._emit(link.peer, Drained(link_id))
             if link.limit > link.delivered:
@@ -1029,18 +1017,25 @@ class RouterCore:
         """No consumer left: every delivery held at the address is released or dropped."""
         for queue in addr.queues:
             while queue:
-                dlv = queue.popleft()
                 addr.held -= 1
-                dlv.pending = 0
-                link = dlv.link
-                link.held -= 1
-                if dlv.settled:
-                    link.dropped_presettled_count += 1
-                    self.dropped_presettled += 1
-                else:
-                    self._settle_in(dlv, STATE_RELEASED, None)
-                dlv.payload = None
-                self._replenish(link)
+                self._release_waiting(queue.popleft())
+
+    def _unhold(self, dlv: InDelivery) -> None:
+        """An anycast delivery the core held (at its address, or queued toward another router)
+        stops waiting: sent, settled by its sender, or released. Its sender gets the credit."""
+        dlv.pending = 0
+        dlv.payload = None
+        dlv.link.held -= 1
+        self._replenish(dlv.link)
+
+    def _release_waiting(self, dlv: InDelivery) -> None:
+        """A held anycast delivery can go nowhere: RELEASED if unsettled, else dropped."""
+        if dlv.settled:
+            dlv.link.dropped_presettled_count += 1
+            self.dropped_presettled += 1
+        else:
+            self._settle_in(dlv, STATE_RELEASED, None)
+        self._unhold(dlv)
 
     # ------------------------------------------------------------------------------------------
     # Settlement
@@ -1146,22 +1141,17 @@ class RouterCore:
                     while dlv in queue:
                         queue.remove(dlv)
                         self._copy_unqueued(dlv)
-            elif dlv.addr is None or dlv not in dlv.addr.queues[dlv.priority]:
-                for out_link in list(self.links.values()):  # queued toward another router
-                    if out_link.router and dlv in out_link.queue:
-                        out_link.queue.remove(dlv)
-                        break
-                dlv.pending = 0
-                dlv.payload = None
-                link.held -= 1
-                self._replenish(link)
             else:
-                dlv.addr.queues[dlv.priority].remove(dlv)
-                dlv.addr.held -= 1
-                dlv.pending = 0
-                dlv.payload = None
-                link.held -= 1
-                self._replenish(link)
+                held = dlv.addr.queues[dlv.priority] if dlv.addr is not None else ()
+                if dlv in held:
+                    held.remove(dlv)
+                    dlv.addr.held -= 1
+                else:
+                    for out_link in list(self.links.values()):  # queued toward another router
+                        if out_link.router and dlv in out_link.queue:
+                            out_link.queue.remove(dlv)
+                            break
+                self._unhold(dlv)
         outs = dlv.copies if dlv.multicast else ([dlv.out] if dlv.out is not None else [])
         for out in outs:
             if out.out_id in self.out_unsettled:
@@ -1440,10 +1430,7 @@ class RouterCore:
                                      dlv.payload, dlv.to_override, dlv.phase)
             if not dlv.settled:
                 dlv.out = sent
-            dlv.pending = 0
-            dlv.payload = None
-            dlv.link.held -= 1
-            self._replenish(dlv.link)
+            self._unhold(dlv)
 
     def _send_router(self, link: Link, dlv: Any, settled: bool, payload: Any,
                      to_override: Any, phase: int) -> Any:
