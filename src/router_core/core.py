@@ -938,7 +938,6 @@ class RouterCore:
         """One copy of ``dlv`` to every link of ``targets`` (local consumers, and one data
         link per next-hop router), queued on a link without credit."""
         settled = dlv.settled
-        payload = dlv.payload
         dlv.targets = targets
         if not settled:
             self.in_unsettled[dlv.dlv_id] = dlv
@@ -948,15 +947,10 @@ class RouterCore:
             if link.queue or link.limit <= link.delivered:
                 link.queue.append(dlv)
                 dlv.pending += 1
-            elif link.router:
-                out = self._send_router(link, None if settled else dlv, settled, payload,
-                                        dlv.to_override, dlv.phase)
+            else:
+                out = self._send_copy(link, dlv)
                 if not settled:
                     dlv.copies.append(out)
-            elif settled:
-                self._send(link, None, True, payload)
-            else:
-                dlv.copies.append(self._send(link, dlv, False, payload))
         if dlv.pending:
             dlv.link.held += 1
         else:
@@ -980,21 +974,14 @@ class RouterCore:
         addr = link.addr
         if addr is None:  # a router link
             if link.queue:
-                self._drain_router_queue(link)
+                self._drain_queue(link)
             if drain and (link.limit > link.delivered or not link.queue):
                 self._emit(link.peer, Drained(link_id))
                 if link.limit > link.delivered:
                     link.delivered = link.limit
             return
         if link.queue:
-            queue = link.queue
-            while queue and link.limit > link.delivered:
-                dlv = queue.popleft()
-                if dlv.settled:
-                    self._send(link, None, True, dlv.payload)
-                else:
-                    dlv.copies.append(self._send(link, dlv, False, dlv.payload))
-                self._copy_unqueued(dlv)
+            self._drain_queue(link)
         elif addr.held:  # anycast deliveries held at the address (whatever its dist is now)
             queues = addr.queues
             while addr.held and link.limit > link.delivered:
@@ -1411,7 +1398,10 @@ class RouterCore:
         link.held += 1
         out.queue.append(dlv)
 
-    def _drain_router_queue(self, link: Link) -> None:
+    def _drain_queue(self, link: Link) -> None:
+        """Send what waits on an outbound link, as far as its credit goes: multicast copies
+        (client or router link), anycast deliveries toward another router, or raw routing
+        messages on a control link."""
         queue = link.queue
         if link.link_type == _LINK_CONTROL:
             while queue and link.limit > link.delivered:
@@ -1419,18 +1409,24 @@ class RouterCore:
             return
         while queue and link.limit > link.delivered:
             dlv = queue.popleft()
+            sent = self._send_copy(link, dlv)
             if dlv.multicast:
-                sent = self._send_router(link, None if dlv.settled else dlv, dlv.settled,
-                                         dlv.payload, dlv.to_override, dlv.phase)
                 if not dlv.settled:
                     dlv.copies.append(sent)
                 self._copy_unqueued(dlv)
-                continue
-            sent = self._send_router(link, None if dlv.settled else dlv, dlv.settled,
-                                     dlv.payload, dlv.to_override, dlv.phase)
-            if not dlv.settled:
-                dlv.out = sent
-            self._unhold(dlv)
+            else:
+                if not dlv.settled:
+                    dlv.out = sent
+                self._unhold(dlv)
+
+    def _send_copy(self, link: Link, dlv: InDelivery) -> Any:
+        """``dlv``'s message on ``link``, a client link or one toward another router; the
+        OutDelivery to track (None when pre-settled)."""
+        track = None if dlv.settled else dlv
+        if link.router:
+            return self._send_router(link, track, dlv.settled, dlv.payload, dlv.to_override,
+                                     dlv.phase)
+        return self._send(link, track, dlv.settled, dlv.payload)
 
     def _send_router(self, link: Link, dlv: Any, settled: bool, payload: Any,
                      to_override: Any, phase: int) -> Any:
