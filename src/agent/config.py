@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.schema import EntityType, SchemaError, load_schema
+from agent.schema import EntityType, SchemaError, listen_addresses_clash, load_schema
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config", "default_router_id"]
 
@@ -114,11 +114,22 @@ def default_router_id() -> str:
 def load_config(path: str) -> RouterConfig:
     """Read, parse and validate a configuration file; ``*.json`` files use the JSON form."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except OSError as e:
         raise ConfigError(f"cannot read configuration file: {e.strerror or e}", path) from None
-    return parse_config(text, path)
+    return parse_config(decode_config(data, path), path)
+
+
+def decode_config(data: bytes, path: str = "<config>") -> str:
+    """The text of a configuration file, which must be UTF-8; a bad byte is a ConfigError
+    naming its line."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise ConfigError(f"invalid UTF-8 byte 0x{data[e.start]:02x} (the configuration file "
+                          "must be UTF-8 text)", path, line) from None
 
 
 def parse_config(text: str, path: str = "<config>", *, json_form: bool | None = None) -> RouterConfig:
@@ -130,6 +141,8 @@ def parse_config(text: str, path: str = "<config>", *, json_form: bool | None = 
         entities = _build(sections)
     except _Problem as e:
         raise ConfigError(e.message, path, e.line) from None
+    except RecursionError:  # a value nested thousands deep ([[[[...) in JSON
+        raise ConfigError("a value is nested too deeply", path) from None
     return RouterConfig(router=next(e for e in entities if e.short_type == "router"),
                         entities=entities, path=path)
 
@@ -160,7 +173,9 @@ class _RawSection:
 
 
 def _parse_conf(text: str) -> list[_RawSection]:
-    lines = text.splitlines()
+    # Lines end at '\n' only (as editors and error messages count them), not at the other
+    # characters str.splitlines() breaks on; a trailing '\r' is stripped with the blanks.
+    lines = text.split("\n")
     sections: list[_RawSection] = []
     current: _RawSection | None = None
     i = 0
@@ -361,6 +376,9 @@ def _build(sections: list[_RawSection]) -> list[Entity]:
     _check_roles(router.attributes["mode"], built)
     ordered = _apply_order(built)
     _assign_names(ordered)
+    _check_unique(ordered)
+    _check_references(ordered)
+    _check_listen_addresses(ordered)
     return ordered
 
 
@@ -463,3 +481,61 @@ def _assign_names(entities: list[Entity]) -> None:
             raise _Problem(f"duplicate name '{attrs['name']}' for {entity.short_type} "
                            f"(also used at line {names[key]})", entity.line)
         names[key] = entity.line
+
+
+def _check_unique(entities: list[Entity]) -> None:
+    """Attributes the schema marks unique (vhost ``hostname``) may not repeat within a type."""
+    schema = load_schema()
+    seen: dict[tuple[str, str, Any], int | None] = {}
+    for entity in entities:
+        etype = schema.entity_type(entity.type)
+        for attr_name, attr in etype.attributes.items():
+            if not attr.unique or attr_name in ("name", "identity"):
+                continue
+            value = entity.attributes.get(attr_name)
+            if value is None:
+                continue
+            key = (entity.short_type, attr_name, json.dumps(value, sort_keys=True))
+            if key in seen:
+                raise _Problem(f"duplicate {attr_name} '{value}' for {entity.short_type} (also "
+                               f"used at line {seen[key]})", entity.line)
+            seen[key] = entity.line
+
+
+def reference_problem(etype: EntityType, attributes: dict[str, Any],
+                      names_of: Any) -> str | None:
+    """The first attribute that names a missing entity (schema ``references``), as a message;
+    ``names_of(short_type)`` gives the names that exist. Shared with management CREATE."""
+    for attr_name, attr in etype.attributes.items():
+        value = attributes.get(attr_name)
+        if attr.references is None or value in (None, ""):
+            continue
+        if value not in names_of(attr.references):
+            return (f"{etype.short_name} attribute '{attr_name}' names {attr.references} "
+                    f"'{value}', but there is no {attr.references} with that name")
+    return None
+
+
+def _check_references(entities: list[Entity]) -> None:
+    schema = load_schema()
+    names: dict[str, set[str]] = {}
+    for entity in entities:
+        names.setdefault(entity.short_type, set()).add(entity.attributes["name"])
+    for entity in entities:
+        problem = reference_problem(schema.entity_type(entity.type), entity.attributes,
+                                    lambda short: names.get(short, set()))
+        if problem:
+            raise _Problem(problem, entity.line)
+
+
+def _check_listen_addresses(entities: list[Entity]) -> None:
+    """Two listeners may not bind the same address (``amqp`` is 5672; '' and 0.0.0.0 are one)."""
+    listeners = [e for e in entities if e.short_type == "listener"]
+    for i, later in enumerate(listeners):
+        for earlier in listeners[:i]:
+            if listen_addresses_clash((earlier.get("host"), earlier.get("port")),
+                                      (later.get("host"), later.get("port"))):
+                raise _Problem(f"listener on {later.get('host') or '*'}:{later.get('port')} "
+                               f"uses the same address as the listener at line {earlier.line} "
+                               f"({earlier.get('host') or '*'}:{earlier.get('port')})",
+                               later.line)

@@ -6,8 +6,15 @@ it: long/short entity type names, attribute name normalisation (``sasl-mechanism
 ``saslMechanisms``), deprecated names (``addr`` -> ``address``) and conversion of text or JSON
 values to typed values (booleans accept yes/no/true/false/on/off).
 
+Numeric attributes carry their range in the schema file (``minimum``/``maximum``: outside is an
+error; ``atLeast``/``atMost``: silently raised/lowered to, as Qpid Dispatch 1.19 promotes
+maxFrameSize and clamps maxSessions; ``zeroMeansDefault``: 0 becomes the default, as 1.19 treats
+linkCapacity 0); ``references`` names the entity type whose ``name`` a value must be (checked by
+the callers, which know the other entities). Config files and management CREATE/UPDATE both
+convert through :meth:`AttributeType.convert`, so they accept exactly the same values.
+
 Pure Python, no I/O beyond reading the schema file once. Must not import proton, zmq, router_io or
-router_core.
+router_core, except router_core.log for the one log-level grammar (``parse_enable``).
 """
 from __future__ import annotations
 
@@ -18,6 +25,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
+
+from router_core.log import LogConfigError, parse_enable
 
 SCHEMA_PATH = Path(__file__).with_name("schema") / "qdrouterd.json"
 
@@ -32,7 +41,7 @@ TYPE_ALIASES: dict[str, str] = {
 
 _TRUE = frozenset({"yes", "true", "on"})
 _FALSE = frozenset({"no", "false", "off"})
-_LOG_LEVELS = frozenset({"trace", "debug", "info", "notice", "warning", "error", "critical"})
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
 _WELL_KNOWN_PORTS = {"amqp": 5672, "amqps": 5671, "http": 80, "https": 443}
 _SEPARATORS = re.compile(r"[-_.]+")
 
@@ -56,6 +65,12 @@ class AttributeType:
     unique: bool = False
     deprecation_name: str | None = None
     format: str | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    at_least: int | None = None
+    at_most: int | None = None
+    zero_means_default: bool = False
+    references: str | None = None
 
     @property
     def is_enum(self) -> bool:
@@ -64,11 +79,36 @@ class AttributeType:
     def convert(self, value: Any) -> Any:
         """Return ``value`` converted to this attribute's type; raise SchemaError if invalid."""
         converted = _convert(self.type, value)
+        if self.type == "integer":
+            converted = self._check_range(converted)
         if self.format == "port":
             _check_port(converted)
         elif self.format == "logLevels":
             _check_log_levels(converted)
         return converted
+
+    def _check_range(self, number: int) -> int:
+        low = _INT64_MIN if self.minimum is None else self.minimum
+        high = _INT64_MAX if self.maximum is None else self.maximum
+        if not low <= number <= high:
+            if self.minimum is not None and self.maximum is not None:
+                rule = f"must be {self.minimum}..{self.maximum}"
+            elif self.minimum is not None:
+                rule = f"must be >= {self.minimum}" + (
+                    f" and <= {_INT64_MAX}" if number > _INT64_MAX else "")
+            elif self.maximum is not None:
+                rule = f"must be <= {self.maximum}"
+            else:
+                rule = "does not fit in 64 bits"
+            shown = str(number) if len(str(number)) <= 30 else f"{str(number)[:27]}..."
+            raise SchemaError(f"{shown} is out of range ({rule})")
+        if number == 0 and self.zero_means_default and isinstance(self.default, int):
+            return self.default
+        if self.at_least is not None and number < self.at_least:
+            return self.at_least
+        if self.at_most is not None and number > self.at_most:
+            return self.at_most
+        return number
 
 
 @dataclass(frozen=True)
@@ -194,6 +234,12 @@ def _attribute(name: str, spec: Mapping[str, Any]) -> AttributeType:
         unique=bool(spec.get("unique", False)),
         deprecation_name=spec.get("deprecationName"),
         format=spec.get("format"),
+        minimum=spec.get("minimum"),
+        maximum=spec.get("maximum"),
+        at_least=spec.get("atLeast"),
+        at_most=spec.get("atMost"),
+        zero_means_default=bool(spec.get("zeroMeansDefault", False)),
+        references=spec.get("references"),
     )
 
 
@@ -273,16 +319,10 @@ def _check_port(port: str) -> None:
 
 
 def _check_log_levels(enable: str) -> None:
-    text = enable.strip().lower()
-    if text in ("none", "default", ""):
-        return
-    for item in text.split(","):
-        level = item.strip().rstrip("+")
-        if level not in _LOG_LEVELS:
-            raise SchemaError(
-                f"invalid log level '{item.strip()}' (levels: {', '.join(sorted(_LOG_LEVELS))}; "
-                "a trailing '+' means that level and above)"
-            )
+    try:
+        parse_enable(enable)
+    except LogConfigError as exc:
+        raise SchemaError(str(exc)) from None
 
 
 def port_number(port: str) -> int:
@@ -292,6 +332,36 @@ def port_number(port: str) -> int:
     if port in _WELL_KNOWN_PORTS:
         return _WELL_KNOWN_PORTS[port]
     return socket.getservbyname(port)
+
+
+_ANY_HOST = frozenset({"", "0.0.0.0", "::", "[::]", "*"})
+
+
+def listen_address(host: Any, port: Any) -> tuple[str, int | str]:
+    """The socket address a listener binds, for telling whether two listeners clash: a port
+    service name becomes its number (``amqp`` -> 5672) and every wildcard host ('', 0.0.0.0,
+    ::) is the same. Port 0 (any free port) never clashes: callers skip it."""
+    text = "" if host is None else str(host).strip().lower()
+    text = "" if text in _ANY_HOST else text
+    if text.startswith("[") and text.endswith("]"):
+        text = text[1:-1]
+    if text == "localhost":
+        text = "127.0.0.1"
+    try:
+        number: int | str = port_number(str(port))
+    except (OSError, ValueError):
+        number = str(port)
+    return text, number
+
+
+def listen_addresses_clash(first: tuple[Any, Any], second: tuple[Any, Any]) -> bool:
+    """Whether two listeners' (host, port) would bind the same socket address: same port (not
+    0) and the same host, or either host a wildcard (it takes the port on every address)."""
+    host1, port1 = listen_address(*first)
+    host2, port2 = listen_address(*second)
+    if port1 != port2 or port1 in (0, "0"):
+        return False
+    return host1 == host2 or host1 == "" or host2 == ""
 
 
 def _show(value: Any) -> str:
