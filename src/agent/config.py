@@ -18,7 +18,8 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.schema import EntityType, SchemaError, listen_addresses_clash, load_schema
+from agent.schema import (EntityType, SchemaError, listen_addresses_clash, load_schema,
+                          reference_problem)
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config", "default_router_id"]
 
@@ -500,20 +501,6 @@ def _check_unique(entities: list[Entity]) -> None:
                 raise _Problem(f"duplicate {attr_name} '{value}' for {entity.short_type} (also "
                                f"used at line {seen[key]})", entity.line)
             seen[key] = entity.line
-
-
-def reference_problem(etype: EntityType, attributes: dict[str, Any],
-                      names_of: Any) -> str | None:
-    """The first attribute that names a missing entity (schema ``references``), as a message;
-    ``names_of(short_type)`` gives the names that exist. Shared with management CREATE."""
-    for attr_name, attr in etype.attributes.items():
-        value = attributes.get(attr_name)
-        if attr.references is None or value in (None, ""):
-            continue
-        if value not in names_of(attr.references):
-            return (f"{etype.short_name} attribute '{attr_name}' names {attr.references} "
-                    f"'{value}', but there is no {attr.references} with that name")
-    return None
 
 
 def _check_references(entities: list[Entity]) -> None:

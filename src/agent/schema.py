@@ -24,7 +24,7 @@ import socket
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from router_core.log import LogConfigError, parse_enable
 
@@ -332,6 +332,20 @@ def port_number(port: str) -> int:
     if port in _WELL_KNOWN_PORTS:
         return _WELL_KNOWN_PORTS[port]
     return socket.getservbyname(port)
+
+
+def reference_problem(etype: EntityType, attributes: dict[str, Any],
+                      names_of: Callable[[str], Any]) -> str | None:
+    """The first attribute that names a missing entity (schema ``references``), as a message;
+    ``names_of(short_type)`` gives the names that exist. Shared with management CREATE."""
+    for attr_name, attr in etype.attributes.items():
+        value = attributes.get(attr_name)
+        if attr.references is None or value in (None, ""):
+            continue
+        if value not in names_of(attr.references):
+            return (f"{etype.short_name} attribute '{attr_name}' names {attr.references} "
+                    f"'{value}', but there is no {attr.references} with that name")
+    return None
 
 
 _ANY_HOST = frozenset({"", "0.0.0.0", "::", "[::]", "*"})
