@@ -22,7 +22,9 @@ Must not import router_io or router_core.core.
 from __future__ import annotations
 
 import collections
+import errno
 import itertools
+import os
 import time
 import traceback
 from typing import Any, Callable, Optional
@@ -31,7 +33,7 @@ from agent.management import operations
 from agent.management.entities import RoutingProvider, View
 from agent.management.operations import Change, Context, Reply
 from agent.management.protocol import (
-    INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
+    BAD_REQUEST, INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
     error_response, parse_request, response)
 from agent.management.store import ConfigStore
 from router_core import ipc
@@ -43,6 +45,12 @@ CHANGE_TIMEOUT = 5.0
 QUERY_TIMEOUT = 5.0
 MAX_QUEUED_REPLIES = 1000
 NOT_SUPPORTED = "not supported"
+# A CREATE that failed for one of these reasons failed because of what the request asked for (an
+# address in use or not on this host, a port below 1024, a host that does not resolve): 400.
+_REQUEST_FAULTS = tuple(os.strerror(e) for e in (errno.EADDRINUSE, errno.EADDRNOTAVAIL,
+                                                 errno.EACCES)) + (
+    "Name or service not known", "No address associated with hostname",
+    "Temporary failure in name resolution")
 
 
 class _PendingChange:
@@ -67,7 +75,8 @@ class ManagementAgent:
         self.workers = worker_count
         self.version = version
         self.store = ConfigStore(spec)
-        self.started = time.time()
+        # the router's start (the supervisor's), not this process's: an agent may be restarted
+        self.started = float(spec.get("startedAt") or time.time())
         self.conn_id = 0
         self.in_links: dict[int, list] = {}   # link id -> [received, limit]
         self.reply_link = 0
@@ -211,6 +220,9 @@ class ManagementAgent:
         if failures:
             if all(NOT_SUPPORTED in f for f in failures):
                 status = NOT_IMPLEMENTED
+            elif change.op == "create" and any(fault in f for f in failures
+                                               for fault in _REQUEST_FAULTS):
+                status = BAD_REQUEST
             if change.op == "create" and any(ok for ok, _ in worker_results.values()):
                 # some processes applied it: take it back so the router stays consistent
                 self.send_control(ipc.ConfigChange(next(self._ids), "delete", change.entity_type,

@@ -30,6 +30,9 @@ NOT_BUILT = {
     "policy": "policy changes are not supported by this router yet",
     "router.link": "changing a link's adminStatus is not supported by this router yet",
 }
+# A QUERY names at most this many attributes (the widest type has under 100; proton cannot
+# encode a reply with tens of thousands of columns): more is a bad request, not a 500.
+MAX_ATTRIBUTE_NAMES = 1000
 # Types whose CREATE/DELETE go to processes; how many workers must succeed.
 _RUNTIME = {"listener": "all", "connector": "all", "router.config.address": "none"}
 
@@ -108,6 +111,9 @@ def _query(request: Request, view: View) -> Reply:
     names = body.get("attributeNames") or []
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise ManagementError(BAD_REQUEST, "attributeNames must be a list of strings")
+    if len(names) > MAX_ATTRIBUTE_NAMES:
+        raise ManagementError(BAD_REQUEST, f"too many attributeNames ({len(names)}; at most "
+                                           f"{MAX_ATTRIBUTE_NAMES})")
     offset = request.int_prop("offset", 0) or 0
     count = request.int_prop("count")
     schema = view.store.schema
@@ -188,7 +194,9 @@ def _check_operation(etype: EntityType, op: str) -> None:
 
 
 def _create(request: Request, view: View, etype: EntityType) -> Change:
-    entity = view.store.validate_create(etype, request.body_map(), request.name)
+    # A CREATE without a map body is refused before anything else: a listener made of
+    # defaults alone would listen on every interface.
+    entity = view.store.validate_create(etype, request.body_map(required=True), request.name)
     mode = _RUNTIME.get(etype.short_name)
     if mode is None:  # pragma: no cover - every creatable type is runtime or NOT_BUILT
         raise ManagementError(NOT_IMPLEMENTED, f"CREATE of {etype.short_name} is not supported")

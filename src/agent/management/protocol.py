@@ -83,9 +83,13 @@ class Request:
             raise ManagementError(BAD_REQUEST, f"'{name}' must be a non-negative integer")
         return number
 
-    def body_map(self) -> dict:
-        """The body as a map (None counts as empty); anything else is a bad request."""
+    def body_map(self, required: bool = False) -> dict:
+        """The body as a map (None counts as empty unless ``required``); anything else is a
+        bad request."""
         if self.body is None:
+            if required:
+                raise ManagementError(BAD_REQUEST, f"{self.operation} needs a body: a map of "
+                                                   "the entity's attributes")
             return {}
         if not isinstance(self.body, dict):
             raise ManagementError(BAD_REQUEST,

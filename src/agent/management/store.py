@@ -14,13 +14,17 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from agent.management.protocol import BAD_REQUEST, ManagementError
-from agent.schema import EntityType, Schema, SchemaError, load_schema
+from agent.schema import (EntityType, Schema, SchemaError, listen_addresses_clash, load_schema,
+                          reference_problem)
 
 # spec key -> short type name, in the order the configuration applies them
 SPEC_KEYS = (("sslProfiles", "sslProfile"), ("addresses", "router.config.address"),
              ("linkRoutes", "router.config.linkRoute"), ("autoLinks", "router.config.autoLink"),
              ("vhosts", "vhost"), ("connectors", "connector"), ("listeners", "listener"))
 _DEFAULT_LOG_ENABLE = "info+"
+# Management CREATE must name these explicitly (a file may rely on the defaults): a listener or
+# connector whose port nobody chose is a mistake, not a request for port 5672.
+_CREATE_REQUIRES = {"listener": ("port",), "connector": ("port",)}
 
 
 class ConfigStore:
@@ -105,7 +109,14 @@ class ConfigStore:
             if attr.required and attr_name != "type" and attr_name not in values:
                 raise ManagementError(BAD_REQUEST,
                                       f"missing required attribute '{attr_name}' for {short}")
+        for attr_name in _CREATE_REQUIRES.get(short, ()):
+            if attr_name not in values:
+                raise ManagementError(BAD_REQUEST,
+                                      f"missing required attribute '{attr_name}' for {short}")
         entity = {**etype.defaults(), **values}
+        problem = reference_problem(etype, entity, self._names)
+        if problem:
+            raise ManagementError(BAD_REQUEST, problem)
         if short in ("listener", "connector"):
             role = entity.get("role", "normal")
             if role == "inter-router" and self.mode != "interior":
@@ -116,11 +127,13 @@ class ConfigStore:
                                                    "standalone mode")
         if short == "listener":
             for other in self.of_type(etype.long_name):
-                if (str(other.get("host")), str(other.get("port"))) == \
-                        (str(entity.get("host")), str(entity.get("port"))):
-                    raise ManagementError(BAD_REQUEST, f"a listener on {entity.get('host')}:"
-                                                       f"{entity.get('port')} already exists "
-                                                       f"('{other['name']}')")
+                if listen_addresses_clash((other.get("host"), other.get("port")),
+                                          (entity.get("host"), entity.get("port"))):
+                    raise ManagementError(BAD_REQUEST, f"a listener on {entity.get('host') or '*'}"
+                                                       f":{entity.get('port')} would use the "
+                                                       "address of listener "
+                                                       f"'{other['name']}' ({other.get('host') or '*'}"
+                                                       f":{other.get('port')})")
         entity["identity"] = self._new_identity(etype, entity)
         entity.setdefault("name", entity["identity"])
         entity["type"] = etype.long_name
@@ -169,6 +182,9 @@ class ConfigStore:
                 raise ManagementError(BAD_REQUEST, f"bad value for attribute '{canonical}' "
                                                    f"of {etype.short_name}: {exc}") from None
         return values
+
+    def _names(self, short: str) -> set:
+        return {e.get("name") for e in self.of_type(self.schema.long_name(short))}
 
     def _new_identity(self, etype: EntityType, entity: dict) -> str:
         short = etype.short_name
