@@ -85,6 +85,8 @@ class AttributeType:
             _check_port(converted)
         elif self.format == "logLevels":
             _check_log_levels(converted)
+        elif self.format == "vhostGroups":
+            converted = _check_vhost_groups(converted)
         return converted
 
     def _check_range(self, number: int) -> int:
@@ -323,6 +325,35 @@ def _check_log_levels(enable: str) -> None:
         parse_enable(enable)
     except LogConfigError as exc:
         raise SchemaError(str(exc)) from None
+
+
+# Settings of a vhost user group (Qpid Dispatch 1.19 vhostUserGroupSettings) that are counts.
+VHOST_GROUP_INTEGERS = ("maxConnectionsPerUser", "maxConnectionsPerHost", "maxFrameSize",
+                        "maxSessionWindow", "maxSessions", "maxSenders", "maxReceivers",
+                        "maxMessageSize")
+
+
+def _check_vhost_groups(groups: dict) -> dict:
+    """vhost ``groups``: a map of group name -> map of settings; the count settings (e.g.
+    ``maxMessageSize``) become non-negative integers."""
+    out = {}
+    for group, group_settings in groups.items():
+        if not isinstance(group_settings, dict):
+            raise SchemaError(f"group '{group}' must be a map of settings, got "
+                              f"{_show(group_settings)}")
+        checked = dict(group_settings)
+        for key in VHOST_GROUP_INTEGERS:
+            if key in checked:
+                try:
+                    number = convert_integer(checked[key])
+                except SchemaError as exc:
+                    raise SchemaError(f"group '{group}' {key}: {exc}") from None
+                if not 0 <= number <= _INT64_MAX:
+                    raise SchemaError(f"group '{group}' {key}: {number} is out of range "
+                                      "(must be >= 0)")
+                checked[key] = number
+        out[group] = checked
+    return out
 
 
 def port_number(port: str) -> int:

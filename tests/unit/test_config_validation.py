@@ -338,3 +338,33 @@ def test_module_following_default_follows_later_changes() -> None:
 def test_unopenable_log_file_is_a_log_config_error(tmp_path: Path) -> None:
     with pytest.raises(LogConfigError, match="cannot open log file"):
         RouterLog([{"module": "DEFAULT", "outputFile": str(tmp_path / "no" / "such" / "x.log")}])
+
+
+# --------------------------------------------------------------------------------------------
+# vhost user groups (maxMessageSize per group, as 1.19)
+
+
+def test_vhost_group_counts_become_integers() -> None:
+    cfg = conf("""
+        vhost {
+            hostname: example.com
+            maxMessageSize: 4096
+            groups: {
+                $default: {
+                    users: *
+                    maxMessageSize: 2000
+                    maxSessions: "5"
+                }
+            }
+        }
+    """)
+    [vhost] = build_spec(cfg)["vhosts"]
+    assert vhost["maxMessageSize"] == 4096
+    assert vhost["groups"]["$default"] == {"users": "*", "maxMessageSize": 2000, "maxSessions": 5}
+
+
+@pytest.mark.parametrize("group", ['{"g": {"maxMessageSize": -1}}', '{"g": {"maxSenders": "x"}}',
+                                   '{"g": 5}'])
+def test_bad_vhost_groups_are_refused(group: str) -> None:
+    err = error_of(f"vhost {{\n    hostname: v\n    groups: {group}\n}}\n")
+    assert err.line == 3 and "groups" in err.message
