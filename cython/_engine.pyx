@@ -120,8 +120,8 @@ cdef class NativeWorkerEngine:
     cdef dict _lnative   # link id -> native link address
     cdef pn_collector_t *_c
 
-    def __init__(self, router_id, peer_index, peer_count, log=None):
-        _RefWorkerEngine.__init__(self, router_id, peer_index, peer_count, log)
+    def __init__(self, router_id, peer_index, peer_count, log=None, generation=0):
+        _RefWorkerEngine.__init__(self, router_id, peer_index, peer_count, log, generation)
         self._lp = _PtrDict()
         self.link_ptrs = self._lp
         self._lnative = {}

@@ -30,11 +30,13 @@ from router_core.procutil import child_start, core_endpoint, status_socket
 
 
 class ControlPlane:
-    def __init__(self, spec: dict, index: int, peer_count: int, ipc_dir: str) -> None:
+    def __init__(self, spec: dict, index: int, peer_count: int, ipc_dir: str,
+                 generation: int = 0) -> None:
         self.spec = spec
         self.index = index
         self.log = RouterLog(spec.get("logs", []))
-        self.new_id = ipc.IdAllocator(index, peer_count)
+        # a restarted agent (generation > 0) mints ids its dead predecessor never used
+        self.new_id = ipc.IdAllocator(index, peer_count, generation)
         self.ctx = zmq.Context()
         self.core = self.ctx.socket(zmq.DEALER)
         self.core.setsockopt(zmq.IDENTITY, b"p%d" % index)
@@ -203,7 +205,7 @@ class ControlPlane:
 
 def main(argv: Optional[list] = None) -> int:
     args, spec = child_start("qdrouterd-agent", argv)
-    plane = ControlPlane(spec, args.index, args.peers, args.ipc)
+    plane = ControlPlane(spec, args.index, args.peers, args.ipc, args.generation)
     signal.signal(signal.SIGTERM, plane.stop)
     plane.run()
     return 1 if plane.failed else 0

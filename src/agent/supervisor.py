@@ -5,9 +5,18 @@ Processes (see src/router_core/DESIGN.md): one core, ``workerThreads`` I/O worke
 is bad. Children get a runtime spec (``spec.json`` in a private runtime directory that also holds
 the ZeroMQ endpoints) and report readiness over a PUSH socket.
 
-Failure policy: if any child dies, the supervisor logs it as critical, stops the others and exits
-non-zero; restarting is left to systemd (``Restart=on-failure``), which starts from a clean slate
-instead of a half-router. SIGTERM/SIGINT: orderly shutdown, exit 0.
+Listening sockets: the supervisor binds every AMQP listener once, exclusively, before any child
+starts (a port in use stops the start with 1.x's ``Listener error on HOST:PORT: ...`` and exit 1)
+and lends them to the workers (``router_core.listenfds``); listeners created at run time are bound
+here too, at a worker's request.
+
+Supervision: a dead worker or agent is restarted in place (a new generation of the same peer
+index) after the core is told (``ipc.PeerLost``) so the dead peer's connections close and their
+deliveries settle at once; the listeners stay open meanwhile. A dead core takes the others with
+it and all start again from a clean slate, listeners still open. Every restart is logged at
+critical and counted (``restarts.json``, exported by the agent as metrics). More than
+RESTART_LIMIT restarts of one child within RESTART_WINDOW seconds is a crash loop: exit 1 and
+systemd (``Restart=on-failure``) takes over. SIGTERM/SIGINT: orderly shutdown, exit 0.
 
 Service integration: the runtime directory is created under ``$RUNTIME_DIRECTORY`` when systemd
 sets it (``RuntimeDirectory=qdrouterd``), else under the temporary directory. systemd is told
@@ -19,6 +28,7 @@ addresses, log settings) are applied by the agent through management (``agent/re
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import shutil
@@ -35,8 +45,9 @@ from agent import notify
 from agent import reload
 from agent.config import ConfigError, load_config
 from router_core import ipc
+from router_core.listenfds import ListenerError, SocketBroker
 from router_core.log import LogConfigError, RouterLog
-from router_core.procutil import supervisor_endpoint
+from router_core.procutil import core_endpoint, supervisor_endpoint
 
 VERSION = "1.19.0"
 DEFAULT_CONFIG = "/etc/qpid-dispatch/qdrouterd.conf"
@@ -44,6 +55,10 @@ START_TIMEOUT = 20.0
 STOP_TIMEOUT = 5.0
 RELOAD_TIMEOUT = 60.0  # the agent applies changes one by one, each bounded by its own timeout
 RELOAD_CONNECT_MS = 5000  # how long a reload waits for the agent's end of the reload pipe
+WATCH_INTERVAL_MS = 50    # how soon a dead child is noticed (restart within 1 s)
+RESTART_LIMIT = 5         # restarts of one child within RESTART_WINDOW seconds before
+RESTART_WINDOW = 60.0     # the supervisor calls it a crash loop and exits 1 (systemd takes over)
+CORE_RESTART_GRACE = 0.5  # how long the other children get to close their connections
 
 
 def runtime_parent() -> Optional[str]:
@@ -73,12 +88,27 @@ def build_spec(config) -> dict:
     }
 
 
+def describe_exit(code: int) -> str:
+    """``exited with code N`` or ``killed by signal SIGKILL (9)``, for the critical log line."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "signal"
+        return f"killed by signal {name} ({-code})"
+    return f"exited with code {code}"
+
+
 class Supervisor:
     def __init__(self, spec: dict, log: RouterLog, config_path: Optional[str] = None) -> None:
         self.spec = spec
         self.log = log
         self.config_path = config_path
         self.runtime = tempfile.mkdtemp(prefix="qdrouterd-", dir=runtime_parent())
+        # what children need beyond the configuration: where restarts are counted, and when
+        # the router started (a restarted agent still reports the router's uptime)
+        spec.setdefault("runtime", self.runtime)
+        spec.setdefault("startedAt", time.time())
         with open(os.path.join(self.runtime, "spec.json"), "w", encoding="utf-8") as f:
             json.dump(spec, f)
         self.ctx = zmq.Context()
@@ -88,16 +118,57 @@ class Supervisor:
         self.reload_sock = self.ctx.socket(zmq.PAIR)
         self.reload_sock.setsockopt(zmq.LINGER, 0)
         self.reload_sock.bind(reload.reload_endpoint(self.runtime))
+        # tells the core that a peer died (ipc.PeerLost), so its deliveries settle at once
+        self.core_link = self.ctx.socket(zmq.DEALER)
+        self.core_link.setsockopt(zmq.LINGER, 0)
+        self.core_link.setsockopt(zmq.IDENTITY, b"supervisor")
+        self.core_link.connect(core_endpoint(self.runtime))
+        self.broker = SocketBroker(self.runtime)  # owns the listening sockets
+        self.poller = zmq.Poller()
+        for sock in (self.status, self.reload_sock, self.broker.fileno()):
+            self.poller.register(sock, zmq.POLLIN)  # pyzmq reports a plain socket by its fd
         self.children: dict[str, subprocess.Popen] = {}
+        self.generations: dict[str, int] = {}
+        self.restart_times: dict[str, collections.deque] = {}
+        self.restart_counts: dict[str, int] = {}
         self.stopping = False
         self.reload_requested = False
         self.reload_pending: Optional[dict] = None
         self._reload_ids = 0
 
-    def _spawn(self, name: str, module: str, *args: str) -> None:
+    @property
+    def worker_names(self) -> list:
+        return [f"worker{i}" for i in range(self.spec["workers"])]
+
+    def peer_index(self, name: str) -> int:
+        """Workers are peers 0..n-1 of the core, the agent is peer n."""
+        return self.spec["workers"] if name == "agent" else int(name[len("worker"):])
+
+    def _spawn(self, name: str) -> None:
+        peers = str(self.spec["workers"] + 1)
+        if name == "core":
+            module, args = "router_core.coreproc", []
+        elif name == "agent":
+            module, args = "agent.controlplane", ["--index", str(self.peer_index(name)),
+                                                  "--peers", peers]
+        else:
+            module, args = "router_io.worker", ["--index", str(self.peer_index(name)),
+                                                "--peers", peers]
+        if name != "core":
+            args += ["--generation", str(self.generations.get(name, 0))]
         cmd = [sys.executable, "-m", module, "--ipc", self.runtime, *args]
         env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}  # only we notify
         self.children[name] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
+
+    def _poll(self, timeout_ms: int) -> dict:
+        """Wait for the supervisor's sockets; listener requests from workers are served here."""
+        try:
+            ready = dict(self.poller.poll(timeout_ms))
+        except zmq.ZMQError:  # EINTR: a signal arrived
+            return {}
+        if self.broker.fileno() in ready:
+            self.broker.serve()
+        return ready
 
     def _await_ready(self, names: set) -> Optional[str]:
         """Wait (bounded) until every named child reports ready; return an error text if not."""
@@ -107,7 +178,7 @@ class Supervisor:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return f"timed out waiting for {', '.join(sorted(waiting))} to start"
-            if self.status.poll(int(min(remaining, 0.2) * 1000)):
+            if self.status in self._poll(int(min(remaining, 0.2) * 1000)):
                 error = self._status_reports(waiting)
                 if error:
                     return error
@@ -134,36 +205,45 @@ class Supervisor:
         for name, proc in self.children.items():
             code = proc.poll()
             if code is not None:
-                return f"{name} process {proc.pid} exited with code {code}"
+                return f"{name} process {proc.pid} {describe_exit(code)}"
+        return None
+
+    def bind_listeners(self) -> Optional[str]:
+        """Bind every AMQP listener once, exclusively, before any child starts.
+
+        Returns Qpid Dispatch's ``Listener error on HOST:PORT: REASON`` if one cannot be bound.
+        HTTP listeners are bound by the agent (agent/httpserver.py), exclusively as well.
+        """
+        for settings in self.spec.get("listeners", []):
+            if settings.get("http"):
+                continue
+            try:
+                self.broker.open(settings)
+            except ListenerError as exc:
+                return str(exc)
+        for settings in self.spec.get("connectors", []):
+            self.broker.add_connector(settings)
         return None
 
     def start(self) -> Optional[str]:
-        nworkers = self.spec["workers"]
-        peers = str(nworkers + 1)  # workers are peers 0..n-1, the agent is peer n
-        self._spawn("core", "router_core.coreproc")
+        self._spawn("core")
         error = self._await_ready({"core"})
         if error:
             return error
-        self._spawn("agent", "agent.controlplane", "--index", str(nworkers), "--peers", peers)
-        for i in range(nworkers):
-            self._spawn(f"worker{i}", "router_io.worker", "--index", str(i), "--peers", peers)
-        return self._await_ready({"agent", *(f"worker{i}" for i in range(nworkers))})
+        self._spawn("agent")
+        for name in self.worker_names:
+            self._spawn(name)
+        return self._await_ready({"agent", *self.worker_names})
 
     def watch(self) -> int:
-        """Run until a signal (exit 0) or a child dies (exit 1)."""
-        poller = zmq.Poller()
-        poller.register(self.status, zmq.POLLIN)
-        poller.register(self.reload_sock, zmq.POLLIN)
+        """Run until a signal (exit 0) or a crash loop (exit 1); restart children that die."""
         while not self.stopping:
             if self.reload_requested and self.reload_pending is None:
                 self.reload_requested = False
                 self._start_reload()
-            try:
-                ready = dict(poller.poll(200))
-            except zmq.ZMQError:  # EINTR: a signal arrived
-                ready = {}
+            ready = self._poll(WATCH_INTERVAL_MS)
             if self.status in ready:
-                self.status.recv_multipart()  # late reports carry nothing we act on
+                self._late_reports()
             if self.reload_sock in ready:
                 self._reload_answer()
             if self.reload_pending and time.monotonic() > self.reload_pending["deadline"]:
@@ -171,11 +251,98 @@ class Supervisor:
                                                 "in time; the file's changes may be partly applied")
                 self.reload_pending = None
                 notify.ready(self.status_text())
-            dead = self._dead_child()
-            if dead and not self.stopping:
-                self.log.log("SERVER", "critical", f"{dead}; shutting the router down")
-                return 1
+            for name, proc in list(self.children.items()):
+                code = proc.poll()
+                if code is not None and not self.stopping and self.children.get(name) is proc:
+                    if not self._restart(name, proc, code):
+                        return 1
         return 0
+
+    def _late_reports(self) -> None:
+        """Reports of restarted children: "ready" is logged, "failed" too (its exit follows)."""
+        while True:
+            try:
+                frames = self.status.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                _, messages = ipc.decode_batch(frames)
+            except ipc.IpcError:
+                continue
+            for msg in messages:
+                name = msg.kind if msg.kind != "worker" else f"worker{msg.index}"
+                if msg.status == "ready":
+                    self.log.log("SERVER", "notice", f"{name} process {msg.pid} is running again")
+                else:
+                    self.log.log("SERVER", "error", f"{name} process {msg.pid} failed to start: "
+                                                    f"{msg.detail}")
+
+    # --- supervision: a dead child is restarted in place (see DESIGN.md) ------------------------
+    def _restart(self, name: str, proc: subprocess.Popen, code: int) -> bool:
+        """Restart a dead child; False when it is crash-looping (the router then exits 1)."""
+        now = time.monotonic()
+        history = self.restart_times.setdefault(name, collections.deque())
+        while history and now - history[0] > RESTART_WINDOW:
+            history.popleft()
+        what = f"{name} process {proc.pid} {describe_exit(code)}"
+        if len(history) >= RESTART_LIMIT:
+            self.log.log("SERVER", "critical",
+                         f"{what}; it was restarted {len(history)} times in the last "
+                         f"{RESTART_WINDOW:.0f} s, shutting the router down")
+            return False
+        history.append(now)
+        self.restart_counts[name] = self.restart_counts.get(name, 0) + 1
+        self._write_restart_counts()
+        if name == "core":
+            self.log.log("SERVER", "critical", f"{what}; restarting the router's processes "
+                                               "(listening sockets stay open)")
+            error = self._restart_all()
+            if error:
+                self.log.log("SERVER", "critical", f"Router restart failed: {error}")
+                return False
+            self.log.log("SERVER", "notice", "Router processes restarted, "
+                                             f"{self.spec['workers']} Threads Running")
+            return True
+        self.log.log("SERVER", "critical", f"{what}; restarting it")
+        try:
+            self.core_link.send_multipart(ipc.encode_batch(
+                ipc.SUPERVISOR_PEER, [ipc.PeerLost(self.peer_index(name), proc.pid)]), zmq.NOBLOCK)
+        except zmq.Again:
+            pass  # the core is gone too: its own restart follows
+        self.generations[name] = self.generations.get(name, 0) + 1
+        self._spawn(name)
+        return True
+
+    def _restart_all(self) -> Optional[str]:
+        """The core died: every other child goes too (their state names the dead core's), then
+        all start again from a clean slate. The supervisor keeps the listening sockets."""
+        others = [proc for name, proc in self.children.items() if name != "core"]
+        for proc in others:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)  # workers close their clients' connections
+        deadline = time.monotonic() + CORE_RESTART_GRACE
+        for proc in others:
+            try:
+                proc.wait(max(0.01, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(2)
+        while self.status.poll(0):  # whatever they reported while going is stale
+            self.status.recv_multipart()
+        for name in self.children:
+            self.generations[name] = self.generations.get(name, 0) + 1
+        self.children = {}
+        return self.start()
+
+    def _write_restart_counts(self) -> None:
+        """restarts.json in the runtime directory: the agent exports it as metrics."""
+        path = os.path.join(self.runtime, "restarts.json")
+        try:
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(self.restart_counts, f)
+            os.replace(path + ".tmp", path)
+        except OSError:
+            pass
 
     def status_text(self) -> str:
         return f"Operational, {self.spec['workers']} Threads Running"
@@ -271,7 +438,9 @@ class Supervisor:
                 proc.wait(2)
         self.status.close(0)
         self.reload_sock.close(0)
+        self.core_link.close(0)
         self.ctx.term()
+        self.broker.close_all()
         shutil.rmtree(self.runtime, ignore_errors=True)
 
 
@@ -326,6 +495,10 @@ def main(argv: Optional[list] = None) -> int:
     signal.signal(signal.SIGINT, sup.request_stop)
     signal.signal(signal.SIGHUP, sup.request_reload)
     try:
+        error = sup.bind_listeners()
+        if error:  # one router per port: as 1.x, a listener that cannot be bound stops the start
+            log.log("SERVER", "critical", error)
+            return 1
         error = sup.start()
         if error:
             log.log("SERVER", "critical", f"Router start-up failed: {error}")

@@ -416,6 +416,8 @@ class RouterCore:
         for conn_id in [c.conn_id for c in self.conns.values() if c.peer == peer]:
             self._on_conn_closed(peer, ConnClosed(conn_id, "peer lost"))
         self.peers.pop(peer, None)
+        if peer == self.agent_peer:  # until the restarted agent says hello (it is told then)
+            self.agent_peer = None
 
     def snapshot(self) -> dict:
         return management_snapshot(self)

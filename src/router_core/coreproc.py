@@ -31,7 +31,7 @@ from router_core.procutil import child_start, core_endpoint, run_profiled, statu
 from router_core.select import get_core_class
 
 _MAX_BATCHES_PER_LOOP = 512
-_MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult)
+_MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult, ipc.PeerLost)
 _TYPE_PREFIX = "org.apache.qpid.dispatch."
 NOT_SUPPORTED = "not supported"
 
@@ -50,6 +50,8 @@ class CoreProcess:
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 0)
         self.sock.setsockopt(zmq.RCVHWM, 0)
+        # a restarted peer connects again with the identity of the one that died
+        self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self.sock.bind(core_endpoint(ipc_dir))
         self.status = status_socket(self.ctx, ipc_dir)
         self.identities: dict[int, bytes] = {}
@@ -84,7 +86,8 @@ class CoreProcess:
                 except ipc.IpcError as exc:
                     self.log.log("ROUTER_CORE", "error", f"dropping malformed IPC batch: {exc}")
                     continue
-                self.identities[peer] = frames[0]
+                if peer != ipc.SUPERVISOR_PEER:
+                    self.identities[peer] = frames[0]
                 if commands and type(commands[0]) in _MANAGEMENT:
                     self.management_batch(peer, commands, now)
                 else:
@@ -112,8 +115,21 @@ class CoreProcess:
                 self._config_change(peer, cmd)
             elif kind is ipc.ConfigResult:
                 self._send_alone(self.agent_peer, cmd)
+            elif kind is ipc.PeerLost:
+                self._peer_lost(cmd)
             else:
                 self.core.handle(peer, cmd, now)
+
+    def _peer_lost(self, cmd: ipc.PeerLost) -> None:
+        """A dead peer's connections close now, so its in-flight deliveries settle at once.
+
+        Effects still queued for it may reach its successor (same ZeroMQ identity): they name
+        ids of the dead process, which a restarted one never mints (ipc.IdAllocator
+        generations), so it ignores them.
+        """
+        self.core.peer_lost(cmd.peer)
+        self.log.log("ROUTER_CORE", "info", f"peer {cmd.peer} (process {cmd.pid}) lost: its "
+                                            "connections are closed")
 
     def _query(self, what: str) -> dict:
         if what == "snapshot":

@@ -210,6 +210,19 @@ class ChildStatus(NamedTuple):
     detail: str
 
 
+SUPERVISOR_PEER = -2  # the peer index of the supervisor's batches to the core (PeerLost)
+
+
+class PeerLost(NamedTuple):
+    """Supervisor -> core: the process behind peer ``peer`` died; drop all it owned.
+
+    Its connections close as if each had dropped: deliveries they had in flight end RELEASED or
+    MODIFIED toward their senders. A restarted peer says PeerHello again with a new pid.
+    """
+    peer: int
+    pid: int
+
+
 # ----------------------------------------------------------------------------------------------
 # Management plumbing (agent <-> core process <-> workers); relayed by router_core/coreproc.py
 # ----------------------------------------------------------------------------------------------
@@ -365,7 +378,7 @@ MESSAGE_TYPES: tuple = (
     SettleIn, LinkOpen, LinkRefuse, LinkCredit, Deliver, UpdateIn, SettleOut, Drained,
     CloseConnection, DetachLink, ChildStatus, CoreQuery, CoreState, ConfigChange, ConfigResult,
     ReloadRequest, ReloadResult, RouterTransfer, RouterDeliver, ControlIn, ControlSend,
-    RouterLinkUp, RouterLinkDown, RouteUpdate, RemoteAddress, LocalAddress,
+    RouterLinkUp, RouterLinkDown, RouteUpdate, RemoteAddress, LocalAddress, PeerLost,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}
@@ -443,15 +456,22 @@ def decode_batch(frames: list) -> tuple:
     return peer, out
 
 
+GENERATION_SPAN = 1 << 40  # ids one incarnation of a peer can mint before the next one's range
+
+
 class IdAllocator:
-    """Router-wide unique ids without coordination: peer ``p`` of ``n`` hands out p+1, p+1+n, ..."""
+    """Router-wide unique ids without coordination: peer ``p`` of ``n`` hands out p+1, p+1+n, ...
+
+    A restarted peer (``generation`` g > 0) starts at ``g * GENERATION_SPAN``, so no id of its
+    dead predecessor that the core may still name is ever reused.
+    """
 
     __slots__ = ("_next", "_step")
 
-    def __init__(self, peer_index: int, peer_count: int) -> None:
+    def __init__(self, peer_index: int, peer_count: int, generation: int = 0) -> None:
         if not 0 <= peer_index < peer_count:
             raise ValueError("peer_index out of range")
-        self._next = peer_index + 1
+        self._next = generation * GENERATION_SPAN + peer_index + 1
         self._step = peer_count
 
     def __call__(self) -> int:

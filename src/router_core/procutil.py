@@ -69,6 +69,8 @@ def child_start(prog: str, argv: Optional[list], peer: bool = True) -> tuple:
     if peer:
         parser.add_argument("--index", type=int, required=True)
         parser.add_argument("--peers", type=int, required=True)
+        parser.add_argument("--generation", type=int, default=0,
+                            help="how many times this child was restarted (0: first start)")
     args = parser.parse_args(argv)
     die_with_parent()
     with open(os.path.join(args.ipc, "spec.json"), encoding="utf-8") as f:

@@ -196,13 +196,14 @@ class WorkerEngine:
     """All proton state of one worker, turning events into commands and effects into actions."""
 
     def __init__(self, router_id: str, peer_index: int, peer_count: int,
-                 log: Callable[[str, str], None] | None = None) -> None:
+                 log: Callable[[str, str], None] | None = None, generation: int = 0) -> None:
         self.router_id = router_id
         self.node_tag = f"0/{router_id}"  # how this router names itself in ingress/trace
         self.peer_index = peer_index
         self.collector = proton.Collector()
         self._coll = self.collector._impl
-        self.new_id = ipc.IdAllocator(peer_index, peer_count)
+        # a restarted worker (generation > 0) mints ids the core has never seen
+        self.new_id = ipc.IdAllocator(peer_index, peer_count, generation)
         self.outbox: list = []
         self.log = log or (lambda level, text: None)
         self.conns: dict = {}       # conn ptr -> Connection

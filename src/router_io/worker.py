@@ -9,7 +9,8 @@ One loop iteration (batch, then flush):
 5. send those commands to the core as ONE batch, then write every connection's output.
 
 Only this module touches sockets; the AMQP logic lives in ``router_io.engine``.
-Listeners are bound by every worker with SO_REUSEPORT, so all workers accept.
+Listeners are bound once, by the supervisor (``router_core.listenfds``), and lent to every worker:
+all workers accept on the same socket, and it stays open while a worker is restarted.
 Must not import router_core.core (the core runs in its own process).
 """
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any, Optional
 import zmq
 
 from router_core import ipc
+from router_core import listenfds
+from router_core.listenfds import ListenerError, resolve_port
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
 from router_io.engine import Connection
@@ -34,34 +37,6 @@ from router_io.select import get_engine_class
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
 _READ_SIZE = 65536
 _MAX_BATCHES_PER_LOOP = 256
-SERVICE_PORTS = {"amqp": 5672, "amqps": 5671}
-
-
-def resolve_port(port: Any) -> int:
-    text = str(port)
-    if text.isdigit():
-        return int(text)
-    if text in SERVICE_PORTS:
-        return SERVICE_PORTS[text]
-    return socket.getservbyname(text, "tcp")
-
-
-def open_listener(settings: dict) -> socket.socket:
-    """Bind a listening socket for a listener entity; every worker binds its own (SO_REUSEPORT)."""
-    host = settings.get("host") or ""
-    port = resolve_port(settings.get("port", "amqp"))
-    if host in ("", "0.0.0.0"):
-        host = "0.0.0.0"
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    infos = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
-    family, stype, proto, _, sockaddr = infos[0]
-    sock = socket.socket(family, stype, proto)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    sock.bind(sockaddr)
-    sock.listen(128)
-    sock.setblocking(False)
-    return sock
 
 
 class Connector:
@@ -92,11 +67,15 @@ class Connector:
 
 
 class Worker:
-    def __init__(self, spec: dict, index: int, peer_count: int, ipc_dir: str) -> None:
+    def __init__(self, spec: dict, index: int, peer_count: int, ipc_dir: str,
+                 generation: int = 0) -> None:
         self.spec = spec
         self.index = index
+        self.ipc_dir = ipc_dir
+        self.generation = generation
         self.log_sink = RouterLog(spec.get("logs", []))
-        self.engine = get_engine_class()(spec["router_id"], index, peer_count, log=self._log_server)
+        self.engine = get_engine_class()(spec["router_id"], index, peer_count, log=self._log_server,
+                                          generation=generation)
         self.ctx = zmq.Context()
         self.core = self.ctx.socket(zmq.DEALER)
         self.core.setsockopt(zmq.IDENTITY, b"p%d" % index)
@@ -131,21 +110,23 @@ class Worker:
     def start(self) -> bool:
         self.core.send_multipart(ipc.encode_batch(self.index, [
             ipc.PeerHello(self.index, "worker", os.getpid())]))
-        for settings in self.spec.get("listeners", []):
-            if settings.get("http"):
-                continue  # HTTP (metrics, healthz) is served by the agent (agent/httpserver.py)
-            try:
-                sock = open_listener(settings)
-            except OSError as exc:
-                self.report("failed", f"Listener error on {settings.get('host')}:"
-                                      f"{settings.get('port')}: {exc.strerror or exc}")
-                return False
-            self.listeners[sock.fileno()] = (sock, settings)
-            self.poller.register(sock, POLLIN)
-        for settings in self.spec.get("connectors", []):
+        # the supervisor bound the listeners (and knows the connectors created since start-up):
+        # a restarted worker picks up the same sockets and the current connectors
+        try:
+            listeners, connectors = listenfds.lent_listeners(self.ipc_dir)
+        except (OSError, ValueError) as exc:
+            self.report("failed", f"cannot get the listening sockets from the supervisor: {exc}")
+            return False
+        for sock, settings in listeners:
+            self._add_listener(sock, settings)
+        for settings in connectors:
             self.open_connector(settings)
         self.report("ready")
         return True
+
+    def _add_listener(self, sock, settings: dict) -> None:
+        self.listeners[sock.fileno()] = (sock, settings)
+        self.poller.register(sock, POLLIN)
 
     # --- connectors ---------------------------------------------------------------------------
     def owns(self, name: str) -> bool:
@@ -307,12 +288,12 @@ class Worker:
             return True, "served by the agent"  # agent/httpserver.py binds http listeners
         if kind == "listener" and change.op == "create":
             try:
-                sock = open_listener(attrs)
-            except OSError as exc:
-                return False, (f"Listener error on {attrs.get('host')}:{attrs.get('port')}: "
-                               f"{exc.strerror or exc}")
-            self.listeners[sock.fileno()] = (sock, attrs)
-            self.poller.register(sock, POLLIN)
+                sock = listenfds.open_lent(self.ipc_dir, attrs)
+            except ListenerError as exc:
+                return False, str(exc)
+            except (OSError, ValueError) as exc:
+                return False, f"cannot get the listening socket from the supervisor: {exc}"
+            self._add_listener(sock, attrs)
             self._log_server("info", f"Listening on {attrs.get('host')}:{attrs.get('port')}")
             return True, ""
         if kind == "listener" and change.op == "delete":
@@ -323,13 +304,19 @@ class Worker:
                     del self.listeners[fd]
                     self._log_server("info", f"Stopped listening on {settings.get('host')}:"
                                              f"{settings.get('port')}")
+            self._tell_broker({"op": "close", "name": name})
             return True, ""
         if kind == "connector":
             # Every worker gets the change; open_connector keeps it only in the owning worker.
             if change.op == "create" and hasattr(self, "open_connector"):
                 owned = self.open_connector(attrs)
+                if owned:  # so that this worker, restarted, opens it again
+                    self._tell_broker({"op": "connector", "action": "add", "settings": attrs})
                 return True, "opened" if owned else "not owned"
             if change.op == "delete" and hasattr(self, "close_connector"):
+                if name in self.connectors:
+                    self._tell_broker({"op": "connector", "action": "del",
+                                       "settings": {"name": name}})
                 self.close_connector(str(name))
                 return True, ""
             return False, "not supported: connectors not supported yet"
@@ -344,6 +331,12 @@ class Worker:
                                                   "Connection closed by management"))
             return True, "closed"
         return True, "ignored"
+
+    def _tell_broker(self, message: dict) -> None:
+        try:
+            listenfds.request(self.ipc_dir, message)
+        except (OSError, ValueError) as exc:
+            self._log_server("error", f"could not tell the supervisor ({message.get('op')}): {exc}")
 
     def _accept(self, fd: int) -> None:
         lsock, settings = self.listeners[fd]
@@ -480,7 +473,7 @@ class Worker:
 
 def main(argv: Optional[list] = None) -> int:
     args, spec = child_start("qdrouterd-worker", argv)
-    worker = Worker(spec, args.index, args.peers, args.ipc)
+    worker = Worker(spec, args.index, args.peers, args.ipc, args.generation)
     signal.signal(signal.SIGTERM, worker.stop)
     if not worker.start():
         worker.status.close(2000)  # deliver the failure report before exiting

@@ -46,6 +46,7 @@ SAMPLES = {
                       {"R2": 3}),
     ipc.RemoteAddress: ("M0orders", "R2", True, 3),
     ipc.LocalAddress: ("M0orders", False, 2),
+    ipc.PeerLost: (1, 4242),
 }
 
 
@@ -118,3 +119,11 @@ def test_id_allocator_partitions_ids():
     assert not ids_a & ids_b
     with pytest.raises(ValueError):
         ipc.IdAllocator(2, 2)
+
+
+def test_a_restarted_peer_never_mints_its_predecessors_ids():
+    first, restarted = ipc.IdAllocator(1, 3), ipc.IdAllocator(1, 3, generation=1)
+    old = {first() for _ in range(10000)}
+    new = {restarted() for _ in range(10000)}
+    others = {ipc.IdAllocator(p, 3, g)() for p in (0, 2) for g in (0, 1)}
+    assert not old & new and not (old | new) & others
