@@ -26,6 +26,8 @@ Must not import router_io or router_core.core.
 from __future__ import annotations
 
 import itertools
+import json
+import os
 import socket
 import time
 from dataclasses import dataclass, field
@@ -409,12 +411,25 @@ class CoreQueries:
         return min((d for _, _, d in self.pending.values()), default=None)
 
 
+def read_restart_counts(runtime: Optional[str]) -> dict:
+    """The supervisor's count of restarts per child (``restarts.json``; none yet: empty)."""
+    if not runtime:
+        return {}
+    try:
+        with open(os.path.join(runtime, "restarts.json"), encoding="utf-8") as f:
+            counts = json.load(f)
+    except (OSError, ValueError):
+        return {}
+    return {str(k): int(v) for k, v in counts.items()} if isinstance(counts, dict) else {}
+
+
 class MetricsService:
     """What the agent serves over HTTP, and the periodic metrics sink."""
 
     def __init__(self, spec: dict, poller: zmq.Poller, send_control: Callable[..., None],
                  log: Callable[[str, str], None], started: float) -> None:
         self.router_id = spec["router_id"]
+        self.runtime = spec.get("runtime")  # the supervisor's runtime directory (restarts.json)
         self.log = log
         self.started = started  # unix time the router started (uptime)
         self.queries = CoreQueries(send_control)
@@ -462,7 +477,8 @@ class MetricsService:
             from agent.metrics import PROMETHEUS_CONTENT_TYPE, prometheus_text
 
             def on_state(state: dict) -> None:
-                text = prometheus_text(state, self.router_id, time.time() - self.started)
+                text = prometheus_text(state, self.router_id, time.time() - self.started,
+                                       read_restart_counts(self.runtime))
                 respond(200, text.encode(), PROMETHEUS_CONTENT_TYPE)
 
             self.queries.query(on_state, lambda: respond(503, b"the router core did not "

@@ -250,13 +250,19 @@ class _Exposition:
         return "\n".join(out) + "\n"
 
 
-def prometheus_text(snapshot: dict, router_id: str, uptime_s: float) -> str:
+def prometheus_text(snapshot: dict, router_id: str, uptime_s: float,
+                    restarts: Optional[dict] = None) -> str:
     """The snapshot's counters in the Prometheus text format 0.0.4 (serve it with
     PROMETHEUS_CONTENT_TYPE). Families: router-wide (label ``router``), per address (``router``,
-    ``address`` = the address key) and per link (``router``, ``link``, ``address``, ``dir``)."""
+    ``address`` = the address key) and per link (``router``, ``link``, ``address``, ``dir``).
+    ``restarts``: how often the supervisor restarted each child process (``worker0``, ...)."""
     exp = _Exposition()
     router = snapshot.get("router", {})
     rl = [("router", router_id)]
+    for process, count in sorted((restarts or {}).items()):
+        exp.add("qdr_process_restarts_total", "counter",
+                "Times the supervisor restarted a router process after it died.",
+                rl + [("process", process)], count)
     for outcome, attr, _ in OUTCOMES:
         exp.add("qdr_deliveries_total", "counter",
                 "Settled deliveries from senders, by the outcome returned to them.",
