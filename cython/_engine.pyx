@@ -146,15 +146,18 @@ cdef class NativeWorkerEngine:
             if ev == NULL:
                 return
             etype = pn.event_type(ev)
-            if etype == EV_DELIVERY:
-                self._delivery(pn.event_delivery(ev))
-            elif etype == EV_LINK_FLOW:
-                self._flow(pn.event_link(ev))
-            elif (etype == EV_LINK_REMOTE_OPEN or etype == EV_LINK_REMOTE_CLOSE
-                  or etype == EV_LINK_REMOTE_DETACH or etype == EV_SESSION_REMOTE_OPEN
-                  or etype == EV_SESSION_REMOTE_CLOSE or etype == EV_CONN_REMOTE_OPEN
-                  or etype == EV_CONN_REMOTE_CLOSE):
-                self._rare_event(etype, ffi.cast("pn_event_t *", <size_t>ev))
+            try:  # one connection's failure never escapes (the reference's event_failed)
+                if etype == EV_DELIVERY:
+                    self._delivery(pn.event_delivery(ev))
+                elif etype == EV_LINK_FLOW:
+                    self._flow(pn.event_link(ev))
+                elif (etype == EV_LINK_REMOTE_OPEN or etype == EV_LINK_REMOTE_CLOSE
+                      or etype == EV_LINK_REMOTE_DETACH or etype == EV_SESSION_REMOTE_OPEN
+                      or etype == EV_SESSION_REMOTE_CLOSE or etype == EV_CONN_REMOTE_OPEN
+                      or etype == EV_CONN_REMOTE_CLOSE):
+                    self._rare_event(etype, ffi.cast("pn_event_t *", <size_t>ev))
+            except Exception as exc:
+                self.event_failed(ffi.cast("pn_event_t *", <size_t>ev), exc)
             pn.collector_pop(coll)
 
     def _rare_event(self, etype, ev):

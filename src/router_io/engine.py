@@ -21,6 +21,7 @@ Must not import zmq, sockets or selectors.
 """
 
 import struct
+import traceback
 import uuid
 from typing import Any, Callable, Optional
 
@@ -30,7 +31,7 @@ from cproton_ffi import ffi, lib
 from proton import symbol
 
 from router_core import ipc
-from router_io import amqpscan
+from router_io import amqpscan, frameguard
 
 PRODUCT = "qpid-dispatch-router"
 VERSION = "1.19.0"
@@ -57,6 +58,39 @@ LOCAL_CLOSED = lib.PN_LOCAL_CLOSED
 PN_NULL = ffi.NULL
 
 _tag = struct.Struct(">Q").pack
+
+INVALID_FIELD = "amqp:invalid-field"
+INTERNAL_ERROR = "amqp:internal-error"
+
+
+def _text(cstr: Any) -> str:
+    """A C string from proton (peer-controlled bytes) as text; never raises."""
+    if cstr == PN_NULL:
+        return ""
+    return ffi.string(cstr).decode("utf-8", "replace")
+
+
+def _utf8(cstr: Any) -> Optional[str]:
+    """A C string from proton as text, None for NULL; ValueError if it is not UTF-8.
+
+    proton's Python binding decodes strictly and raises UnicodeDecodeError; values a peer sends
+    are read here instead, so a bad one is answered with amqp:invalid-field."""
+    if cstr == PN_NULL:
+        return None
+    raw = ffi.string(cstr)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"not valid UTF-8: {raw[:64]!r}") from None
+
+
+def _condition_text(cond: Any) -> str:
+    """"name: description" of a proton condition (peer-controlled), "" if unset."""
+    if cond == PN_NULL or not lib.pn_condition_is_set(cond):
+        return ""
+    name = _text(lib.pn_condition_get_name(cond))
+    description = _text(lib.pn_condition_get_description(cond))
+    return f"{name}: {description}" if description else name
 
 
 class Link:
@@ -148,6 +182,14 @@ class Connection:
         self.links: dict = {}  # link ptr -> Link
         self.reported_open = False
         self.closed = False
+        self.failed = False  # closed by this router after an internal error (logged once)
+        # An accepted connection's bytes pass the SASL guard until the client's SASL exchange
+        # is over (frameguard.py: proton crashes on some sequences); then push is the class's
+        # own again and established connections pay nothing.
+        self.guard: Optional[frameguard.SaslGuard] = None
+        if direction == "in":
+            self.guard = frameguard.SaslGuard()
+            self.push = self._guarded_push
 
     # --- bytes in and out (the worker loop calls these) ---------------------------------------
     def capacity(self) -> int:
@@ -156,6 +198,41 @@ class Connection:
     def push(self, data: bytes | bytearray | memoryview, size: int) -> None:
         if size:
             lib.pn_transport_push(self.t_ptr, ffi.from_buffer(data), size)
+
+    def _guarded_push(self, data: bytes | bytearray | memoryview, size: int) -> None:
+        guard = self.guard
+        if not size or guard is None:
+            return
+        try:
+            checked = guard.feed(memoryview(data)[:size])
+        except frameguard.FrameError as exc:
+            self.guard = None  # nothing more from this client reaches proton
+            self.refuse(exc.condition, exc.description)
+            return
+        if guard.done:
+            self.guard = None
+            del self.push  # the class's push from now on
+        push = type(self).push
+        pos, end = 0, len(checked)
+        while pos < end:  # only whole checked frames: proton takes each at once
+            cap = self.capacity()
+            if cap <= 0:
+                break
+            n = min(cap, end - pos)
+            push(self, checked[pos:pos + n], n)
+            pos += n
+
+    def refuse(self, condition: str, description: str) -> None:
+        """Close the transport at once (no AMQP close possible or wanted) with a condition."""
+        self.engine.log("warning", f"[C{self.conn_id}] closing connection from {self.host}: "
+                                   f"{condition}: {description}")
+        cond = lib.pn_transport_condition(self.t_ptr)
+        if not lib.pn_condition_is_set(cond):
+            cproton.pn_condition_set_name(cond, condition)
+            cproton.pn_condition_set_description(cond, description)
+        lib.pn_transport_close_tail(self.t_ptr)
+        lib.pn_transport_close_head(self.t_ptr)
+        self.engine.dirty.add(self)
 
     def close_input(self) -> None:
         lib.pn_transport_close_tail(self.t_ptr)
@@ -186,10 +263,8 @@ class Connection:
         return bool(lib.pn_transport_closed(self.t_ptr))
 
     def error_text(self) -> str:
-        cond = self.transport.condition
-        if cond is None:
-            return ""
-        return f"{cond.name}: {cond.description}" if cond.description else str(cond.name)
+        # raw: proton's descriptions can quote peer bytes (e.g. an unknown SASL mechanism)
+        return _condition_text(lib.pn_transport_condition(self.t_ptr))
 
 
 class WorkerEngine:
@@ -266,13 +341,14 @@ class WorkerEngine:
         if conn.closed:
             return
         conn.closed = True
-        for link in list(conn.links.values()):
-            self._forget_link(link)
         self.conns.pop(conn.c_ptr, None)
         self.conns_by_id.pop(conn.conn_id, None)
         self.dirty.discard(conn)
-        if conn.reported_open:
-            self.outbox.append(ipc.ConnClosed(conn.conn_id, conn.error_text()))
+        if conn.reported_open:  # first: the core must hear of it whatever happens below
+            self.outbox.append(ipc.ConnClosed(conn.conn_id, f"{INTERNAL_ERROR}: {conn.failed}"
+                                              if conn.failed else conn.error_text()))
+        for link in list(conn.links.values()):
+            self._forget_link(link)
         lib.pn_connection_collect(conn.c_ptr, PN_NULL)
         conn.transport.unbind()
 
@@ -292,29 +368,81 @@ class WorkerEngine:
             if not ev:
                 return
             etype = event_type(ev)
-            if etype == E_DELIVERY:
-                self._on_delivery(lib.pn_event_delivery(ev))
-            elif etype == E_LINK_FLOW:
-                self._on_flow(lib.pn_event_link(ev))
-            elif etype == E_LINK_REMOTE_OPEN:
-                self._on_link_open(lib.pn_event_link(ev))
-            elif etype == E_LINK_REMOTE_CLOSE or etype == E_LINK_REMOTE_DETACH:
-                self._on_link_close(lib.pn_event_link(ev), etype == E_LINK_REMOTE_CLOSE)
-            elif etype == E_SESSION_REMOTE_OPEN:
-                ssn = lib.pn_event_session(ev)
-                if lib.pn_session_state(ssn) & LOCAL_UNINIT:
-                    lib.pn_session_open(ssn)
-            elif etype == E_SESSION_REMOTE_CLOSE:
-                ssn = lib.pn_event_session(ev)
-                if not lib.pn_session_state(ssn) & LOCAL_CLOSED:
-                    lib.pn_session_close(ssn)
-            elif etype == E_CONN_REMOTE_OPEN:
-                self._on_conn_open(lib.pn_event_connection(ev))
-            elif etype == E_CONN_REMOTE_CLOSE:
-                c = lib.pn_event_connection(ev)
-                if not lib.pn_connection_state(c) & LOCAL_CLOSED:
-                    lib.pn_connection_close(c)
+            try:  # one connection's failure never escapes (zero cost unless raised)
+                if etype == E_DELIVERY:
+                    self._on_delivery(lib.pn_event_delivery(ev))
+                elif etype == E_LINK_FLOW:
+                    self._on_flow(lib.pn_event_link(ev))
+                elif etype == E_LINK_REMOTE_OPEN:
+                    self._on_link_open(lib.pn_event_link(ev))
+                elif etype == E_LINK_REMOTE_CLOSE or etype == E_LINK_REMOTE_DETACH:
+                    self._on_link_close(lib.pn_event_link(ev), etype == E_LINK_REMOTE_CLOSE)
+                elif etype == E_SESSION_REMOTE_OPEN:
+                    ssn = lib.pn_event_session(ev)
+                    if lib.pn_session_state(ssn) & LOCAL_UNINIT:
+                        lib.pn_session_open(ssn)
+                elif etype == E_SESSION_REMOTE_CLOSE:
+                    ssn = lib.pn_event_session(ev)
+                    if not lib.pn_session_state(ssn) & LOCAL_CLOSED:
+                        lib.pn_session_close(ssn)
+                elif etype == E_CONN_REMOTE_OPEN:
+                    self._on_conn_open(lib.pn_event_connection(ev))
+                elif etype == E_CONN_REMOTE_CLOSE:
+                    c = lib.pn_event_connection(ev)
+                    if not lib.pn_connection_state(c) & LOCAL_CLOSED:
+                        lib.pn_connection_close(c)
+            except Exception as exc:  # noqa: BLE001 - isolate the connection, keep the worker
+                self.event_failed(ev, exc)
             pop(coll)
+
+    def event_failed(self, ev: Any, exc: BaseException) -> None:
+        """Handling one proton event raised: close its connection (amqp:internal-error)."""
+        conn = self.conns.get(lib.pn_event_connection(ev)) if ev else None
+        if conn is None:
+            self.log("error", "internal error handling an event of no known connection: "
+                              + "".join(traceback.format_exception(exc)).rstrip())
+            return
+        self.fail_connection(conn, exc)
+
+    def effect_failed(self, effect: tuple, exc: BaseException) -> None:
+        """Applying one effect from the core raised: close the connection it was for."""
+        conn = None
+        link = self.links.get(getattr(effect, "link_id", None))
+        if link is not None:
+            conn = link.conn
+        elif hasattr(effect, "conn_id"):
+            conn = self.conns_by_id.get(effect.conn_id)
+        elif hasattr(effect, "dlv_id"):
+            entry = (self.in_dlvs if type(effect) is ipc.UpdateIn else self.out_dlvs).get(
+                effect.dlv_id)
+            conn = entry[1].conn if entry is not None else None
+        if conn is None:
+            self.log("error", f"internal error applying {type(effect).__name__} of no known "
+                     "connection: " + "".join(traceback.format_exception(exc)).rstrip())
+            return
+        self.fail_connection(conn, exc)
+
+    def fail_connection(self, conn: Connection, exc: BaseException) -> None:
+        """Close ``conn`` with amqp:internal-error after ``exc``; the traceback is logged once.
+
+        Its remaining input is ignored; its socket closes once the close frame is written, and
+        drop_connection then tells the core (ConnClosed), which settles what it held."""
+        if conn.failed or conn.closed:
+            return
+        conn.failed = f"{type(exc).__name__}: {exc}"[:200]
+        self.log("error", f"[C{conn.conn_id}] internal error, closing the connection: "
+                 + "".join(traceback.format_exception(exc)).rstrip())
+        try:
+            c_ptr = conn.c_ptr
+            if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:
+                lib.pn_connection_open(c_ptr)
+            self._set_condition(lib.pn_connection_condition(c_ptr), INTERNAL_ERROR,
+                                "internal error in the router")
+            lib.pn_connection_close(c_ptr)
+            lib.pn_transport_pending(conn.t_ptr)  # encodes the close frame now
+        finally:  # ignore the rest of its input: the transport ends once its output is out
+            lib.pn_transport_close_tail(conn.t_ptr)
+            self.dirty.add(conn)
 
     def _on_conn_open(self, c_ptr: Any) -> None:
         conn = self.conns.get(c_ptr)
@@ -323,24 +451,47 @@ class WorkerEngine:
         pc = conn.connection
         if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:
             self._open_local(conn)
+        try:
+            container = _utf8(lib.pn_connection_remote_container(c_ptr)) or ""
+        except ValueError as exc:
+            self._refuse_connection(conn, INVALID_FIELD, f"container-id {exc}")
+            return
         conn.reported_open = True
-        sasl = conn.sasl
-        user = sasl.user or ("anonymous" if sasl.mech == "ANONYMOUS" else "")
+        sasl_ptr = lib.pn_sasl(conn.t_ptr)
+        mech = _text(lib.pn_sasl_get_mech(sasl_ptr))
+        user = _text(lib.pn_sasl_get_user(sasl_ptr)) or ("anonymous" if mech == "ANONYMOUS"
+                                                          else "")
         inter_router = conn.role == INTER_ROUTER
         if inter_router:  # the connection's cost: max(mine, the peer's)
-            remote = pc.remote_properties or {}
+            try:
+                remote = pc.remote_properties or {}
+            except Exception:  # noqa: BLE001 - undecodable properties: none then
+                remote = {}
             for key, value in remote.items():
                 if str(key) == "qd.inter-router-cost":
                     try:
-                        conn.cost = max(conn.cost, int(value))
+                        conn.cost = max(conn.cost, min(int(value), 2 ** 31 - 1))
                     except (TypeError, ValueError):
                         pass
         self.outbox.append(ipc.ConnOpened(
-            conn.conn_id, conn.role, conn.direction, conn.host, pc.remote_container or "",
-            conn.settings.get("name", ""), user or "", sasl.mech or "",
+            conn.conn_id, conn.role, conn.direction, conn.host, container,
+            conn.settings.get("name", ""), user, mech,
             False, conn.link_capacity, conn.cost))
         if inter_router and conn.direction == "out":
             self._open_router_links(conn)
+
+    def _refuse_connection(self, conn: Connection, condition: str, description: str) -> None:
+        """Answer a peer's open with open + close(condition); the core never hears of it."""
+        self.log("warning", f"[C{conn.conn_id}] refusing connection from {conn.host}: "
+                            f"{condition}: {description}")
+        c_ptr = conn.c_ptr
+        if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:
+            lib.pn_connection_open(c_ptr)
+        self._set_condition(lib.pn_connection_condition(c_ptr), condition, description)
+        lib.pn_connection_close(c_ptr)
+        lib.pn_transport_pending(conn.t_ptr)  # encodes the open and close frames now
+        lib.pn_transport_close_tail(conn.t_ptr)
+        self.dirty.add(conn)
 
     def _open_router_links(self, conn: Connection) -> None:
         """The connecting side of an inter-router connection creates every link on it, on one
@@ -380,12 +531,21 @@ class WorkerEngine:
         conn = self.conns.get(lib.pn_session_connection(lib.pn_link_session(l_ptr)))
         if conn is None:
             return
+        if conn.failed:
+            return
         plink = proton.Link.wrap(l_ptr)
         if plink.is_receiver:  # the client sends to us
             direction, terminus = ipc.DIR_IN, plink.remote_target
         else:
             direction, terminus = ipc.DIR_OUT, plink.remote_source
-        address = terminus.address
+        what = "link name"
+        try:  # peer-controlled text: not UTF-8 -> the attach is refused
+            name = _utf8(lib.pn_link_name(l_ptr)) or ""
+            what = "address"
+            address = _utf8(lib.pn_terminus_get_address(terminus._impl))
+        except ValueError as exc:
+            self._refuse_link(l_ptr, conn, INVALID_FIELD, f"{what} {exc}")
+            return
         link = Link(self.new_id(), l_ptr, conn, direction,
                     anonymous=(direction == ipc.DIR_IN and address is None and not terminus.dynamic))
         caps = _capabilities(plink.remote_source) | _capabilities(plink.remote_target)
@@ -400,7 +560,7 @@ class WorkerEngine:
         self.links[link.link_id] = link
         self.link_ptrs[l_ptr] = link
         presettled = plink.remote_snd_settle_mode == proton.Link.SND_SETTLED
-        self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, plink.name,
+        self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, name,
                                           address, bool(terminus.dynamic), presettled,
                                           conn.link_capacity, link.link_type))
 
@@ -409,8 +569,7 @@ class WorkerEngine:
         if link is None:
             return
         conn = link.conn
-        cond = proton.Link.wrap(l_ptr).remote_condition
-        error = f"{cond.name}: {cond.description}" if cond is not None else ""
+        error = _condition_text(lib.pn_link_remote_condition(l_ptr))
         self._forget_link(link)
         del conn.links[l_ptr]
         self.outbox.append(ipc.LinkDetach(link.link_id, closed, error))
@@ -418,6 +577,15 @@ class WorkerEngine:
             lib.pn_link_close(l_ptr)
         else:
             lib.pn_link_detach(l_ptr)
+
+    def _refuse_link(self, l_ptr: Any, conn: Connection, condition: str,
+                     description: str) -> None:
+        """Answer an attach with attach + detach(condition); the core never hears of the link."""
+        self.log("warning", f"[C{conn.conn_id}] refusing link: {condition}: {description}")
+        self._set_condition(lib.pn_link_condition(l_ptr), condition, description)
+        lib.pn_link_open(l_ptr)
+        lib.pn_link_close(l_ptr)
+        self.dirty.add(conn)
 
     def _forget_link(self, link: Link) -> None:
         self.links.pop(link.link_id, None)
@@ -540,8 +708,8 @@ class WorkerEngine:
         c = lib.pn_disposition_condition(disp)
         if not lib.pn_condition_is_set(c):
             return {}
-        return {"condition": cproton.pn_condition_get_name(c) or "",
-                "description": cproton.pn_condition_get_description(c) or ""}
+        return {"condition": _text(lib.pn_condition_get_name(c)),
+                "description": _text(lib.pn_condition_get_description(c))}
 
     @staticmethod
     def _set_condition(cond: Any, name: str, description: str) -> None:
