@@ -21,6 +21,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 import zlib
 from typing import Any, Optional
 
@@ -239,7 +240,11 @@ class Worker:
                         engine.dirty.add(entry[1])
             if time.monotonic() >= self.next_tick:
                 self._tick()
-            engine.process_events()
+            try:  # each event is isolated in the engine (one connection closes); this is a net
+                engine.process_events()
+            except Exception as exc:  # noqa: BLE001 - the worker and its other connections go on
+                self._log_server("error", "internal error processing events: "
+                                 + "".join(traceback.format_exception(exc)).rstrip())
             commands = engine.take_commands()
             if commands:
                 self.core.send_multipart(ipc.encode_batch(self.index, commands))
@@ -261,7 +266,10 @@ class Worker:
                 self._config_changes(effects)  # management batches come alone (coreproc.py)
                 continue
             for effect in effects:
-                apply(effect)
+                try:  # zero cost unless raised
+                    apply(effect)
+                except Exception as exc:  # noqa: BLE001 - close that connection, not the worker
+                    self.engine.effect_failed(effect, exc)
 
     # --- runtime configuration changes from management ----------------------------------------
     def _config_changes(self, effects: list) -> None:
@@ -359,6 +367,27 @@ class Worker:
                                      f"{settings.get('host')}:{settings.get('port')} from {host}")
 
     def _read(self, sock: socket.socket, conn: Connection) -> None:
+        try:
+            self._read_into(sock, conn)
+        except Exception as exc:  # noqa: BLE001 - this connection closes, the worker goes on
+            self._abort(sock, conn, exc)
+
+    def _abort(self, sock: socket.socket, conn: Connection, exc: BaseException) -> None:
+        """An unexpected error on one connection's socket path: log it once (traceback), close
+        the connection (amqp:internal-error if proton can still say so) and its socket now;
+        the core is told (ConnClosed) and settles what it held for it."""
+        try:
+            self.engine.fail_connection(conn, exc)
+        except Exception:  # noqa: BLE001 - the socket still closes below
+            pass
+        try:
+            self._flush_one(sock, conn)  # best effort: the close frame
+        except Exception:  # noqa: BLE001
+            pass
+        if self.sock_of.get(conn) is sock:
+            self._close_socket(sock, conn)
+
+    def _read_into(self, sock: socket.socket, conn: Connection) -> None:
         buf = self.rbuf
         while True:
             cap = conn.capacity()
@@ -387,44 +416,51 @@ class Worker:
             return
         dirty = engine.dirty
         engine.dirty = set()
-        wbuf = self.wbuf
         for conn in dirty:
             if conn.closed:
                 continue
             sock = self.sock_of.get(conn)
             if sock is None:
                 continue
-            blocked = False
-            while True:
-                n = conn.output(wbuf)
-                if n <= 0:
-                    break
-                try:
-                    sent = sock.send(memoryview(wbuf)[:n])
-                except (BlockingIOError, InterruptedError):
-                    blocked = True
-                    break
-                except OSError:
-                    conn.close_input()
-                    conn.close_output()
-                    break
-                conn.consumed(sent)
-                if sent < n:
-                    blocked = True
-                    break
-            fd = sock.fileno()
-            if blocked and fd not in self.want_write:
-                self.want_write.add(fd)
-                self.poller.modify(sock, POLLIN | POLLOUT)
-            elif not blocked and fd in self.want_write:
-                self.want_write.discard(fd)
-                self.poller.modify(sock, POLLIN)
-            if conn.is_closed():
-                self._close_socket(sock, conn)
+            try:
+                self._flush_one(sock, conn)
+            except Exception as exc:  # noqa: BLE001 - this connection closes, the worker goes on
+                self._abort(sock, conn, exc)
         # closing connections can produce commands (ConnClosed)
         commands = engine.take_commands()
         if commands:
             self.core.send_multipart(ipc.encode_batch(self.index, commands))
+
+    def _flush_one(self, sock: socket.socket, conn: Connection) -> None:
+        """Write one connection's pending output; close its socket once its transport ends."""
+        wbuf = self.wbuf
+        blocked = False
+        while True:
+            n = conn.output(wbuf)
+            if n <= 0:
+                break
+            try:
+                sent = sock.send(memoryview(wbuf)[:n])
+            except (BlockingIOError, InterruptedError):
+                blocked = True
+                break
+            except OSError:
+                conn.close_input()
+                conn.close_output()
+                break
+            conn.consumed(sent)
+            if sent < n:
+                blocked = True
+                break
+        fd = sock.fileno()
+        if blocked and fd not in self.want_write:
+            self.want_write.add(fd)
+            self.poller.modify(sock, POLLIN | POLLOUT)
+        elif not blocked and fd in self.want_write:
+            self.want_write.discard(fd)
+            self.poller.modify(sock, POLLIN)
+        if conn.is_closed():
+            self._close_socket(sock, conn)
 
     def _close_socket(self, sock: socket.socket, conn: Connection) -> None:
         fd = sock.fileno()
@@ -436,7 +472,11 @@ class Worker:
         except KeyError:
             pass
         sock.close()
-        self.engine.drop_connection(conn)
+        try:
+            self.engine.drop_connection(conn)  # tells the core (ConnClosed) first thing
+        except Exception as exc:  # noqa: BLE001 - the socket is gone; the worker goes on
+            self._log_server("error", f"[C{conn.conn_id}] internal error dropping the "
+                             "connection: " + "".join(traceback.format_exception(exc)).rstrip())
         connector = self.conn_connector.pop(conn, None)
         if connector is not None and self.connectors.get(connector.name) is connector:
             connector.retry_later(time.monotonic(), conn.error_text() or "connection closed")
