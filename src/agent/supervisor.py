@@ -211,7 +211,9 @@ class Supervisor:
     def bind_listeners(self) -> Optional[str]:
         """Bind every AMQP listener once, exclusively, before any child starts.
 
-        Returns Qpid Dispatch's ``Listener error on HOST:PORT: REASON`` if one cannot be bound.
+        A listener that cannot be bound is logged as 1.19 does (``SERVER (error) Listener error
+        on HOST:PORT: REASON - listen on HOST:PORT (proton:io)``); the text returned is 1.19's
+        critical line, ``Shutting down, required listener failed HOST:PORT``.
         HTTP listeners are bound by the agent (agent/httpserver.py), exclusively as well.
         """
         for settings in self.spec.get("listeners", []):
@@ -220,7 +222,10 @@ class Supervisor:
             try:
                 self.broker.open(settings)
             except ListenerError as exc:
-                return str(exc)
+                # the two lines 1.19 logs (it logs them after "Operational"; we never get there)
+                where = f"{settings.get('host') or ''}:{settings.get('port', 'amqp')}"
+                self.log.log("SERVER", "error", f"{exc} - listen on {where} (proton:io)")
+                return f"Shutting down, required listener failed {where}"
         for settings in self.spec.get("connectors", []):
             self.broker.add_connector(settings)
         return None

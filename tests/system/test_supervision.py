@@ -244,8 +244,11 @@ def test_second_router_on_the_same_port_exits_1(launch):
     first = launch(conf(port))
     second = launch(conf(port), wait=False)
     assert exit_code(second) == 1
-    second.wait_for_line(f"SERVER (critical) Listener error on 127.0.0.1:{port}: "
-                         "Address already in use")
+    # the two lines Qpid Dispatch 1.19 logs for it
+    second.wait_for_line(f"SERVER (error) Listener error on 127.0.0.1:{port}: Address already "
+                         f"in use - listen on 127.0.0.1:{port} (proton:io)")
+    second.wait_for_line(f"SERVER (critical) Shutting down, required listener failed "
+                         f"127.0.0.1:{port}")
     assert "Operational" not in second.output()
     assert round_trip(f"amqp://127.0.0.1:{port}", "still.first") == [f"m{i}" for i in range(5)]
     assert first.proc.poll() is None
