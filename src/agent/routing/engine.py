@@ -21,12 +21,25 @@ Usage from the control plane (the adapter to the core)::
     # effects: Send -> put on the wire (via_link for HELLO, else route by .to);
     #          RoutingTable / RemoteAddressAdded / RemoteAddressRemoved -> tell the core;
     #          Log -> the router log.
+
+Resume after an agent restart (the core and the other routers carry on meanwhile)::
+
+    state = engine.snapshot_state()                 # plain JSON-able data; the caller saves it
+    engine = RoutingEngine("R1", instance=same_instance, ...)   # in the new agent
+    effects = engine.restore_state(state, now)      # before any input
+
+A restored engine keeps its instance (so no router sees it restart), its link-state database,
+node table and mobile addresses; its first route computation (at the first tick) publishes the
+same table as before. Then, as the protocol already provides: my ``ls_seq`` + 1 goes out in an
+RA at once; my ``mobile_seq`` + 2 makes every router ask a MAR (absolute MAU); every known
+router is asked for its link state (LSR) and mobile addresses (MAR), which brings back what
+changed while the agent was down; restored neighbours are provisional (see ``hello``).
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Set
 
-from agent.routing.effects import Effect, Log, RoutingTable
+from agent.routing.effects import Effect, Log, RemoteAddressAdded, RoutingTable
 from agent.routing.errors import ProtocolError
 from agent.routing.hello import (DuplicateRouterId, HelloEngine, InstanceSeen, NeighbourDown,
                                  NeighbourUp)
@@ -40,6 +53,9 @@ __all__ = ["RoutingEngine", "TIMER_DEFAULTS"]
 
 #: Stale link states and orphaned routers are looked for once a second (1.x: once per tick).
 HOUSEKEEPING_INTERVAL = 1.0
+
+#: Version of :meth:`RoutingEngine.snapshot_state` data (another version is not restored).
+STATE_VERSION = 1
 
 #: The router entity's routing-protocol timers (seconds) and their defaults.
 TIMER_DEFAULTS = {"helloIntervalSeconds": 1.0, "helloMaxAgeSeconds": 3.0,
@@ -191,6 +207,50 @@ class RoutingEngine:
     def remote_addresses(self) -> Dict[str, Dict[str, Optional[int]]]:
         """``{router: {address key: hint}}`` learned from MAUs."""
         return self.mobile.remote_addresses()
+
+    # ---- resume after an agent restart ----------------------------------------------------------
+
+    def snapshot_state(self) -> dict:
+        """Everything a new agent needs to carry on as this one (plain, JSON-able data; link ids
+        must be JSON-able too: the core's connection ids are ints)."""
+        return {"version": STATE_VERSION, "router": self.my_id, "instance": self.instance,
+                "area": self.area,
+                "neighbours": [[router, link] for router, link in sorted(self.neighbours.items())],
+                "hello": self.hello.snapshot_state(),
+                "linkstate": self.linkstate.snapshot_state(),
+                "nodes": self.nodes.snapshot_state(),
+                "mobile": self.mobile.snapshot_state()}
+
+    def restore_state(self, state: Mapping[str, Any], now: float) -> List[Effect]:
+        """Carry on from :meth:`snapshot_state` of an earlier engine of this router (same id and
+        instance, else nothing happens). Call before any other input. Returns a :class:`Log`
+        and a :class:`RemoteAddressAdded` for every restored remote address (the core may have
+        them already: telling it again is harmless)."""
+        if (state.get("version") != STATE_VERSION or state.get("router") != self.my_id
+                or state.get("instance") != self.instance or state.get("area", "0") != self.area):
+            return [Log("warning", "ROUTER", "Routing state not restored: it belongs to another "
+                                             "router, instance or version")]
+        self.last_now = now
+        self.hello.restore_state(state.get("hello") or {}, now)
+        self.linkstate.restore_state(state.get("linkstate") or {}, now)
+        self.nodes.restore_state(state.get("nodes") or {})
+        self.mobile.restore_state(state.get("mobile") or {})
+        self.neighbours = {str(router): link for router, link in state.get("neighbours", ())}
+        # then what a new agent does differently from the one that saved the state
+        self.linkstate.resume(now)
+        self.mobile.resume()
+        for router in self.nodes.nodes:           # catch up on what changed meanwhile
+            self.nodes.request(router, "LSR")
+            self.nodes.request(router, "MAR")
+        self._dirty(now)                          # routes (the same ones) at the first tick
+        self.housekeeping_at = float("-inf")
+        out: List[Effect] = [Log("info", "ROUTER", f"Routing state restored: "
+                                                   f"{len(self.nodes.nodes)} routers, "
+                                                   f"ls_seq {self.linkstate.ls_seq}, "
+                                                   f"mobile_seq {self.mobile.mobile_seq}")]
+        for router, keys in sorted(self.mobile.remote.items()):
+            out.extend(RemoteAddressAdded(key, router, hint) for key, hint in keys.items())
+        return out
 
     # ---- internals -----------------------------------------------------------------------------
 

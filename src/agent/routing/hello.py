@@ -25,6 +25,12 @@ Neighbour state per router id, as a table (``links`` = links with a fresh two-wa
 
 When a router is two-way over several links (parallel connections) the lowest (cost, link id)
 link carries it, so the choice does not flap with HELLO arrival order.
+
+Resume after an agent restart (:meth:`snapshot_state` / :meth:`restore_state`): the neighbour
+table, the two-way links and the routers heard are kept, but every time in them becomes the
+restore time, so each is *provisional*: a neighbour no HELLO confirms within ``hello_max_age``
+expires through the ordinary path (``NeighbourDown``). Control links are not kept: the core
+announces the live ones again (a link that died meanwhile never carries a neighbour again).
 """
 from __future__ import annotations
 
@@ -135,6 +141,29 @@ class HelloEngine:
         times.extend(t + self.hello_max_age for t in self.heard.values())
         times.extend(t + self.hello_max_age for links in self.two_way.values() for t in links.values())
         return min(times)
+
+    # ---- resume after an agent restart ----------------------------------------------------------
+
+    def snapshot_state(self) -> dict:
+        """Plain (JSON-able) data: routers heard, two-way links, neighbours (no times)."""
+        return {"heard": sorted(self.heard),
+                "two_way": [[router, link] for router, links in sorted(self.two_way.items())
+                            for link in links],
+                "neighbours": [[router, link, cost]
+                               for router, (link, cost) in sorted(self.neighbours.items())]}
+
+    def restore_state(self, state: dict, now: float) -> None:
+        """Take back :meth:`snapshot_state`; every entry is dated ``now`` (provisional)."""
+        self.heard = {str(router): now for router in state.get("heard", ())}
+        self.two_way = {}
+        for router, link in state.get("two_way", ()):
+            self.two_way.setdefault(str(router), {})[link] = now
+        self.neighbours = {str(router): (link, int(cost))
+                           for router, link, cost in state.get("neighbours", ())}
+        for router in self.neighbours:     # a neighbour always has a two-way link to expire
+            if router not in self.two_way:
+                self.two_way[router] = {self.neighbours[router][0]: now}
+        self.next_hello_at = None
 
     # ---- internals -----------------------------------------------------------------------------
 

@@ -19,6 +19,11 @@ Rules (reference doc, "Behaviour"):
 * a restarted router's link state is dropped (``ls_seq`` back to 0, so its new LSUs are newer);
 * remote link state not refreshed for ``remote_ls_max_age`` loses its peers (checked by the
   facade's once-a-second housekeeping, as 1.x checks once per tick).
+
+Resume after an agent restart (:meth:`snapshot_state` / :meth:`restore_state`): my ``ls_seq``
+and peers and the remote link-state database come back as they were, each remote one refreshed
+as of the restore time; the facade then bumps ``ls_seq`` (:meth:`resume`) so the neighbours take
+my link state again.
 """
 from __future__ import annotations
 
@@ -105,6 +110,33 @@ class LinkStateEngine:
         self.last_ra_at = now
         return _send(RA_ADDRESS, RA(self.my_id, area=self.area, instance=self.instance,
                                     ls_seq=self.ls_seq, mobile_seq=mobile_seq))
+
+    # ---- resume after an agent restart ----------------------------------------------------------
+
+    def snapshot_state(self) -> dict:
+        """Plain (JSON-able) data: my ``ls_seq`` and peers, every remote ``ls_seq`` and peers."""
+        return {"ls_seq": self.ls_seq, "peers": dict(sorted(self.peers.items())),
+                "remote": {router: {"ls_seq": held.ls_seq,
+                                    "peers": dict(sorted(held.peers.items()))}
+                           for router, held in sorted(self.remote.items())}}
+
+    def restore_state(self, state: dict, now: float) -> None:
+        """Take back :meth:`snapshot_state`; remote link states count as refreshed at ``now``."""
+        self.ls_seq = int(state.get("ls_seq", 0))
+        self.peers = {str(p): int(c) for p, c in (state.get("peers") or {}).items()}
+        self.remote = {str(router): RemoteLinkState(
+                           int(held.get("ls_seq", 0)),
+                           {str(p): int(c) for p, c in (held.get("peers") or {}).items()}, now)
+                       for router, held in (state.get("remote") or {}).items()}
+        self.own_changed = False
+        self.last_ra_at = None
+
+    def resume(self, now: float) -> None:
+        """After a restore: a new ``ls_seq`` for the same peers (the neighbours may have seen
+        one the snapshot missed), announced by an RA at the next tick, in flux."""
+        self.ls_seq += 1
+        self.last_ra_at = None
+        self.topology_changed(now)
 
     # ---- remote link states --------------------------------------------------------------------
 

@@ -19,6 +19,13 @@ Rules (reference doc, "Mobile addresses"; ``qcm_mobile_sync_*`` in 1.x):
 * a MAR with ``have_seq`` below my seq is answered with an absolute MAU to the requester whose
   ``exist`` is the set as of my seq (announced; pending adds are not in it, pending deletes are);
 * a router that restarted or vanished is flushed: its addresses are removed, its seq goes to 0.
+
+Resume after an agent restart (:meth:`snapshot_state` / :meth:`restore_state`, then
+:meth:`resume`): every other router's addresses and seq come back as they were; my seq comes back
+two higher (a gap: every router asks a MAR and gets an absolute MAU, which also corrects anything
+a lost differential MAU would have said), my announced set as it was. The core announces its
+local addresses again when the new agent says hello; an announced address it has not named again
+``resync_grace`` seconds after the first tick is gone, and goes out in a differential MAU.
 """
 from __future__ import annotations
 
@@ -42,10 +49,14 @@ def _send(to: str, msg: Message) -> Send:
 
 
 class MobileSync:
-    def __init__(self, my_id: str, area: str = "0", flush_interval: float = 1.0) -> None:
+    def __init__(self, my_id: str, area: str = "0", flush_interval: float = 1.0,
+                 resync_grace: float = 2.0) -> None:
         self.my_id = my_id
         self.area = area
         self.flush_interval = float(flush_interval)
+        self.resync_grace = float(resync_grace)
+        self.resyncing = False                  # after resume(): the core names local addresses
+        self.resync_at: Optional[float] = None  # set at the first tick after resume()
         self.mobile_seq = 0
         self.local: Dict[str, int] = {}         # key -> hint (treatment), with local destinations
         self.announced: Dict[str, int] = {}     # the set as of mobile_seq
@@ -77,6 +88,15 @@ class MobileSync:
 
     def tick(self, now: float) -> Tuple[List[MobileEffect], bool]:
         """Flush the lists once per interval: ``(effects, True)`` when my seq advanced."""
+        if self.resyncing:
+            if self.resync_at is None:
+                self.resync_at = now + self.resync_grace
+            if now >= self.resync_at:
+                self.resyncing = False
+                for key in self.announced:
+                    if key not in self.local:
+                        self.pending_del[key] = None
+                self.next_flush_at = None
         if self.next_flush_at is not None and now < self.next_flush_at:
             return [], False
         self.next_flush_at = now + self.flush_interval
@@ -94,9 +114,46 @@ class MobileSync:
         return [_send(MAU_ALL_ADDRESS, mau)], True
 
     def next_deadline(self) -> float:
-        if self.next_flush_at is None:
+        if self.next_flush_at is None or (self.resyncing and self.resync_at is None):
             return float("-inf")
-        return self.next_flush_at if (self.pending_add or self.pending_del) else float("inf")
+        flush = self.next_flush_at if (self.pending_add or self.pending_del) else float("inf")
+        return min(flush, self.resync_at) if self.resyncing else flush
+
+    # ---- resume after an agent restart ----------------------------------------------------------
+
+    def snapshot_state(self) -> dict:
+        """Plain (JSON-able) data: my seq and address lists, other routers' addresses and seqs."""
+        return {"mobile_seq": self.mobile_seq, "announced": dict(self.announced),
+                "local": dict(self.local), "pending_add": dict(self.pending_add),
+                "pending_del": list(self.pending_del),
+                "remote": {router: dict(keys) for router, keys in sorted(self.remote.items())},
+                "remote_seq": dict(sorted(self.remote_seq.items()))}
+
+    def restore_state(self, state: dict) -> None:
+        """Take back :meth:`snapshot_state` exactly (see :meth:`resume` for what follows)."""
+        def hints(value: object) -> Dict[str, int]:
+            return {str(k): int(h) for k, h in (value or {}).items()}  # type: ignore[attr-defined]
+
+        self.mobile_seq = int(state.get("mobile_seq", 0))
+        self.announced = hints(state.get("announced"))
+        self.local = hints(state.get("local"))
+        self.pending_add = hints(state.get("pending_add"))
+        self.pending_del = {str(k): None for k in state.get("pending_del", ())}
+        self.remote = {str(router): {str(k): None if h is None else int(h)
+                                     for k, h in keys.items()}
+                       for router, keys in (state.get("remote") or {}).items() if keys}
+        self.remote_seq = {str(r): int(s) for r, s in (state.get("remote_seq") or {}).items()}
+        self.mar_requested = set()
+        self.next_flush_at = None
+
+    def resume(self) -> None:
+        """After a restore by a new agent: my seq jumps by 2, the local set is learned again
+        from the core (see the module docstring)."""
+        self.mobile_seq += 2
+        self.local = {}
+        self.pending_add, self.pending_del = {}, {}
+        self.resyncing, self.resync_at = True, None
+        self.next_flush_at = None
 
     # ---- remote routers ------------------------------------------------------------------------
 

@@ -17,6 +17,10 @@ Rules (reference doc, "Behaviour"; ``node.py`` in 1.x):
   is an orphan; still one ``orphan_grace`` seconds later (checked by the facade's once-a-second
   housekeeping) it is deleted and its index freed;
 * routes are recomputed from scratch on every topology change (once per batch).
+
+Resume after an agent restart (:meth:`snapshot_state` / :meth:`restore_state`): the known
+routers keep their instance, protocol version and mask-bit index (so a restored router sees no
+"restart" of anyone and publishes the same table); routes are computed again by the facade.
 """
 from __future__ import annotations
 
@@ -114,6 +118,30 @@ class NodeTable:
             elif node.orphan_since + self.orphan_grace <= now:
                 gone.append(router)
         return gone
+
+    # ---- resume after an agent restart ----------------------------------------------------------
+
+    def snapshot_state(self) -> dict:
+        """Plain (JSON-able) data: every known router's index, instance and protocol version."""
+        return {"nodes": {router: {"index": node.index, "instance": node.instance, "pv": node.pv}
+                          for router, node in sorted(self.nodes.items())},
+                "free_indexes": sorted(self.free_indexes), "next_index": self.next_index}
+
+    def restore_state(self, state: dict) -> None:
+        """Take back :meth:`snapshot_state` (no request pending, no route computed yet)."""
+        self.nodes = {}
+        for router, node in (state.get("nodes") or {}).items():
+            instance, pv = node.get("instance"), node.get("pv")
+            self.nodes[str(router)] = Node(str(router), int(node["index"]),
+                                           None if instance is None else int(instance),
+                                           None if pv is None else int(pv), need_lsr=False)
+        self.free_indexes = [int(i) for i in state.get("free_indexes", ())]
+        used = [n.index for n in self.nodes.values()]
+        self.next_index = max([int(state.get("next_index", 1)), *[i + 1 for i in used]])
+        self.pending = set()
+        self.pending_checked_at = (-1, -1)
+        self.routes = _EMPTY
+        self.published = None
 
     # ---- reachability and requests -------------------------------------------------------------
 
