@@ -10,6 +10,7 @@ Must not import router_io (the agent owns no client sockets).
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import sys
@@ -27,6 +28,9 @@ from agent.supervisor import VERSION
 from router_core import ipc
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, status_socket
+
+#: In the router's runtime directory: the routing protocol's state, for a restarted agent.
+ROUTING_STATE_FILE = "routing-state.json"
 
 
 class ControlPlane:
@@ -54,9 +58,19 @@ class ControlPlane:
         self.handlers.update(self.management.handlers())
         # interior mode: the routing protocol (agent/interior.py), fed by the core's
         # RouterLinkUp/Down, ControlIn and LocalAddress; its messages go in the normal outbox
-        self.interior = InteriorRouting.from_spec(spec, int(time.time()), self.log.enabled)
+        # The instance is fixed for the router's life (startedAt is the same for every agent
+        # generation), so no other router sees a restarted agent as a restarted router.
+        instance = spec.get("instance")
+        if instance is None:
+            instance = int(spec.get("startedAt") or time.time())
+        self.interior = InteriorRouting.from_spec(spec, int(instance), self.log.enabled)
+        runtime = spec.get("runtime")
+        self.routing_state_path = (os.path.join(runtime, ROUTING_STATE_FILE)
+                                   if runtime and self.interior is not None else None)
         if self.interior is not None:
             self.interior.wall_offset = time.time() - time.monotonic()
+            if generation > 0:
+                self._restore_routing_state()
             for cls in ROUTING_INPUTS:
                 self.handlers[cls] = self._on_routing_input
             if hasattr(self.management, "set_routing"):
@@ -111,9 +125,44 @@ class ControlPlane:
                 self.outbox.append(item)
 
     def _routing_poll(self, now: float) -> None:
-        """Tick the routing engine if it took input since its last tick or is due."""
+        """Tick the routing engine if it took input since its last tick or is due; save its
+        state when due (before the outbox goes: the file is never behind what was sent)."""
         if self.interior is not None:
             self._routing_out(self.interior.poll(now))
+            state = self.interior.state_to_save(now)
+            if state is not None and self.routing_state_path is not None:
+                self._save_routing_state(state)
+
+    def _save_routing_state(self, state: dict) -> None:
+        path = self.routing_state_path
+        try:
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(state, f, separators=(",", ":"))
+            os.replace(path + ".tmp", path)
+        except (OSError, TypeError, ValueError) as exc:
+            self.log.log("ROUTER", "error", f"could not save the routing state: {exc}")
+
+    def _restore_routing_state(self) -> None:
+        """A restarted agent carries on with its predecessor's routing state, if it saved one."""
+        path = self.routing_state_path
+        if path is None or not os.path.exists(path):
+            return
+        try:
+            with open(path, encoding="utf-8") as f:
+                state = json.load(f)
+        except (OSError, ValueError) as exc:
+            self.log.log("ROUTER", "warning", f"routing state not restored: {exc}")
+            return
+        try:
+            if not isinstance(state, dict):
+                raise ValueError("not a map")
+            self._routing_out(self.interior.restore_state(state, time.monotonic()))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self.log.log("ROUTER", "warning", f"routing state not restored: {exc!r}")
+            wall_offset = self.interior.wall_offset
+            self.interior = InteriorRouting.from_spec(self.spec, self.interior.instance,
+                                                      self.log.enabled)
+            self.interior.wall_offset = wall_offset
 
     def send(self, *messages: tuple) -> None:
         self.outbox.extend(messages)

@@ -31,6 +31,15 @@ the worker adds ``x-opt-qd.ingress``/``trace``): properties ``{to}``, applicatio
 (a *symbol* key for MAU/MAR, which proton's ``Message`` would refuse, hence :class:`proton.Data`),
 and an amqp-value body holding the map exactly as :func:`messages.encode` typed it.
 
+Resume after an agent restart: :meth:`InteriorRouting.state_to_save` hands the caller the
+engine's snapshot when it is worth saving (at once after my ``ls_seq`` or ``mobile_seq`` changed
+or the core was told a route or remote address, else at most every :data:`SAVE_INTERVAL`
+seconds, never the same twice), so the saved state is never behind what the core or the other
+routers were told once the caller saves before it flushes its outbox. A new agent of the same
+router calls :meth:`InteriorRouting.restore_state` before any input; what it must tell the core
+(the restored remote addresses, again) goes out at its first :meth:`poll`, after its PeerHello.
+The caller does the file I/O (``agent/controlplane.py``).
+
 Must not import zmq, sockets or clocks.
 """
 from __future__ import annotations
@@ -44,7 +53,11 @@ from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, Routin
 from agent.routing.mobile import DEFAULT_HINT
 from router_core import ipc
 
-__all__ = ["InteriorRouting", "encode_control", "decode_control", "INPUT_TYPES"]
+__all__ = ["InteriorRouting", "encode_control", "decode_control", "INPUT_TYPES",
+           "SAVE_INTERVAL"]
+
+#: A routing-state snapshot nothing urgent asks for is saved at most this often (seconds).
+SAVE_INTERVAL = 1.0
 
 #: The IPC messages :meth:`InteriorRouting.handle` accepts.
 INPUT_TYPES = (ipc.RouterLinkUp, ipc.RouterLinkDown, ipc.ControlIn, ipc.LocalAddress)
@@ -122,6 +135,11 @@ class InteriorRouting:
         # wall clock minus the clock ``now`` comes from (the caller sets it): management shows
         # lastTopoChange as wall-clock seconds
         self.wall_offset = 0.0
+        self.held: List[Any] = []               # restore outputs for the core: at the next tick
+        self.save_urgent = False                # the core was told something since the last save
+        self.saved_at = float("-inf")
+        self.saved_seqs: tuple = (-1, -1)
+        self.saved_state: Optional[dict] = None
         self.dispatch: Dict[type, Callable[[Any, float], List[Any]]] = {
             ipc.RouterLinkUp: self._link_up, ipc.RouterLinkDown: self._link_down,
             ipc.ControlIn: self._control_in, ipc.LocalAddress: self._local_address}
@@ -154,13 +172,46 @@ class InteriorRouting:
 
     def tick(self, now: float) -> List[Any]:
         self.fed = False
-        return self._outputs(self.engine.tick(now))
+        held, self.held = self.held, []
+        return held + self._outputs(self.engine.tick(now))
 
     def next_deadline(self) -> float:
         """When :meth:`poll` must next run (monotonic seconds; ``-inf`` or past: at once)."""
         if self.fed:
             return float("-inf")
         return self.engine.next_deadline()
+
+    # ---- resume after an agent restart ----------------------------------------------------------
+
+    def restore_state(self, state: Mapping, now: float) -> List[Any]:
+        """Carry on from a state saved by an earlier agent of this router (call before any
+        input). Returns the log lines; what the core must hear goes out at the next poll."""
+        outputs = self._outputs(self.engine.restore_state(state, now))
+        self.held.extend(o for o in outputs if not isinstance(o, Log))
+        self.save_urgent = False
+        self.saved_state = self.engine.snapshot_state()
+        self.saved_seqs = self._seqs()
+        self.saved_at = now
+        self.fed = True
+        return [o for o in outputs if isinstance(o, Log)]
+
+    def state_to_save(self, now: float) -> Optional[dict]:
+        """The engine's snapshot if it should be saved now, else ``None`` (see the module
+        docstring); the caller saves it (and is trusted to) before it flushes its outbox."""
+        seqs = self._seqs()
+        if not self.save_urgent and seqs == self.saved_seqs and now < self.saved_at + SAVE_INTERVAL:
+            return None
+        self.save_urgent = False
+        self.saved_at = now
+        self.saved_seqs = seqs
+        state = self.engine.snapshot_state()
+        if state == self.saved_state:
+            return None
+        self.saved_state = state
+        return state
+
+    def _seqs(self) -> tuple:
+        return self.engine.linkstate.ls_seq, self.engine.mobile.mobile_seq
 
     # ---- views (management) --------------------------------------------------------------------
 
@@ -241,15 +292,18 @@ class InteriorRouting:
                     out.append(Log("trace", module, f"SENT: {fx.message or fx.body!r} to {fx.to}"
                                    + (f" (connection {conn_id})" if conn_id >= 0 else "")))
             elif isinstance(fx, RoutingTable):
+                self.save_urgent = True
                 out.append(ipc.RouteUpdate(
                     {str(k): str(v) for k, v in fx.next_hop.items()},
                     {str(k): int(v) for k, v in fx.cost.items()},
                     {str(k): [str(o) for o in v] for k, v in fx.valid_origins.items()},
                     {str(k): v for k, v in fx.neighbours.items()}))
             elif isinstance(fx, RemoteAddressAdded):
+                self.save_urgent = True
                 out.append(ipc.RemoteAddress(fx.key, fx.router, True,
                                              -1 if fx.hint is None else int(fx.hint)))
             elif isinstance(fx, RemoteAddressRemoved):
+                self.save_urgent = True
                 out.append(ipc.RemoteAddress(fx.key, fx.router, False, -1))
             elif isinstance(fx, Log):
                 out.append(fx)
