@@ -16,6 +16,7 @@ import heapq
 import json
 import random
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine,
@@ -86,15 +87,18 @@ class AgentNet(Network):
         self.agent_down.add(rid)
         return state
 
-    def resume_agent(self, rid: str, state: dict, instance: int) -> RoutingEngine:
-        """A new agent restores ``state``; the core announces the live control links again."""
+    def resume_agent(self, rid: str, state: dict, instance: int,
+                     announce: bool = True) -> RoutingEngine:
+        """A new agent restores ``state``; the core announces the live control links again
+        (unless not ``announce``: then only the HELLOs arriving on them confirm them)."""
         engine = RoutingEngine(rid, instance=instance, **self.engine_kwargs)
         restored = engine.restore_state(state, self.now)
         self.engines[rid] = engine
         self.agent_down.discard(rid)
         self._apply(rid, restored)
         for peer, (link, cost) in self.adjacent[rid].items():
-            engine.link_up(link, cost)
+            if announce:
+                engine.link_up(link, cost)
         self._schedule(rid)
         return engine
 
@@ -196,7 +200,8 @@ def test_state_of_another_router_or_instance_is_not_restored():
 
 
 # ---- in a network ---------------------------------------------------------------------------
-def test_agent_restart_in_the_middle_of_a_line_is_invisible_to_the_others():
+@pytest.mark.parametrize("announce", [True, False], ids=["links-announced", "links-restored"])
+def test_agent_restart_in_the_middle_of_a_line_is_invisible_to_the_others(announce):
     net = line(3)
     net.engines["A"].add_local("M0left", 3)
     net.engines["C"].add_local("M0right", 2)
@@ -211,7 +216,7 @@ def test_agent_restart_in_the_middle_of_a_line_is_invisible_to_the_others():
     marks = {rid: len(net.effects.get(rid, [])) for rid in "ABC"}
     state = net.kill_agent("B")
     net.run(1.5)                                 # < helloMaxAge (3 s): the others keep B
-    b = net.resume_agent("B", state, instance=b_old.instance)
+    b = net.resume_agent("B", state, instance=b_old.instance, announce=announce)
     b.add_local("M0middle", 3)                   # the core re-announces nothing, then a new one
     net.run(10)
     for rid in "AC":
@@ -224,6 +229,7 @@ def test_agent_restart_in_the_middle_of_a_line_is_invisible_to_the_others():
         assert held.ls_seq == ls_seq + 1 and held.peers == {"A": 1, "C": 1}
         assert net.engines[rid].mobile.seq_of("B") == b.mobile.mobile_seq
         assert b.mobile.mobile_seq == mobile_seq + 3          # +2, then the M0middle MAU
+    assert b.hello.links == b_old.hello.links and not b.hello.provisional
     assert net.addresses["A"]["M0middle"] == {"B"} and net.addresses["C"]["M0middle"] == {"B"}
     assert net.addresses["A"]["M0right"] == {"C"} and net.addresses["C"]["M0left"] == {"A"}
     tables = [fx for fx in net.effects["B"][marks["B"]:] if isinstance(fx, RoutingTable)]
@@ -267,7 +273,8 @@ def test_remote_address_added_while_the_agent_was_down_is_learned():
     assert net.addresses["B"].get("M0late") == {"C"}
 
 
-def test_neighbour_gone_while_the_agent_was_down_is_dropped_within_hello_max_age():
+@pytest.mark.parametrize("announce", [True, False], ids=["links-announced", "links-restored"])
+def test_neighbour_gone_while_the_agent_was_down_is_dropped_within_hello_max_age(announce):
     net = line(3)
     assert net.run_until(lambda: converged(net), 30) is not None
     net.run(2)
@@ -276,7 +283,7 @@ def test_neighbour_gone_while_the_agent_was_down_is_dropped_within_hello_max_age
     net.kill("C")                                # C vanishes; its connection to B stays
     net.disconnect("B", "C")                     # ... or not: the core will not announce it
     net.run(1.0)
-    b = net.resume_agent("B", state, instance=b_old.instance)
+    b = net.resume_agent("B", state, instance=b_old.instance, announce=announce)
     t0 = net.now
     first = b.tick(net.now)
     net._apply("B", first)
@@ -286,6 +293,7 @@ def test_neighbour_gone_while_the_agent_was_down_is_dropped_within_hello_max_age
     assert "C" not in b.routing_table.next_hop and b.routing_table.next_hop == {"A": "A"}
     assert b.linkstate.peers == {"A": 1}
     assert "A" in b.neighbours                    # confirmed by HELLO all along
+    assert list(b.hello.links) == ["B>A"] and not b.hello.provisional
 
 
 def test_restored_neighbour_on_a_link_that_came_back_with_a_new_id_moves_to_it():

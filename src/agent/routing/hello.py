@@ -29,8 +29,10 @@ link carries it, so the choice does not flap with HELLO arrival order.
 Resume after an agent restart (:meth:`snapshot_state` / :meth:`restore_state`): the neighbour
 table, the two-way links and the routers heard are kept, but every time in them becomes the
 restore time, so each is *provisional*: a neighbour no HELLO confirms within ``hello_max_age``
-expires through the ordinary path (``NeighbourDown``). Control links are not kept: the core
-announces the live ones again (a link that died meanwhile never carries a neighbour again).
+expires through the ordinary path (``NeighbourDown``). The control links come back provisional
+too: one the core announces again (``link_up``) or a HELLO arrives on is confirmed; one still
+unconfirmed ``hello_max_age`` after the restore went away while the agent was down (the core
+could not tell a dead agent) and goes as if it went down then.
 """
 from __future__ import annotations
 
@@ -89,14 +91,17 @@ class HelloEngine:
         self.neighbours: Dict[str, Tuple[Hashable, int]] = {}  # router -> (link, cost)
         self.next_hello_at: Optional[float] = None        # None: due at the next tick
         self.duplicate_reported = False
+        self.provisional: Dict[Hashable, float] = {}      # restored link -> when it goes
 
     # ---- inputs --------------------------------------------------------------------------------
 
     def link_up(self, link: Hashable, cost: int) -> None:
+        self.provisional.pop(link, None)
         self.links[link] = int(cost)
         self.next_hello_at = None          # greet the new link at the next tick
 
     def link_down(self, link: Hashable) -> List[HelloEvent]:
+        self.provisional.pop(link, None)
         self.links.pop(link, None)
         touched = [r for r, links in self.two_way.items() if link in links]
         for router in touched:
@@ -111,6 +116,7 @@ class HelloEngine:
             return []
         if link not in self.links:
             return []                      # not a control link we know: no cost, no neighbour
+        self.provisional.pop(link, None)   # the core delivered on it: it is there
         self.heard[msg.id] = now
         if self.my_id not in msg.seen:
             return []
@@ -119,6 +125,8 @@ class HelloEngine:
 
     def tick(self, now: float) -> List[HelloEvent]:
         out: List[HelloEvent] = []
+        for link in [k for k, t in self.provisional.items() if t <= now]:
+            out.extend(self.link_down(link))
         age = self.hello_max_age        # expired when t + age <= now: the deadline's own sum
         for router in [r for r, t in self.heard.items() if t + age <= now]:
             del self.heard[router]
@@ -137,7 +145,7 @@ class HelloEngine:
         """The earliest time :meth:`tick` has work to do (``-inf``: at once)."""
         if self.next_hello_at is None:
             return float("-inf")
-        times = [self.next_hello_at]
+        times = [self.next_hello_at, *self.provisional.values()]
         times.extend(t + self.hello_max_age for t in self.heard.values())
         times.extend(t + self.hello_max_age for links in self.two_way.values() for t in links.values())
         return min(times)
@@ -145,8 +153,10 @@ class HelloEngine:
     # ---- resume after an agent restart ----------------------------------------------------------
 
     def snapshot_state(self) -> dict:
-        """Plain (JSON-able) data: routers heard, two-way links, neighbours (no times)."""
-        return {"heard": sorted(self.heard),
+        """Plain (JSON-able) data: control links, routers heard, two-way links, neighbours (no
+        times)."""
+        return {"links": [[link, cost] for link, cost in self.links.items()],
+                "heard": sorted(self.heard),
                 "two_way": [[router, link] for router, links in sorted(self.two_way.items())
                             for link in links],
                 "neighbours": [[router, link, cost]
@@ -154,6 +164,8 @@ class HelloEngine:
 
     def restore_state(self, state: dict, now: float) -> None:
         """Take back :meth:`snapshot_state`; every entry is dated ``now`` (provisional)."""
+        self.links = {link: int(cost) for link, cost in state.get("links", ())}
+        self.provisional = {link: now + self.hello_max_age for link in self.links}
         self.heard = {str(router): now for router in state.get("heard", ())}
         self.two_way = {}
         for router, link in state.get("two_way", ()):
