@@ -132,6 +132,8 @@ cdef class RouterCore:
     cdef readonly long long egress_container
     cdef readonly object agent_peer
     cdef readonly dict routers, neighbour_conns
+    cdef readonly object gone
+    cdef readonly long long gone_seq
     cdef public double now
     cdef long long _next_out
     cdef dict _key_cache, _effects, _dispatch
@@ -147,6 +149,7 @@ cdef class RouterCore:
     cdef Address _address(self, key)
     cdef tuple _treatment(self, key)
     cdef _unref(self, Address addr)
+    cdef _record_gone(self, kind, obj)
     @cython.locals(addr=Address, out=OutDelivery, dlv=InDelivery)
     cdef _drop_link(self, Link link)
     @cython.locals(link=Link, addr=Address, target=Link, dlv=InDelivery, settled=cython.bint,

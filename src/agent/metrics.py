@@ -3,7 +3,9 @@
 Owns the "router-metrics/1" record shape (read by the Spark jobs in ``pipelines/``) and the
 Prometheus exposition (text format 0.0.4). Input is a core snapshot as returned by
 ``router_core.corestate.management_snapshot``: ``{"router": {...}, "links": [...],
-"addresses": [...], "connections": [...]}`` with Qpid Dispatch management attribute names.
+"addresses": [...], "connections": [...], "gone": [...], "now": t}`` with Qpid Dispatch
+management attribute names; ``gone`` holds the final views of removed addresses, links and
+connections (``seq``, ``kind``, ``goneAt`` on the core's clock ``now``).
 Writing records to disk is ``agent.metrics_sink``'s job; serving the text is the caller's.
 
 Must not import zmq, proton, sockets, clocks or files: time and uptime are arguments.
@@ -13,12 +15,22 @@ Record keys ("router-metrics/1"; stable: add keys, never rename or drop them)
         schema        "router-metrics/1"
         ts            unix seconds (float), when the snapshot was taken (the END of the interval)
         router_id     the router's id
-        kind          "router" | "address" | "link"
+        kind          "router" | "address" | "link" | "connection" (connection: final only)
         key           router: the router id; address: the address key (``M0orders``);
                       link: the link identity
         address       the address text for mobile keys (``orders``), else the key as it is;
                       link: that of its owningAddr; router: null
         interval_s    seconds the d_ deltas cover (the caller's sampling interval)
+        final         false: the entity as it is at ts; true: its FINAL counts, written once
+                      when it has gone (address deleted, link detached, connection closed)
+                      in the interval ending at ts. Totals per address and link are therefore
+                      exact: an entity that came and went between two samples has a final
+                      record, one that went after a sample has its last counts in it.
+    Final records only (null or absent otherwise):
+        seq           the core's sequence number of the removal (increasing, per core
+                      process); (router_id, kind, key, seq, gone_mono) identifies it
+        gone_ts       unix seconds when it was removed (from the core's clock)
+        gone_mono     the core's clock when it was removed (monotonic seconds)
     kind "router":
         counters      deliveriesIngress, deliveriesEgress, deliveriesTransit,
                       deliveriesIngressRouteContainer, deliveriesEgressRouteContainer,
@@ -35,6 +47,8 @@ Record keys ("router-metrics/1"; stable: add keys, never rename or drop them)
                       rejectedCount, releasedCount, modifiedCount
         gauges        undeliveredCount, unsettledCount, creditAvailable, capacity
         attributes    linkDir ("in" | "out"), owningAddr, linkName, connectionId
+    kind "connection" (final records only; key = the connection identity, address null):
+        attributes    container, host, role, dir, uptimeSeconds
     Byte counters (router/address: bytesIngress, bytesEgress; link: bytesCount) appear only when
     the snapshot has them (the core does not count bytes yet).
     Deltas: ``d_<counter>`` for every counter above (bytes included when present) = this
@@ -44,7 +58,12 @@ Record keys ("router-metrics/1"; stable: add keys, never rename or drop them)
       * the entity is absent from the previous snapshot (new address or link): d_ = the value
         (it started at zero after the previous snapshot);
       * the value went down (counter reset: link identity reused, router restarted): d_ = the
-        value, as Prometheus' rate() does.
+        value, as Prometheus' rate() does;
+      * a key that has a final record in this interval: its first final record takes the
+        previous snapshot's value as base (it is the entity seen then); later incarnations
+        of the key (further final records, the live entity now) started at zero: d_ = value.
+    So sum(d_) over a key's records = its true count since the first sample, whichever
+    samples were missed (a missed sample only widens the next interval).
     Values absent from the snapshot are null. Inbound links' outcome counters are the outcomes
     returned to senders, the same ones the router-wide acceptedDeliveries... count.
 """
@@ -78,13 +97,16 @@ LINK_GAUGES = ("undeliveredCount", "unsettledCount", "creditAvailable", "capacit
 LINK_ATTRS = ("linkDir", "owningAddr", "linkName", "connectionId")
 LINK_BYTES = ("bytesCount",)
 
-COMMON_KEYS = ("schema", "ts", "router_id", "kind", "key", "address", "interval_s")
+COMMON_KEYS = ("schema", "ts", "router_id", "kind", "key", "address", "interval_s", "final")
+FINAL_KEYS = ("seq", "gone_ts", "gone_mono")
+CONNECTION_ATTRS = ("container", "host", "role", "dir", "uptimeSeconds")
 
 # kind -> (counters, gauges, attributes, optional byte counters)
 KINDS: dict[str, tuple[tuple[str, ...], ...]] = {
     "router": (ROUTER_COUNTERS, ROUTER_GAUGES, (), ROUTER_BYTES),
     "address": (ADDRESS_COUNTERS, ADDRESS_GAUGES, ADDRESS_ATTRS, ADDRESS_BYTES),
     "link": (LINK_COUNTERS, LINK_GAUGES, LINK_ATTRS, LINK_BYTES),
+    "connection": ((), (), CONNECTION_ATTRS, ()),
 }
 
 
@@ -116,6 +138,7 @@ def _record(kind: str, key: str, entity: dict, previous: Optional[dict], had_pre
         rec["address"] = address_text(entity.get("owningAddr"))
     else:
         rec["address"] = None
+    rec["final"] = False
     present_bytes = tuple(name for name in byte_counters if name in entity)
     for name in counters + present_bytes + gauges + attrs:
         rec[name] = entity.get(name)
@@ -128,7 +151,8 @@ def _record(kind: str, key: str, entity: dict, previous: Optional[dict], had_pre
 
 def snapshot_records(snapshot: dict, router_id: str, ts: float, interval_s: float,
                      previous: Optional[dict]) -> list[dict]:
-    """One "router-metrics/1" record for the router, then one per address and per link.
+    """One "router-metrics/1" record for the router, then one per address and per link, then
+    a final record per address, link or connection removed since ``previous`` (by seq).
 
     ``previous`` is the snapshot taken ``interval_s`` earlier (None for the first sample); the
     d_ deltas are taken against it. Records are JSON-able dicts (see the module docstring).
@@ -141,14 +165,71 @@ def snapshot_records(snapshot: dict, router_id: str, ts: float, interval_s: floa
     prev_links = {str(link.get("identity")): link for link in prev.get("links", ())}
     records = [_record("router", router_id, snapshot.get("router", {}), prev.get("router"),
                        had_previous, common)]
+    gone = new_gone(snapshot, previous)
+    replaced = {(g.get("kind"), _gone_key(g)) for g in gone}  # keys with a new incarnation
     for addr in sorted(snapshot.get("addresses", ()),
                        key=lambda a: a.get("key", a.get("identity"))):
         key = addr.get("key", addr.get("identity"))
-        records.append(_record("address", key, addr, prev_addrs.get(key), had_previous, common))
+        base = None if ("address", key) in replaced else prev_addrs.get(key)
+        records.append(_record("address", key, addr, base, had_previous, common))
     for link in sorted(snapshot.get("links", ()), key=lambda lk: _sort_key(lk.get("identity"))):
         key = str(link.get("identity"))
-        records.append(_record("link", key, link, prev_links.get(key), had_previous, common))
+        base = None if ("link", key) in replaced else prev_links.get(key)
+        records.append(_record("link", key, link, base, had_previous, common))
+    records.extend(final_records(gone, snapshot, ts, {"address": prev_addrs, "link": prev_links},
+                                 had_previous, common))
     return records
+
+
+def _gone_key(entity: dict) -> str:
+    if entity.get("kind") == "address":
+        return entity.get("key", entity.get("identity"))
+    return str(entity.get("identity"))
+
+
+def _max_seq(snapshot: Optional[dict]) -> int:
+    return max((g.get("seq", 0) for g in (snapshot or {}).get("gone", ())), default=0)
+
+
+def new_gone(snapshot: dict, previous: Optional[dict]) -> list[dict]:
+    """The snapshot's gone entries not in ``previous`` (all of them without one), by seq.
+
+    A ring whose newest seq is below the previous one's belongs to a new core process (its
+    numbering restarted): all of its entries are new."""
+    gone = sorted(snapshot.get("gone", ()), key=lambda g: g.get("seq", 0))
+    if previous is None:
+        return gone
+    last = _max_seq(previous)
+    if gone and gone[-1].get("seq", 0) < last:
+        last = 0
+    return [g for g in gone if g.get("seq", 0) > last]
+
+
+def final_records(gone: list[dict], snapshot: dict, ts: float, previous_by_kind: dict,
+                  had_previous: bool, common: dict) -> list[dict]:
+    """A final record (``final: true``) per gone entry, in seq order (see the module docstring
+    for their d_ deltas: the first of a key is based on the previous snapshot, the rest on 0)."""
+    now = snapshot.get("now")
+    used: set = set()
+    out = []
+    for entity in gone:
+        kind = entity.get("kind")
+        if kind not in KINDS or kind == "router":
+            continue
+        key = _gone_key(entity)
+        base = None
+        if (kind, key) not in used:
+            used.add((kind, key))
+            base = previous_by_kind.get(kind, {}).get(key)
+        rec = _record(kind, key, entity, base, had_previous, common)
+        rec["final"] = True
+        rec["seq"] = entity.get("seq")
+        gone_at = entity.get("goneAt")
+        rec["gone_mono"] = gone_at
+        rec["gone_ts"] = (float(ts) - max(0.0, now - gone_at)
+                          if now is not None and gone_at is not None else None)
+        out.append(rec)
+    return out
 
 
 def _sort_key(identity: Any) -> tuple:

@@ -64,8 +64,8 @@ from router_core.ipc import (
     RemoteAddress, RouteUpdate, RouterDeliver, RouterLinkDown, RouterLinkUp, RouterTransfer,
     SettleIn, SettleOut, Transfer, UpdateIn)
 from router_core.corestate import (
-    DIST_BALANCED, DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_UNAVAILABLE, MCAST_RANK,
-    management_snapshot)
+    DIST_BALANCED, DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_UNAVAILABLE, GONE_MAX,
+    MCAST_RANK, gone_entry, management_snapshot)
 
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _KEY_CACHE_MAX = 8192
@@ -357,6 +357,9 @@ class RouterCore:
         self.agent_peer = None
         self.routers = {}
         self.neighbour_conns = {}  # router id -> its inter-router Connection with control links
+        # the final view of what was removed lately (corestate.gone_entry; snapshot["gone"])
+        self.gone = deque(maxlen=GONE_MAX)
+        self.gone_seq = 0
         # Commands off the per-message path (the per-message ones are tested first in _handle).
         self._dispatch = {LinkAttach: self._on_attach, LinkDetach: self._on_detach,
                           ConnOpened: self._on_conn_opened, ConnClosed: self._on_conn_closed,
@@ -522,6 +525,12 @@ class RouterCore:
         if (addr.refs <= 0 and addr.held == 0 and not addr.remotes
                 and self.addrs.get(addr.key) is addr):
             del self.addrs[addr.key]
+            self._record_gone("address", addr)
+
+    def _record_gone(self, kind: str, obj: Any) -> None:
+        """Keep the final counts of a removed address, link or connection (removal paths only)."""
+        self.gone_seq += 1
+        self.gone.append(gone_entry(kind, obj, self.gone_seq, self.now))
 
     def _new_temp(self, target: bool) -> tuple:
         rng = self._rng
@@ -563,7 +572,9 @@ class RouterCore:
             link.closed = True
         for link in links:
             self._drop_link(link)
+            self._record_gone("link", link)
         self._router_down(conn)
+        self._record_gone("connection", conn)
 
     def _on_attach(self, peer: int, cmd: Any) -> None:
         link_id, conn_id, direction, name, address, dynamic, presettled, capacity, link_type = cmd
@@ -699,6 +710,7 @@ class RouterCore:
             return
         link.closed = True
         self._drop_link(link)
+        self._record_gone("link", link)
 
     def _drop_link(self, link: Link) -> None:
         self.links.pop(link.link_id, None)
@@ -1484,6 +1496,7 @@ class RouterCore:
             del addr.remotes[router]
             if addr.refs <= 0 and addr.held == 0 and not addr.remotes:
                 del self.addrs[key]
+                self._record_gone("address", addr)
 
     def _reachable(self, addr: Address) -> bool:
         for router_id in addr.remotes:

@@ -87,8 +87,46 @@ def _connection_view(conn: Any, now: float) -> dict:
     }
 
 
+# "Gone" records: the final management view of an address, link or connection, taken by the core
+# when it removes one (removal paths only, never per message), so a reader that samples now and
+# then still sees the last counts of what went away between two samples. The core keeps the
+# newest GONE_MAX of them (``core.gone``, a bounded deque of gone_entry() tuples, oldest first)
+# with an increasing ``seq``; snapshots render them without consuming them (several readers).
+GONE_MAX = 10000
+_GONE_KEYS: dict = {}  # kind -> the view's key tuple (shared by every entry of that kind)
+
+
+def gone_entry(kind: str, obj: Any, seq: int, now: float) -> tuple:
+    """The compact ring entry for ``obj`` (an Address, Link or Connection) removed at ``now``:
+    plain values only, so the ring keeps no record (nor what it references) alive."""
+    if kind == "address":
+        view = _address_view(obj)
+    elif kind == "link":
+        view = _link_view(obj)
+    else:
+        view = _connection_view(obj, now)
+    keys = _GONE_KEYS.get(kind)
+    if keys is None:
+        keys = _GONE_KEYS[kind] = tuple(view)
+    return (seq, kind, now, keys, tuple(view.values()))
+
+
+def gone_view(entry: tuple) -> dict:
+    """A ring entry as a dict: ``seq``, ``kind``, ``goneAt`` (the core's clock at removal) and
+    the same fields as that kind's entries in the snapshot's addresses/links/connections."""
+    seq, kind, now, keys, values = entry
+    view = dict(zip(keys, values))
+    view["seq"] = seq
+    view["kind"] = kind
+    view["goneAt"] = now
+    return view
+
+
 def management_snapshot(core: Any) -> dict:
-    """One consistent view of ``core`` (call it between batches, never during one)."""
+    """One consistent view of ``core`` (call it between batches, never during one).
+
+    ``gone``: what the core removed lately (see GONE_MAX), oldest first, as gone_view dicts;
+    reading them does not remove them."""
     router = {"id": core.router_id, "area": core.area, "mode": core.mode,
               "addrCount": len(core.addrs), "linkCount": len(core.links),
               "connectionCount": len(core.conns)}
@@ -98,4 +136,6 @@ def management_snapshot(core: Any) -> dict:
         "links": [_link_view(link) for link in core.links.values()],
         "addresses": [_address_view(addr) for addr in core.addrs.values()],
         "connections": [_connection_view(conn, core.now) for conn in core.conns.values()],
+        "gone": [gone_view(entry) for entry in core.gone],
+        "now": core.now,  # the core's clock, the one goneAt is read on
     }
