@@ -237,3 +237,60 @@ def test_next_deadline_drives_hellos():
     assert a.poll(0.5) == []
     again = [m for m in a.poll(1.0) if isinstance(m, ipc.ControlSend) and m.conn_id == 5]
     assert len(again) == 1
+
+
+# ---- resume after an agent restart ----------------------------------------------------------
+def test_state_to_save_is_due_at_once_after_a_change_else_once_a_second():
+    import json
+    from agent.interior import SAVE_INTERVAL
+    a, b, core = make_pair()
+    first = a.state_to_save(0.0)
+    assert first is not None and first["router"] == "A"        # never saved yet
+    assert a.state_to_save(0.1) is None
+    core.link_up()
+    core.run(until=3.0)                  # routes and link state changed meanwhile
+    saved = a.state_to_save(core.now)
+    assert saved is not None and saved["linkstate"]["peers"] == {"B": 1}
+    assert json.loads(json.dumps(saved)) == saved               # plain JSON data
+    assert a.state_to_save(core.now + SAVE_INTERVAL + 0.1) is None   # nothing new: not again
+    t = core.now + SAVE_INTERVAL + 0.2
+    assert a.state_to_save(t) is None                           # saved (unchanged) at t
+    a.handle(ipc.LocalAddress("M0x", True, 3), t + 0.1)
+    outputs = a.poll(t + 0.1)                                   # the MAU: my mobile_seq + 1
+    assert any(isinstance(o, ipc.ControlSend) for o in outputs)
+    urgent = a.state_to_save(t + 0.2)                           # at once, not a second later
+    assert urgent is not None and urgent["mobile"]["announced"] == {"M0x": 3}
+    assert a.state_to_save(t + 0.3) is None
+
+
+def test_restarted_agent_restores_its_state_and_the_core_sees_no_change():
+    import json
+    a, b, core = make_pair()
+    core.inbox["B"].append(ipc.LocalAddress("M0b", True, 2))
+    core.inbox["A"].append(ipc.LocalAddress("M0a", True, 1))
+    core.link_up()
+    core.run(until=6.0)
+    assert core.remote["A"] == {("M0b", "B"): 2} and core.remote["B"] == {("M0a", "A"): 1}
+    routes_a, routes_b = core.routes["A"], core.routes["B"]
+    state = json.loads(json.dumps(b.engine.snapshot_state()))
+    # B's agent dies; the fake core keeps B's routes and remote addresses; a new agent
+    # restores; the core tells it its local address again but (like the real core) not the link
+    b2 = InteriorRouting("B", 2000)
+    logs = b2.restore_state(state, core.now)
+    assert [log.level for log in logs] == ["info"] and "restored" in logs[0].text
+    core.routers["B"] = b2
+    mark_a, mark_b = len(core.sent["A"]), len(core.sent["B"])
+    core.inbox["B"].append(ipc.LocalAddress("M0b", True, 2))
+    core.run(until=core.now + 8.0)
+    later_b = core.sent["B"][mark_b:]
+    updates = [m for m in later_b if isinstance(m, ipc.RouteUpdate)]
+    assert updates and all(u == routes_b for u in updates)
+    again = [m for m in later_b if isinstance(m, ipc.RemoteAddress)]
+    assert again == [ipc.RemoteAddress("M0a", "A", True, 1)]   # a harmless repeat
+    later_a = core.sent["A"][mark_a:]
+    assert not [m for m in later_a if isinstance(m, (ipc.RouteUpdate, ipc.RemoteAddress))]
+    assert core.routes["A"] == routes_a and core.remote["A"] == {("M0b", "B"): 2}
+    assert not [log for log in core.logs["A"] if "Restart" in log.text]
+    assert b2.neighbours() == {"A": 22} and not b2.engine.hello.provisional
+    assert a.engine.mobile.seq_of("B") == b2.engine.mobile.mobile_seq
+    assert a.engine.linkstate.remote["B"].ls_seq == state["linkstate"]["ls_seq"] + 1
