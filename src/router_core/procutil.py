@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import faulthandler
 import json
 import os
 import signal
@@ -73,6 +74,9 @@ def child_start(prog: str, argv: Optional[list], peer: bool = True) -> tuple:
                             help="how many times this child was restarted (0: first start)")
     args = parser.parse_args(argv)
     die_with_parent()
+    # a crash in C code (proton, libzmq) leaves the Python stack of every thread on stderr (the
+    # router's log), so a restarted child's critical line has a cause next to it
+    faulthandler.enable()
     with open(os.path.join(args.ipc, "spec.json"), encoding="utf-8") as f:
         spec = json.load(f)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
