@@ -318,8 +318,8 @@ def test_restored_neighbour_on_a_link_that_came_back_with_a_new_id_moves_to_it()
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), n=st.integers(2, 7), extra=st.integers(0, 4),
-       down=st.floats(0.1, 2.0), victim=st.integers(0, 6))
-def test_any_router_resumes_without_anyone_noticing(seed, n, extra, down, victim):
+       down=st.floats(0.1, 2.0), victim=st.integers(0, 6), announce=st.booleans())
+def test_any_router_resumes_without_anyone_noticing(seed, n, extra, down, victim, announce):
     rng = random.Random(seed)
     net = AgentNet(seed=seed)
     ids = [f"R{i:03d}" for i in range(n)]
@@ -337,7 +337,7 @@ def test_any_router_resumes_without_anyone_noticing(seed, n, extra, down, victim
     marks = {r: len(net.effects.get(r, [])) for r in ids}
     state = net.kill_agent(rid)
     net.run(down)
-    new = net.resume_agent(rid, state, instance=old.instance)
+    new = net.resume_agent(rid, state, instance=old.instance, announce=announce)
     for key in old.mobile.local:
         new.add_local(key, old.mobile.local[key])
     net._schedule(rid)
@@ -351,4 +351,28 @@ def test_any_router_resumes_without_anyone_noticing(seed, n, extra, down, victim
         else:
             assert all(t == old.routing_table for t in later if isinstance(t, RoutingTable))
     assert {r: {k: set(v) for k, v in keys.items()} for r, keys in net.addresses.items()} == addresses
-    assert converged(net)
+    assert converged(net) and new.hello.links == old.hello.links and not new.hello.provisional
+
+
+def test_agent_down_longer_than_hello_max_age_converges_again_without_a_restart():
+    net = line(3)
+    net.engines["C"].add_local("M0right", 2)
+    net.engines["B"].add_local("M0middle", 1)
+    for rid in net.engines:
+        net._schedule(rid)
+    assert net.run_until(lambda: converged(net) and net.addresses["A"].get("M0right"), 30)
+    net.run(3)
+    b_old = net.engines["B"]
+    marks = {rid: len(net.effects[rid]) for rid in "AC"}
+    state = net.kill_agent("B")
+    net.run(5.0)                                 # A and C drop B as a neighbour meanwhile
+    assert "B" not in net.engines["A"].neighbours
+    b = net.resume_agent("B", state, instance=b_old.instance)
+    b.add_local("M0middle", 1)
+    assert net.run_until(lambda: converged(net) and "B" in net.engines["A"].neighbours, 10)
+    net.run(4)
+    assert net.addresses["A"] == {"M0right": {"C"}, "M0middle": {"B"}}
+    assert net.addresses["C"] == {"M0middle": {"B"}}
+    for rid in "AC":
+        assert not [fx for fx in net.effects[rid][marks[rid]:]
+                    if isinstance(fx, Log) and "Restart" in fx.text]
