@@ -548,9 +548,13 @@ class RouterCore:
         self.peers[peer] = cmd[1]
         if cmd[1] == "agent":
             self.agent_peer = peer
-            # what happened before the agent was there (workers may start first)
+            # what happened before the agent was there (workers may start first), and for a
+            # restarted agent the router links its predecessor had been told of
             for conn in self.conns.values():
-                self._check_router_up(conn)
+                if conn.router_up:
+                    self._emit(peer, RouterLinkUp(conn.conn_id, conn.cost, conn.container))
+                else:
+                    self._check_router_up(conn)
             for addr in self.addrs.values():
                 if addr.consumers and self.mode == "interior" and addr.key[0] == "M":
                     self._announce(addr, True)

@@ -278,3 +278,16 @@ def test_a_phased_address_travels_with_its_phase(core_cls):
     h.send(10, settled=True)
     [sent] = of(h.flat(), RouterDeliver)
     assert (sent.to_override, sent.phase) == ("wp.q", 3)
+
+
+def test_a_restarted_agent_hears_of_the_router_links_and_addresses_again(net):
+    net.conn(9).receiver(20, 9, "orders", credit=5)  # a local consumer: announced to the agent
+    net.effects()
+    net.core.peer_lost(AGENT)  # the supervisor's PeerLost: the agent process died
+    assert net.core.agent_peer is None
+    net.do(PeerHello(AGENT, "agent", 2), peer=AGENT)  # its successor says hello
+    told = net.effects()[AGENT]
+    assert set(of(told, RouterLinkUp)) == {RouterLinkUp(1, 1, "R2"), RouterLinkUp(5, 1, "R3")}
+    assert LocalAddress("M0orders", True, 3) in told
+    # the routes the dead agent computed still stand: traffic to R4 still goes through R3
+    assert net.core.routers["R4"].next_hop == "R3"
