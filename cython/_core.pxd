@@ -42,6 +42,7 @@ cdef extern from *:
 cdef bint _COMPILED
 cdef object _effect(type cls, tuple fields)
 cdef tuple _fields(cmd)
+cdef object _own(payload)
 @cython.locals(dlv=InDelivery)
 cdef InDelivery _in_delivery(dlv_id, Link link, bint settled, payload, Address addr,
                              bint multicast)
@@ -138,7 +139,7 @@ cdef class RouterCore:
     cdef long long _next_out
     cdef dict _key_cache, _effects, _dispatch
     cdef list _credited
-    cdef object _rng
+    cdef object _rng, _heap
 
     cdef _handle(self, peer, cmd)
     cdef _emit(self, peer, effect)

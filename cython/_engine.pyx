@@ -51,6 +51,7 @@ cdef uint64_t ST_REJECTED = ipc.STATE_REJECTED
 cdef uint64_t ST_MODIFIED = ipc.STATE_MODIFIED
 cdef int D_OUT = ipc.DIR_OUT
 
+_monotonic = time.monotonic
 _new_tuple = tuple.__new__  # NamedTuple(...) without its Python-level __new__
 _Transfer = ipc.Transfer
 _RouterTransfer = ipc.RouterTransfer
@@ -141,6 +142,9 @@ cdef class NativeWorkerEngine:
         cdef pn_collector_t *coll = self._c
         cdef pn_event_t *ev
         cdef int etype
+        now = _monotonic()
+        if now >= self._trim_check:
+            self.release_memory(now)
         while True:
             ev = pn.collector_peek(coll)
             if ev == NULL:
@@ -221,6 +225,10 @@ cdef class NativeWorkerEngine:
         if pn.delivery_aborted(d):
             self._drop_aborted(_d_cffi(d_key), ffi.cast("pn_link_t *", <size_t>l))
             return 0
+        max_size = link.max_size  # maxMessageSize: one comparison per transfer frame
+        if max_size and (self.oversize or pn.delivery_pending(d) > <size_t>max_size):
+            if self._oversize(_d_cffi(d_key), ffi.cast("pn_link_t *", <size_t>l), link):
+                return 0
         if pn.delivery_partial(d):
             return 0  # wait for the rest of the message
         size = pn.delivery_pending(d)
@@ -289,6 +297,12 @@ cdef class NativeWorkerEngine:
         self.outbox.append(_new_tuple(_Disposition, (dlv_id, state, settled, info)))
         return 0
 
+    def _track_out(self, dlv_id, d_ptr, link):
+        # the reference's refill() hands cffi pointers; the hot maps here key by address
+        d_key = _addr(d_ptr)
+        self.out_dlvs[dlv_id] = (d_key, link)
+        self.out_ids[d_key] = dlv_id
+
     def _forget_link(self, link):
         _ref_forget_link(self, link)
         self._lnative.pop(link.link_id, None)
@@ -349,6 +363,12 @@ cdef class NativeWorkerEngine:
         cdef uint64_t v
         cdef int i
         cdef Py_buffer view
+        conn = link.conn
+        cdef Py_ssize_t size = len(payload)
+        if conn.out_queue or size > conn.out_room:  # over the byte budget: wait (OUT_BUDGET)
+            self.enqueue(link, dlv_id, settled, payload)
+            return 0
+        conn.out_room -= size
         l = self._link_native(link)
         v = dlv_id
         for i in range(8):  # the delivery tag: the core's id, 8 bytes big-endian
@@ -369,7 +389,7 @@ cdef class NativeWorkerEngine:
         else:
             self.out_dlvs[dlv_id] = (<size_t>d, link)
             self.out_ids[<size_t>d] = dlv_id
-        self.dirty.add(link.conn)
+        self.dirty.add(conn)
         return 0
 
     def _fx_update_in(self, fx):
@@ -407,6 +427,8 @@ cdef class NativeWorkerEngine:
         dlv_id, state = <tuple>fx
         entry = self.out_dlvs.pop(dlv_id, None)
         if entry is None:
+            if self.queued_out:
+                self._settle_queued(dlv_id, state)
             return 0
         d_key, link = entry
         d = <pn_delivery_t *><size_t>d_key
@@ -434,6 +456,9 @@ cdef class NativeWorkerEngine:
     cdef int _drained(self, object fx) except -1:
         link = self.links.get((<tuple>fx)[0])
         if link is not None:
+            if link.queued:  # the credit left is for what still waits in the out_queue
+                link.drain_after = True
+                return 0
             link.sent += pn.link_drained(self._link_native(link))
             self.dirty.add(link.conn)
         return 0

@@ -44,6 +44,10 @@ class NativeConnection(_RefConnection):
 
     def consumed(self, n):
         pn.transport_pop(<pn_transport_t *><size_t>self._t, <size_t>n)
+        room = self.out_room + n  # the outbound byte budget (see engine.OUT_BUDGET)
+        self.out_room = room if room < self.out_budget else self.out_budget
+        if self.out_queue and room * 2 >= self.out_budget:
+            self.engine.refill(self)
 
     def is_closed(self):
         return pn.transport_closed(<pn_transport_t *><size_t>self._t)

@@ -56,6 +56,7 @@ except ImportError:  # Cython builds the compiled core; the pure build does not 
     _COMPILED = False
 
 from router_core.addressing import address_key, mobile_text, temp_address
+from router_core.heap import HeapTrimmer
 from router_core.matcher import AddressRules
 from router_core.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, ConnClosed,
@@ -94,6 +95,15 @@ def _effect(cls: type, fields: tuple) -> Any:
     if _COMPILED:  # allocate and fill in C (declared in cython/_core.pxd), ~4x cheaper
         return _named_tuple(cls, fields)  # noqa: F821 - declared in the .pxd
     return _tuple_new(cls, fields)
+
+
+def _own(payload: Any) -> Any:
+    """A payload the core is going to hold, as its own bytes when it is a slice of a much
+    larger IPC batch frame: a held slice would keep the whole frame (every message of the
+    batch) alive. Only on the holding paths; forwarding passes the slice on untouched."""
+    if type(payload) is memoryview and payload.nbytes * 2 < len(payload.obj):
+        return bytes(payload)
+    return payload
 
 
 def _fields(cmd: Any) -> tuple:
@@ -349,6 +359,7 @@ class RouterCore:
         self._next_out = 1
         self._key_cache = {}
         self._rng = random.Random(seed)
+        self._heap = HeapTrimmer()  # freed memory back to the OS (see tick)
         self.now = 0.0  # the time given with the latest command batch or tick
         self._effects = {}       # peer -> [effect]
         self._credited = []      # links with a LinkCredit placeholder in _effects (coalesced)
@@ -400,8 +411,10 @@ class RouterCore:
             handler(peer, cmd)
 
     def tick(self, now: float) -> None:
-        """No timers yet (single router); kept so the loop's shape does not change later."""
+        """Called by the core process's loop. Once a second, heap memory freed since (closed
+        connections, released deliveries) goes back to the OS (router_core.heap)."""
         self.now = now
+        self._heap.maybe_trim(now)
 
     def take_effects(self) -> dict:
         """Every effect queued since the last call, as ``{peer: [effect, ...]}``."""
@@ -882,7 +895,7 @@ class RouterCore:
     def _hold(self, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
               addr: Address) -> None:
         """Local consumers, none with credit: hold the delivery at the address."""
-        dlv = _in_delivery(dlv_id, link, settled, payload, addr, False)
+        dlv = _in_delivery(dlv_id, link, settled, _own(payload), addr, False)
         if not settled:
             self.in_unsettled[dlv_id] = dlv
         if addr.priority >= 0:
@@ -963,6 +976,8 @@ class RouterCore:
             dlv.copies = []
         for link in targets:
             if link.queue or link.limit <= link.delivered:
+                if not dlv.pending:
+                    dlv.payload = _own(dlv.payload)
                 link.queue.append(dlv)
                 dlv.pending += 1
             else:
@@ -1261,7 +1276,7 @@ class RouterCore:
         if not link.queue and link.limit > link.delivered:
             self._send_router(link, None, True, payload, None, -1)
         elif len(link.queue) < _CONTROL_BACKLOG:
-            link.queue.append(payload)
+            link.queue.append(_own(payload))
 
     def _route_topo(self, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
                     key: str, exclude: Any) -> None:
@@ -1409,7 +1424,7 @@ class RouterCore:
             return
         if dlv is None:
             dlv = _in_delivery(dlv_id, link, True, None, addr, False)
-        dlv.payload = payload
+        dlv.payload = _own(payload)
         dlv.to_override = to_override
         dlv.phase = phase
         dlv.pending = 1

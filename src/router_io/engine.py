@@ -21,8 +21,10 @@ Must not import zmq, sockets or selectors.
 """
 
 import struct
+import time
 import traceback
 import uuid
+from collections import deque
 from typing import Any, Callable, Optional
 
 import cproton
@@ -31,6 +33,7 @@ from cproton_ffi import ffi, lib
 from proton import symbol
 
 from router_core import ipc
+from router_core.heap import HeapTrimmer
 from router_io import amqpscan, frameguard
 
 PRODUCT = "qpid-dispatch-router"
@@ -59,6 +62,14 @@ PN_NULL = ffi.NULL
 
 _tag = struct.Struct(">Q").pack
 
+# Outgoing bytes a connection may have inside proton (handed to pn_link_send, not yet written to
+# its socket). Deliveries beyond it wait in the connection's ``out_queue`` as one copy of their
+# bytes and go to proton as the socket drains; a message larger than the budget goes in slices.
+# Without it a receiver that grants much credit and stops reading makes proton hold every
+# message (its delivery buffers and encoded frames grow by doubling: ~6x the bytes).
+OUT_BUDGET = 512 * 1024
+MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
+OVERSIZE_DESCRIPTION = "Message size exceeded"
 INVALID_FIELD = "amqp:invalid-field"
 INTERNAL_ERROR = "amqp:internal-error"
 
@@ -97,7 +108,7 @@ class Link:
     """Worker-side state of one link."""
 
     __slots__ = ("link_id", "ptr", "conn", "direction", "anonymous", "sent", "flow", "open",
-                 "local", "link_type", "router")
+                 "local", "link_type", "router", "queued", "drain_after", "max_size")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -106,7 +117,10 @@ class Link:
         self.conn = conn
         self.direction = direction
         self.anonymous = anonymous
-        self.sent = 0            # outbound: deliveries sent + credit consumed by drain
+        self.sent = 0            # outbound: deliveries given to proton + credit drained
+        self.queued = 0          # outbound: deliveries waiting in the connection's out_queue
+        self.drain_after = False  # outbound: a Drained waits for the queued ones to go first
+        self.max_size = 0        # inbound: maxMessageSize in octets (0: no limit)
         self.flow = (-1, False)  # outbound: last (limit, drain) reported to the core
         self.open = False
         self.local = False       # created by this router (inter-router links), not attached to
@@ -114,6 +128,13 @@ class Link:
         # an inter-router link (control or data) on an inter-router connection: its deliveries
         # go to the core as RouterTransfer (set once at attach; the per-delivery check)
         self.router = False
+
+
+def _int(value: Any) -> int:
+    try:
+        return max(0, int(value or 0))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _capabilities(terminus: Any) -> set:
@@ -182,6 +203,13 @@ class Connection:
         self.links: dict = {}  # link ptr -> Link
         self.reported_open = False
         self.closed = False
+        # outbound byte budget (see OUT_BUDGET): bytes proton may still take before deliveries
+        # wait in out_queue as [link, dlv_id, settled, payload, offset, d_ptr, state]
+        self.out_budget = OUT_BUDGET
+        self.out_room = OUT_BUDGET
+        self.out_queue: deque = deque()
+        # maxMessageSize of this connection (policy, listener, vhost), set when it opens
+        self.max_message_size = 0
         self.failed = False  # closed by this router after an internal error (logged once)
         # An accepted connection's bytes pass the SASL guard until the client's SASL exchange
         # is over (frameguard.py: proton crashes on some sequences); then push is the class's
@@ -254,6 +282,10 @@ class Connection:
 
     def consumed(self, n: int) -> None:
         lib.pn_transport_pop(self.t_ptr, n)
+        room = self.out_room + n
+        self.out_room = room if room < self.out_budget else self.out_budget
+        if self.out_queue and room * 2 >= self.out_budget:
+            self.engine.refill(self)
 
     def tick(self, now_ms: int) -> int:
         """Drive idle-timeout heartbeats; return the next deadline in ms (0 = none)."""
@@ -289,7 +321,13 @@ class WorkerEngine:
         self.in_ids: dict = {}      # dlv ptr -> inbound delivery id
         self.out_dlvs: dict = {}    # core delivery id -> (dlv ptr, Link)
         self.out_ids: dict = {}     # dlv ptr -> core delivery id
+        self.queued_out: dict = {}  # core delivery id -> its out_queue entry (unsettled only)
+        self.oversize: dict = {}    # inbound dlv address -> True: over maxMessageSize, discarded
+        self.policy: dict = {}      # the policy entity (maxMessageSize, enableVhostPolicy...)
+        self.vhosts: list = []      # vhost entities
         self.dirty: set = set()     # connections that may have output to write
+        self.heap = HeapTrimmer()   # freed heap memory goes back to the OS (release_memory)
+        self._trim_check = 0.0
         self._recv_buf = bytearray(65536)
         self._handlers = {
             ipc.LinkOpen: self._fx_link_open, ipc.LinkRefuse: self._fx_link_refuse,
@@ -351,6 +389,58 @@ class WorkerEngine:
             self._forget_link(link)
         lib.pn_connection_collect(conn.c_ptr, PN_NULL)
         conn.transport.unbind()
+        conn.out_queue = deque()
+        # Let proton free the connection now (its sessions, links and pool of delivery objects,
+        # which proton keeps at their peak count for reuse), even while something still holds
+        # this Connection; the transport stays (the worker may still ask for error_text()).
+        conn.connection = None
+        # Break the Connection <-> Link cycle: without it every closed connection (its proton
+        # transport, buffers and all) waits for a full GC pass, which in a busy worker comes
+        # rarely, so RSS grows with connection churn.
+        conn.links = {}
+
+    def release_memory(self, now: float) -> None:
+        """Once a second: give the heap memory freed by closed connections, released
+        messages... back to the OS (router_core.heap). Called by process_events."""
+        self._trim_check = now + self.heap.interval
+        self.heap.maybe_trim(now)
+
+    def set_policy(self, policy: Optional[dict], vhosts: Optional[list] = None) -> None:
+        """The ``policy`` and ``vhost`` entities of the configuration (for maxMessageSize)."""
+        self.policy = dict(policy or {})
+        self.vhosts = list(vhosts or [])
+
+    def max_message_size(self, conn: Connection, user: str, hostname: str) -> int:
+        """maxMessageSize for an accepted connection, as Qpid Dispatch 1.19 resolves it: the
+        policy's router-wide value (0: no limit), replaced by the listener's if it sets one;
+        with ``enableVhostPolicy``, by the vhost's (the open's hostname, else the default
+        vhost) and then by the user group's (the group listing the user, else ``$default``)."""
+        if conn.direction != "in" or conn.role not in ("normal", "route-container"):
+            return 0
+        size = _int(self.policy.get("maxMessageSize"))
+        size = _int(conn.settings.get("maxMessageSize")) or size
+        if not self.policy.get("enableVhostPolicy") or not self.vhosts:
+            return size
+        by_name = {str(v.get("hostname") or v.get("name") or ""): v for v in self.vhosts}
+        vhost = by_name.get(hostname or "")
+        if vhost is None:
+            vhost = by_name.get(str(self.policy.get("defaultVhost", "$default") or ""))
+        if vhost is None:
+            return size
+        size = _int(vhost.get("maxMessageSize")) or size
+        groups = vhost.get("groups") or {}
+        chosen = None
+        for settings in groups.values():
+            users = settings.get("users") if isinstance(settings, dict) else None
+            names = users.split(",") if isinstance(users, str) else list(users or [])
+            if user in [str(n).strip() for n in names]:
+                chosen = settings
+                break
+        if chosen is None:
+            chosen = groups.get("$default")
+        if isinstance(chosen, dict):
+            size = _int(chosen.get("maxMessageSize")) or size
+        return size
 
     # --- events -> commands -------------------------------------------------------------------
     def process_events(self) -> None:
@@ -359,6 +449,9 @@ class WorkerEngine:
         Connections are marked dirty where their state can change (input read, effects
         applied, timers), not per event: that keeps the per-event cost to a few C calls.
         """
+        now = time.monotonic()
+        if now >= self._trim_check:
+            self.release_memory(now)
         coll = self._coll
         peek = lib.pn_collector_peek
         pop = lib.pn_collector_pop
@@ -461,6 +554,8 @@ class WorkerEngine:
         mech = _text(lib.pn_sasl_get_mech(sasl_ptr))
         user = _text(lib.pn_sasl_get_user(sasl_ptr)) or ("anonymous" if mech == "ANONYMOUS"
                                                           else "")
+        conn.max_message_size = self.max_message_size(
+            conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
         inter_router = conn.role == INTER_ROUTER
         if inter_router:  # the connection's cost: max(mine, the peer's)
             try:
@@ -548,6 +643,9 @@ class WorkerEngine:
             return
         link = Link(self.new_id(), l_ptr, conn, direction,
                     anonymous=(direction == ipc.DIR_IN and address is None and not terminus.dynamic))
+        if direction == ipc.DIR_IN and conn.max_message_size:
+            link.max_size = conn.max_message_size
+            lib.pn_link_set_max_message_size(l_ptr, conn.max_message_size)
         caps = _capabilities(plink.remote_source) | _capabilities(plink.remote_target)
         if caps:  # qd.router -> router-control, qd.router-data -> inter-router
             for cap, link_type in LINK_TYPES.items():
@@ -596,6 +694,13 @@ class WorkerEngine:
         for dlv_id in [i for i, (_, lk) in self.out_dlvs.items() if lk is link]:
             ptr, _ = self.out_dlvs.pop(dlv_id)
             self.out_ids.pop(ptr, None)
+        if link.queued:  # what waited for the socket: the core fails it (MODIFIED / dropped)
+            queue = link.conn.out_queue
+            for entry in queue:
+                if entry[0] is link:
+                    self.queued_out.pop(entry[1], None)
+            link.conn.out_queue = deque(e for e in queue if e[0] is not link)
+            link.queued = 0
         link.open = False
 
     def _on_flow(self, l_ptr: Any) -> None:
@@ -625,6 +730,10 @@ class WorkerEngine:
         if lib.pn_delivery_aborted(d_ptr):
             self._drop_aborted(d_ptr, l_ptr)
             return
+        max_size = link.max_size  # maxMessageSize: one comparison per transfer frame
+        if max_size and (self.oversize or lib.pn_delivery_pending(d_ptr) > max_size):
+            if self._oversize(d_ptr, l_ptr, link):
+                return
         if lib.pn_delivery_partial(d_ptr):
             return  # wait for the rest of the message
         size = lib.pn_delivery_pending(d_ptr)
@@ -668,6 +777,39 @@ class WorkerEngine:
             self.in_dlvs[dlv_id] = (d_ptr, link)
             self.in_ids[d_ptr] = dlv_id
         self.outbox.append(cmd)
+
+    def _oversize(self, d_ptr: Any, l_ptr: Any, link: Link) -> bool:
+        """maxMessageSize: False if the delivery is within the limit. Otherwise its bytes are
+        discarded as they come; once it is complete it is settled REJECTED
+        (amqp:link:message-size-exceeded), its link closed and the connection closed
+        (amqp:connection:forced), as Qpid Dispatch 1.19 does."""
+        key = int(ffi.cast("uintptr_t", d_ptr))
+        if key not in self.oversize:
+            if lib.pn_delivery_pending(d_ptr) <= link.max_size:
+                return False
+            self.oversize[key] = True
+        buf = self._recv_buf
+        while lib.pn_delivery_pending(d_ptr) > 0:
+            if lib.pn_link_recv(l_ptr, ffi.from_buffer(buf), len(buf)) <= 0:
+                break
+        if lib.pn_delivery_partial(d_ptr) and not lib.pn_delivery_aborted(d_ptr):
+            return True  # the rest is discarded as it arrives
+        del self.oversize[key]
+        lib.pn_link_advance(l_ptr)
+        conn = link.conn
+        self.log("info", f"[C{conn.conn_id}] DENY AMQP Transfer maxMessageSize exceeded "
+                         f"({link.max_size} octets): link {link.link_id} and connection closed")
+        self._reject_local(d_ptr, MESSAGE_SIZE_EXCEEDED, OVERSIZE_DESCRIPTION)
+        self._forget_link(link)
+        conn.links.pop(link.ptr, None)
+        self.outbox.append(ipc.LinkDetach(link.link_id, True,
+                                          f"{MESSAGE_SIZE_EXCEEDED}: {OVERSIZE_DESCRIPTION}"))
+        lib.pn_link_close(l_ptr)
+        self._set_condition(lib.pn_connection_condition(conn.c_ptr), "amqp:connection:forced",
+                            OVERSIZE_DESCRIPTION)
+        lib.pn_connection_close(conn.c_ptr)
+        self.dirty.add(conn)
+        return True
 
     def _drop_aborted(self, d_ptr: Any, l_ptr: Any) -> None:
         # An aborted transfer is discarded; the sender's credit comes back with the next flow.
@@ -775,7 +917,14 @@ class WorkerEngine:
                    self._router_egress(fx.payload, fx.to_override, fx.phase))
 
     def _send(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
-        """One outbound delivery: tagged with the core's id, sent whole, settled or remembered."""
+        """One outbound delivery: tagged with the core's id, sent whole, settled or remembered.
+
+        Beyond the connection's byte budget it waits in the connection's out_queue instead."""
+        conn = link.conn
+        if conn.out_queue or len(payload) > conn.out_room:
+            self.enqueue(link, dlv_id, settled, payload)
+            return
+        conn.out_room -= len(payload)
         l_ptr = link.ptr
         d_ptr = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
         lib.pn_link_send(l_ptr, ffi.from_buffer(payload), len(payload))
@@ -787,6 +936,59 @@ class WorkerEngine:
             self.out_dlvs[dlv_id] = (d_ptr, link)
             self.out_ids[d_ptr] = dlv_id
         self.dirty.add(link.conn)
+
+    def enqueue(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
+        """Keep an outbound delivery until the connection's socket drains (see OUT_BUDGET): one
+        copy of its bytes (a slice of an IPC batch frame is copied out, so the frame is not
+        kept for it), sent by :meth:`refill`."""
+        if type(payload) is memoryview and payload.nbytes * 2 < len(payload.obj):
+            payload = bytes(payload)
+        entry = [link, dlv_id, settled, payload, 0, None, 0]
+        link.conn.out_queue.append(entry)
+        link.queued += 1
+        if not settled:
+            self.queued_out[dlv_id] = entry
+        if link.conn.out_room > 0:
+            self.refill(link.conn)
+
+    def refill(self, conn: Connection) -> None:
+        """Hand queued deliveries to proton while the connection's byte budget allows; a
+        delivery larger than what is left goes in slices (proton sees one partial delivery)."""
+        queue = conn.out_queue
+        while queue and conn.out_room > 0:
+            entry = queue[0]
+            link, dlv_id, settled, payload, offset, d_ptr, state = entry
+            l_ptr = link.ptr
+            if d_ptr is None:
+                d_ptr = entry[5] = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
+            n = min(len(payload) - offset, conn.out_room)
+            if n:
+                lib.pn_link_send(l_ptr, ffi.from_buffer(payload) + offset, n)
+                conn.out_room -= n
+                offset = entry[4] = offset + n
+            if offset < len(payload):
+                break  # the rest when the socket has taken more
+            queue.popleft()
+            link.queued -= 1
+            lib.pn_link_advance(l_ptr)
+            link.sent += 1
+            settled = entry[2]  # a SettleOut may have come while it waited
+            if settled:
+                self.queued_out.pop(dlv_id, None)
+                if entry[6]:
+                    lib.pn_delivery_update(d_ptr, entry[6])
+                lib.pn_delivery_settle(d_ptr)
+            else:
+                del self.queued_out[dlv_id]
+                self._track_out(dlv_id, d_ptr, link)
+            if not link.queued and link.drain_after:
+                link.drain_after = False
+                link.sent += lib.pn_link_drained(l_ptr)
+        self.dirty.add(conn)
+
+    def _track_out(self, dlv_id: int, d_ptr: Any, link: Link) -> None:
+        self.out_dlvs[dlv_id] = (d_ptr, link)
+        self.out_ids[d_ptr] = dlv_id
 
     def _egress_annotations(self, conn: Connection, payload: Any) -> Any:
         """Strip router annotations for a stripping connection, else add ingress and trace.
@@ -844,6 +1046,7 @@ class WorkerEngine:
     def _fx_settle_out(self, fx: ipc.SettleOut) -> None:
         entry = self.out_dlvs.pop(fx.dlv_id, None)
         if entry is None:
+            self._settle_queued(fx.dlv_id, fx.state)
             return
         d_ptr, link = entry
         self.out_ids.pop(d_ptr, None)
@@ -852,9 +1055,19 @@ class WorkerEngine:
         lib.pn_delivery_settle(d_ptr)
         self.dirty.add(link.conn)
 
+    def _settle_queued(self, dlv_id: int, state: int) -> None:
+        """The sender settled a delivery that still waits in an out_queue: it goes settled."""
+        entry = self.queued_out.pop(dlv_id, None)
+        if entry is not None:
+            entry[2] = True
+            entry[6] = state
+
     def _fx_drained(self, fx: ipc.Drained) -> None:
         link = self.links.get(fx.link_id)
         if link is not None:
+            if link.queued:  # the credit left is for what still waits in the out_queue
+                link.drain_after = True
+                return
             link.sent += lib.pn_link_drained(link.ptr)
             self.dirty.add(link.conn)
 
