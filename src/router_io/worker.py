@@ -77,6 +77,7 @@ class Worker:
         self.log_sink = RouterLog(spec.get("logs", []))
         self.engine = get_engine_class()(spec["router_id"], index, peer_count, log=self._log_server,
                                           generation=generation)
+        self.engine.set_policy(spec.get("policy"), spec.get("vhosts"))  # maxMessageSize
         self.ctx = zmq.Context()
         self.core = self.ctx.socket(zmq.DEALER)
         self.core.setsockopt(zmq.IDENTITY, b"p%d" % index)
