@@ -147,6 +147,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+METRICS_INTERVAL_S = 1.0  # the sink's sampling interval with --metrics-dir
+
+
 def stop_process(proc: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
@@ -159,8 +162,8 @@ def stop_process(proc: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> None:
 
 def write_conf(path: Path, port: int, workers: int, distribution: Optional[str] = None,
                metrics_dir: Optional[str] = None) -> None:
-    sink = (f"    metricsDir: {metrics_dir}\n    metricsIntervalSeconds: 1\n"
-            if metrics_dir else "")
+    sink = (f"    metricsDir: {metrics_dir}\n"
+            f"    metricsIntervalSeconds: {METRICS_INTERVAL_S:g}\n" if metrics_dir else "")
     text = ("router {\n    mode: standalone\n    id: Bench\n"
             f"    workerThreads: {workers}\n{sink}}}\n\n"
             "listener {\n    host: 127.0.0.1\n"
@@ -563,6 +566,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                 print(f"{variant}: {e}", file=sys.stderr)
             finally:
                 if router:
+                    if args.metrics_dir and router.alive():
+                        # one more metrics sample, so the final records of the addresses and
+                        # links the last run removed are written before the router stops
+                        time.sleep(METRICS_INTERVAL_S + 0.6)
                     router.stop()
     if rows:
         print_table(rows)

@@ -18,14 +18,17 @@ from agent import metrics as m
 METRICS_SCHEMA_TAG = m.SCHEMA
 LOADGEN_SCHEMA_TAG = "loadgen/1"
 
-_STRING_ATTRS = {"linkDir", "owningAddr", "linkName", "distribution"}
+_STRING_ATTRS = {"linkDir", "owningAddr", "linkName", "distribution", "container", "host",
+                 "role", "dir"}
 
 
 def _metrics_fields() -> list[StructField]:
     fields = [StructField("schema", StringType()), StructField("ts", DoubleType()),
               StructField("router_id", StringType()), StructField("kind", StringType()),
               StructField("key", StringType()), StructField("address", StringType()),
-              StructField("interval_s", DoubleType())]
+              StructField("interval_s", DoubleType()), StructField("final", BooleanType()),
+              StructField("seq", LongType()), StructField("gone_ts", DoubleType()),
+              StructField("gone_mono", DoubleType())]
     seen = {f.name for f in fields}
     for counters, gauges, attrs, byte_counters in m.KINDS.values():
         for name in counters + byte_counters + gauges + attrs:

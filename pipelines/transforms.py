@@ -17,11 +17,24 @@ Latency
     received-weighted median of the per-second medians (an estimate), ``lat_p99_us`` the largest
     per-second p99 - an upper bound of the window's true p99 (no second has more than 1 % of its
     messages above it, so neither has the window).
+Final records
+    An address, link or connection that goes away has one ``final: true`` record with its last
+    counts (see ``agent.metrics``). Its d_ deltas count in the windows like any other record
+    (they are the counts since the previous sample); its interval_s does not add to the time a
+    window covers unless the key has no live record there (it came and went between samples).
+    Exact totals (``counter_totals``) come from the cumulative counters instead of the deltas:
+    per key, the last value of each incarnation (an incarnation ends at its final record, or
+    where the counter goes down), summed - so the first sample's null deltas and missed
+    samples lose nothing.
+Internal addresses
+    ``$management``, ``L$management``, ``_$qd.*``, ``qdrouter*``, ``qdhello``, ``_topo/...`` and
+    router/topological keys (``R...``, ``T...``): ``is_internal``; left out of top addresses
+    unless asked.
 Streaming
     ``with_event_time``, ``address_throughput`` and ``router_throughput`` are single windowed
     aggregations and run unchanged on streaming DataFrames (add a watermark on ``event_time``
-    first). ``with_counter_deltas``, ``top_addresses`` and ``reconcile`` use window functions,
-    sorting or joins of aggregates: batch only.
+    first). ``with_counter_deltas``, ``counter_totals``, ``top_addresses``, ``reconcile`` and
+    the network view use window functions, sorting or joins of aggregates: batch only.
 """
 from __future__ import annotations
 
@@ -55,17 +68,39 @@ def _sum_if(cond: Column, col: str) -> Column:
 
 
 def _window_cols(df: DataFrame) -> DataFrame:
-    return (df.withColumn("window_start", F.col("window.start"))
-            .withColumn("window_end", F.col("window.end")).drop("window"))
+    return (df.withColumns({"window_start": F.col("window.start"),
+                            "window_end": F.col("window.end")}).drop("window"))
 
 
 # ------------------------------------------------------------------------------------------
 # Router metrics
 # ------------------------------------------------------------------------------------------
 def metrics_records(raw: DataFrame) -> DataFrame:
-    """Only well-formed "router-metrics/1" records (other lines and corrupt ones dropped)."""
-    return raw.filter((F.col("schema") == METRICS_SCHEMA_TAG) & F.col("ts").isNotNull()
-                      & F.col("kind").isNotNull() & F.col("router_id").isNotNull())
+    """Only well-formed "router-metrics/1" records (other lines and corrupt ones dropped);
+    ``final`` is false where a producer did not write it."""
+    return (raw.filter((F.col("schema") == METRICS_SCHEMA_TAG) & F.col("ts").isNotNull()
+                       & F.col("kind").isNotNull() & F.col("router_id").isNotNull())
+            .withColumn("final", F.coalesce(F.col("final"), F.lit(False))))
+
+
+def dedup_final(metrics: DataFrame) -> DataFrame:
+    """Each final record once (batch): a sink writes it once, but two sinks of one router
+    (an agent restarted without its files) could both have; (router_id, kind, key, seq,
+    gone_mono) identifies it."""
+    finals = (metrics.filter(F.col("final"))
+              .dropDuplicates(["router_id", "kind", "key", "seq", "gone_mono"]))
+    return metrics.filter(~F.col("final")).unionByName(finals)
+
+
+_INTERNAL_TEXT = r"^(\$management|_\$qd\.|qdrouter|qdhello|_topo/|_local/\$management)"
+_INTERNAL_KEY = (r"^([RT]|L(\$management|_\$qd\.|qd|_local/)"
+                 r"|M[0-9](\$management|_\$qd\.|qdrouter|_topo/))")
+
+
+def is_internal(key: Column, address: Column) -> Column:
+    """True for the router's own addresses (management, routing protocol, topological)."""
+    return (F.coalesce(key.rlike(_INTERNAL_KEY), F.lit(False))
+            | F.coalesce(address.rlike(_INTERNAL_TEXT), F.lit(False)))
 
 
 def with_event_time(metrics: DataFrame) -> DataFrame:
@@ -90,19 +125,52 @@ def with_counter_deltas(metrics: DataFrame) -> DataFrame:
     not compute them): d_x = x - previous x, or x when it went down (a reset), and interval_s
     becomes the time since the previous record. Records that already have deltas are unchanged.
     """
-    w = Window.partitionBy("router_id", "kind", "key").orderBy("ts")
+    w = _incarnation_order()
     counters = _counter_columns(metrics)
-    df = metrics.withColumn("_prev_ts", F.lag("ts").over(w))
+    # one projection for every column (a withColumn per counter re-analyses the plan each time)
+    df = metrics.withColumns({"_prev_ts": F.lag("ts").over(w),
+                              "_prev_final": F.lag("final").over(w),
+                              **{f"_prev_{c}": F.lag(c).over(w) for c in counters}})
     no_deltas = F.coalesce(*[F.col(DELTA_PREFIX + c) for c in counters]).isNull()
-    df = df.withColumn("_fill", no_deltas & F.col("_prev_ts").isNotNull())
+    fill = no_deltas & F.col("_prev_ts").isNotNull()
+    new = {}
     for c in counters:
-        prev = F.lag(c).over(w)
-        diff = F.when(F.col(c) < prev, F.col(c)).otherwise(F.col(c) - prev)
-        df = df.withColumn(DELTA_PREFIX + c, F.when(F.col("_fill"), diff)
-                           .otherwise(F.col(DELTA_PREFIX + c)))
-    df = df.withColumn("interval_s", F.when(F.col("_fill"), F.col("ts") - F.col("_prev_ts"))
-                       .otherwise(F.col("interval_s")))
-    return df.drop("_prev_ts", "_fill")
+        prev = F.col(f"_prev_{c}")
+        # after a final record the key is a new incarnation: it started at zero
+        diff = (F.when(F.col(c) < prev, F.col(c)).when(F.col("_prev_final"), F.col(c))
+                .otherwise(F.col(c) - prev))
+        new[DELTA_PREFIX + c] = F.when(fill, diff).otherwise(F.col(DELTA_PREFIX + c))
+    new["interval_s"] = (F.when(fill, F.col("ts") - F.col("_prev_ts"))
+                         .otherwise(F.col("interval_s")))
+    return df.withColumns(new).drop("_prev_ts", "_prev_final",
+                                     *[f"_prev_{c}" for c in counters])
+
+
+def _incarnation_order() -> Window:
+    """A key's records in time order; within one sample, the final records (older
+    incarnations, by seq) before the live one."""
+    return (Window.partitionBy("router_id", "kind", "key")
+            .orderBy("ts", F.col("final").desc(), F.coalesce(F.col("seq"), F.lit(0))))
+
+
+def counter_totals(metrics: DataFrame, kind: str = "address") -> DataFrame:
+    """Exact totals per router and key from the cumulative counters (batch): per incarnation
+    its last value (it ends at a final record, where the counter goes down, or at the last
+    record), summed. Columns: router_id, key, address, then one column per counter of the kind
+    (``deliveriesIngress``...), plus ``incarnations`` and ``gone`` (how many ended in a final
+    record)."""
+    counters = [c for c in KINDS[kind][0] if c in metrics.columns]
+    w = _incarnation_order()
+    df = metrics.filter(F.col("kind") == kind)
+    first = counters[0]
+    nxt = F.lead(first).over(w)
+    # a counter going down (the first one: they reset together) ends the incarnation too
+    ends = F.col("final") | nxt.isNull() | (nxt < F.col(first))
+    df = df.withColumn("_end", ends).filter(F.col("_end"))
+    return df.groupBy("router_id", "key", "address").agg(
+        *[F.coalesce(F.sum(c), F.lit(0)).alias(c) for c in counters],
+        F.count(F.lit(1)).alias("incarnations"),
+        F.sum(F.col("final").cast("int")).alias("gone"))
 
 
 def _ensure_event_time(metrics: DataFrame) -> DataFrame:
@@ -130,7 +198,9 @@ def address_throughput(metrics: DataFrame, window: str = "10 seconds") -> DataFr
         _sum_if(is_addr, "d_deliveriesIngress").alias("ingress"),
         _sum_if(is_addr, "d_deliveriesEgress").alias("egress"),
         _sum_if(is_addr, "d_deliveriesTransit").alias("transit"),
-        _sum_if(is_addr, "interval_s").alias("covered_s"),
+        # time covered: live samples; a key seen only in final records covers one interval
+        F.coalesce(_sum_if(is_addr & ~F.col("final"), "interval_s"),
+                   F.max(F.when(is_addr, F.col("interval_s")))).alias("covered_s"),
         _sum_if(is_addr, "d_bytesIngress").alias("bytes_ingress"),
         _sum_if(is_addr, "d_bytesEgress").alias("bytes_egress"),
         *[_sum_if(is_in_link, f"d_{o}Count").alias(o) for o in OUTCOMES])
@@ -159,21 +229,23 @@ def router_throughput(metrics: DataFrame, window: str = "10 seconds") -> DataFra
 def _rates_and_mix(df: DataFrame) -> DataFrame:
     cov = F.col("covered_s")
     settled = reduce(lambda a, b: a + b, [F.coalesce(F.col(o), F.lit(0)) for o in OUTCOMES])
-    df = (df.withColumn("ingress_per_s", _ratio(F.col("ingress"), cov))
-          .withColumn("egress_per_s", _ratio(F.col("egress"), cov))
-          .withColumn("bytes_ingress_per_s", _ratio(F.col("bytes_ingress"), cov))
-          .withColumn("bytes_egress_per_s", _ratio(F.col("bytes_egress"), cov))
-          .withColumn("settled", settled))
-    for o in OUTCOMES:
-        df = df.withColumn(f"{o}_ratio", _ratio(F.col(o), F.col("settled")))
-    return df
+    df = df.withColumns({"ingress_per_s": _ratio(F.col("ingress"), cov),
+                         "egress_per_s": _ratio(F.col("egress"), cov),
+                         "bytes_ingress_per_s": _ratio(F.col("bytes_ingress"), cov),
+                         "bytes_egress_per_s": _ratio(F.col("bytes_egress"), cov),
+                         "settled": settled})
+    return df.withColumns({f"{o}_ratio": _ratio(F.col(o), F.col("settled")) for o in OUTCOMES})
 
 
-def top_addresses(address_tp: DataFrame, n: int = 10) -> DataFrame:
-    """The n addresses with the most deliveries in (then out), summed over routers and windows.
+def top_addresses(address_tp: DataFrame, n: int = 10, internal: bool = False) -> DataFrame:
+    """The n addresses with the most deliveries in (then out), summed over routers and windows;
+    the router's internal addresses (``is_internal``) only with ``internal``.
 
-    Columns: rank (1 = busiest), key, address, ingress, egress, ingress_share (of all ingress).
+    Columns: rank (1 = busiest), key, address, ingress, egress, ingress_share (of all ingress
+    of the addresses considered).
     """
+    if not internal:
+        address_tp = address_tp.filter(~is_internal(F.col("key"), F.col("address")))
     per_addr = address_tp.groupBy("key", "address").agg(
         F.coalesce(F.sum("ingress"), F.lit(0)).alias("ingress"),
         F.coalesce(F.sum("egress"), F.lit(0)).alias("egress"))
@@ -253,13 +325,76 @@ def reconcile(address_tp: DataFrame, seconds: DataFrame, window: str = "10 secon
               .join(client.select("address").distinct(), on="address", how="left_semi"))
     counts = ("client_sent", "client_settled", "client_received", "router_ingress",
               "router_egress")
-    for c in counts:
-        joined = joined.withColumn(c, F.coalesce(F.col(c), F.lit(0)))
-    joined = (joined.withColumn("ingress_gap", F.col("client_sent") - F.col("router_ingress"))
-              .withColumn("egress_gap", F.col("router_egress") - F.col("client_received")))
+    joined = joined.withColumns({c: F.coalesce(F.col(c), F.lit(0)) for c in counts})
+    joined = joined.withColumns({
+        "ingress_gap": F.col("client_sent") - F.col("router_ingress"),
+        "egress_gap": F.col("router_egress") - F.col("client_received")})
     running = (Window.partitionBy("address").orderBy("window_start")
                .rowsBetween(Window.unboundedPreceding, Window.currentRow))
-    return (joined.withColumn("cum_ingress_gap", F.sum("ingress_gap").over(running))
-            .withColumn("cum_egress_gap", F.sum("egress_gap").over(running))
+    return (joined.withColumns({"cum_ingress_gap": F.sum("ingress_gap").over(running),
+                                "cum_egress_gap": F.sum("egress_gap").over(running)})
             .select(*keys, *counts, "ingress_gap", "egress_gap", "cum_ingress_gap",
                     "cum_egress_gap"))
+
+
+def reconcile_totals(address_totals: DataFrame, seconds: DataFrame) -> DataFrame:
+    """Clients vs router over the whole run, per address the clients used, exact counts.
+
+    address_totals: ``counter_totals(metrics, "address")``; seconds: ``loadgen_seconds``.
+    Columns: address, client_sent, client_settled, router_ingress, router_egress,
+    router_transit, client_received, not_counted_in (= client_sent - router_ingress),
+    not_received (= router_egress - client_received): 0 and 0 when every count adds up."""
+    is_sender = F.col("role") == "sender"
+    client = seconds.groupBy("address").agg(
+        F.coalesce(_sum_if(is_sender, "sent"), F.lit(0)).alias("client_sent"),
+        F.coalesce(_sum_if(is_sender, "settled"), F.lit(0)).alias("client_settled"),
+        F.coalesce(_sum_if(F.col("role") == "receiver", "received"), F.lit(0))
+        .alias("client_received"))
+    router = address_totals.groupBy("address").agg(
+        F.sum("deliveriesIngress").alias("router_ingress"),
+        F.sum("deliveriesEgress").alias("router_egress"),
+        F.sum("deliveriesTransit").alias("router_transit"))
+    joined = client.join(router, on="address", how="left")
+    joined = joined.withColumns({c: F.coalesce(F.col(c), F.lit(0))
+                                 for c in ("router_ingress", "router_egress", "router_transit")})
+    return (joined.withColumns({
+        "not_counted_in": F.col("client_sent") - F.col("router_ingress"),
+        "not_received": F.col("router_egress") - F.col("client_received")})
+            .select("address", "client_sent", "client_settled", "router_ingress",
+                    "router_egress", "router_transit", "client_received", "not_counted_in",
+                    "not_received")
+            .orderBy("address"))
+
+
+# ------------------------------------------------------------------------------------------
+# Network view (several routers writing to the same metrics directory)
+# ------------------------------------------------------------------------------------------
+def network_throughput(router_tp: DataFrame) -> DataFrame:
+    """Per window, the whole network: routers reporting, deliveries in from clients (ingress),
+    out to clients (egress), forwarded between routers (transit, one per hop), msgs/s of each.
+    Each client message counts once in ingress (at its first router) and once per receiver in
+    egress, so ingress/egress are network-wide client throughput; transit/ingress is the mean
+    number of router-to-router hops per message."""
+    agg = router_tp.groupBy("window_start", "window_end").agg(
+        F.countDistinct("router_id").alias("routers"),
+        F.sum("ingress").alias("ingress"), F.sum("egress").alias("egress"),
+        F.sum("transit").alias("transit"), F.max("covered_s").alias("covered_s"))
+    cov = F.col("covered_s")
+    return (agg.withColumns({"ingress_per_s": _ratio(F.col("ingress"), cov),
+                             "egress_per_s": _ratio(F.col("egress"), cov),
+                             "transit_per_s": _ratio(F.col("transit"), cov)})
+            .orderBy("window_start"))
+
+
+def transit_hops(address_totals: DataFrame) -> DataFrame:
+    """Per router and address, exact counts from the address totals: deliveries in from local
+    senders, out to local receivers, and sent on toward other routers (deliveriesTransit: the
+    hops that router made). Only rows with any transit. Columns: router_id, key, address,
+    ingress, egress, transit."""
+    return (address_totals.filter(F.col("deliveriesTransit") > 0)
+            .select("router_id", "key", "address",
+                    F.col("deliveriesIngress").alias("ingress"),
+                    F.col("deliveriesEgress").alias("egress"),
+                    F.col("deliveriesTransit").alias("transit"))
+            .orderBy("address", "router_id"))
+

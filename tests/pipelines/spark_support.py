@@ -139,9 +139,10 @@ def _cumulative(deltas: list[int], start: int = 0) -> list[int]:
 
 
 def r1_snapshots() -> list[dict]:
-    q1_in, q1_out = _cumulative([100, 199, 301], 1000), _cumulative([100, 200, 300], 1000)
+    # q1 starts with the data (its exact totals are what the clients sent); q2 has a history
+    q1_in, q1_out = _cumulative([100, 199, 301]), _cumulative([100, 200, 300])
     q2_in, q2_out = _cumulative([50, 50, 50], 500), _cumulative([50, 50, 50], 500)
-    acc, rel = _cumulative([90, 180, 300], 900), _cumulative([10, 20, 0], 100)
+    acc, rel = _cumulative([90, 180, 300]), _cumulative([10, 20, 0])
     snaps = []
     for i in range(4):
         snaps.append({
