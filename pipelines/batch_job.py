@@ -261,10 +261,14 @@ def write_chart(path: Path, facts: dict) -> Optional[str]:
                                   ("router_ingress", ":", "router in"),
                                   ("client_received", "-", "clients received"),
                                   ("router_egress", ":", "router out")):
-            ax.plot(*_series(rows, "window_start", col), linestyle=style, marker=".",
-                    markersize=3, label=label)
-        ax.set_ylabel(f"deliveries per {facts['window']}")
-        ax.set_title("Router vs clients")
+            xs, ys = _series(rows, "window_start", col)
+            running, total = [], 0
+            for y in ys:
+                total += 0 if y != y else y  # NaN: nothing in that window
+                running.append(total)
+            ax.plot(xs, running, linestyle=style, marker=".", markersize=3, label=label)
+        ax.set_ylabel("deliveries so far")
+        ax.set_title("Router vs clients (cumulative; the lines meet when every count adds up)")
         ax.legend(loc="best", fontsize="small", ncol=2)
     last = fig.axes[-1]
     last.xaxis.set_major_formatter(mdates.DateFormatter("%H:%M:%S", tz=timezone.utc))
