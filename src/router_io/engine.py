@@ -61,6 +61,7 @@ LOCAL_CLOSED = lib.PN_LOCAL_CLOSED
 PN_NULL = ffi.NULL
 
 _tag = struct.Struct(">Q").pack
+PN_SASL_OK = 0  # pn_sasl_outcome(): NONE -1, OK 0, AUTH 1, SYS 2, PERM 3, TEMP 4
 
 # Outgoing bytes a connection may have inside proton (handed to pn_link_send, not yet written to
 # its socket). Deliveries beyond it wait in the connection's ``out_queue`` as one copy of their
@@ -241,14 +242,26 @@ class Connection:
             self.guard = None
             del self.push  # the class's push from now on
         push = type(self).push
-        pos, end = 0, len(checked)
-        while pos < end:  # only whole checked frames: proton takes each at once
-            cap = self.capacity()
-            if cap <= 0:
-                break
-            n = min(cap, end - pos)
-            push(self, checked[pos:pos + n], n)
-            pos += n
+        sasl = lib.pn_sasl(self.t_ptr) if guard.frames else PN_NULL
+        for unit in frameguard.units(checked):  # one header or frame at a time (see units())
+            pos, end = 0, len(unit)
+            while pos < end:
+                cap = self.capacity()
+                if cap <= 0:
+                    return
+                n = min(cap, end - pos)
+                push(self, unit[pos:pos + n], n)
+                pos += n
+            if sasl != PN_NULL and lib.pn_sasl_outcome(sasl) > PN_SASL_OK:
+                # authentication failed: proton answers with its outcome and closes; anything
+                # more the client sent must never reach it (proton 0.40 crashes on some)
+                self.guard = None
+                self.push = self._ignore_push
+                lib.pn_transport_close_tail(self.t_ptr)
+                return
+
+    def _ignore_push(self, data: bytes | bytearray | memoryview, size: int) -> None:
+        """Input after a failed SASL exchange: dropped (the transport is closing)."""
 
     def refuse(self, condition: str, description: str) -> None:
         """Close the transport at once (no AMQP close possible or wanted) with a condition."""

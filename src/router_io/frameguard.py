@@ -49,6 +49,27 @@ AMQP_FRAME = 0
 _HEADER, _INIT, _RESPONSES, _AMQP, _DONE = range(5)
 
 
+def units(data: bytes) -> list:
+    """Split bytes into protocol headers and whole frames (a torn tail is the last unit).
+
+    The guard hands proton one unit at a time around the end of the SASL exchange: fed in one
+    piece, a failed sasl-init followed by more frames crashes proton 0.40 (it parses on after
+    the failure), fed unit by unit the caller can stop at the failure.
+    """
+    out = []
+    pos, end = 0, len(data)
+    while pos < end:
+        if data[pos:pos + 4] == b"AMQP":
+            size = HEADER_SIZE
+        elif end - pos >= FRAME_HEADER_SIZE:
+            size = max(FRAME_HEADER_SIZE, int.from_bytes(data[pos:pos + 4], "big"))
+        else:
+            size = end - pos
+        out.append(data[pos:pos + size])
+        pos += size
+    return out
+
+
 class FrameError(Exception):
     """The client sent something a server must not receive here; close with ``condition``."""
 

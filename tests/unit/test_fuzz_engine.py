@@ -332,3 +332,13 @@ def test_an_effect_that_fails_closes_its_connection(engine_cls):
     assert len(h.errors()) == 1
     assert c.connection.remote_condition.name == "amqp:internal-error"
     assert rcv is not None
+
+
+def test_units_split_headers_and_frames_and_keep_a_torn_tail():
+    data = fuzz.KNOWN_BAD["failed-init-then-frames"]
+    parts = frameguard.units(data)
+    assert b"".join(parts) == data
+    assert parts[0] == fuzz.SASL_HEADER and parts[2] == fuzz.AMQP_HEADER
+    assert all(p[:4] == b"AMQP" or int.from_bytes(p[:4], "big") == len(p) for p in parts)
+    torn = frameguard.units(data[:-3])
+    assert b"".join(torn) == data[:-3] and len(torn) == len(parts)
