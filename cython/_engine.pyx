@@ -120,6 +120,7 @@ cdef class NativeWorkerEngine:
     cdef object _lp      # = link_ptrs (a dict subclass), for C-level lookups
     cdef dict _lnative   # link id -> native link address
     cdef pn_collector_t *_c
+    cdef int _trim_countdown  # process_events calls until the next look at the clock
 
     def __init__(self, router_id, peer_index, peer_count, log=None, generation=0):
         _RefWorkerEngine.__init__(self, router_id, peer_index, peer_count, log, generation)
@@ -142,9 +143,12 @@ cdef class NativeWorkerEngine:
         cdef pn_collector_t *coll = self._c
         cdef pn_event_t *ev
         cdef int etype
-        now = _monotonic()
-        if now >= self._trim_check:
-            self.release_memory(now)
+        self._trim_countdown -= 1
+        if self._trim_countdown <= 0:  # a clock read every 256 calls, not every call
+            self._trim_countdown = 256
+            now = _monotonic()
+            if now >= self._trim_check:
+                self.release_memory(now)
         while True:
             ev = pn.collector_peek(coll)
             if ev == NULL:
