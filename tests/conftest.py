@@ -133,3 +133,10 @@ def router_factory(tmp_path):
 @pytest.fixture
 def router(router_factory) -> Router:
     return router_factory()
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory) -> dict:
+    """A test CA with server, client, wrong-name, expired and rogue certificates (tlscerts)."""
+    import tlscerts
+    return tlscerts.make_pki(tmp_path_factory.mktemp("pki"))

@@ -20,6 +20,7 @@ from typing import Any
 
 from agent.schema import (EntityType, SchemaError, listen_addresses_clash, load_schema,
                           reference_problem)
+from agent.security import connection_problem, ssl_profile_problem
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config", "default_router_id"]
 
@@ -379,6 +380,7 @@ def _build(sections: list[_RawSection]) -> list[Entity]:
     _assign_names(ordered)
     _check_unique(ordered)
     _check_references(ordered)
+    _check_security(ordered)
     _check_listen_addresses(ordered)
     return ordered
 
@@ -511,6 +513,21 @@ def _check_references(entities: list[Entity]) -> None:
     for entity in entities:
         problem = reference_problem(schema.entity_type(entity.type), entity.attributes,
                                     lambda short: names.get(short, set()))
+        if problem:
+            raise _Problem(problem, entity.line)
+
+
+def _check_security(entities: list[Entity]) -> None:
+    """TLS/SASL settings the router cannot enforce are refused (agent.security), never
+    ignored: sslProfile files that do not load, requireSsl without a profile, EXTERNAL without
+    the certificates it needs..."""
+    profiles = {e.attributes["name"]: e.attributes for e in entities
+                if e.short_type == "sslProfile"}
+    for entity in entities:
+        if entity.short_type == "sslProfile":
+            problem = ssl_profile_problem(entity.attributes)
+        else:
+            problem = connection_problem(entity.short_type, entity.attributes, profiles.get)
         if problem:
             raise _Problem(problem, entity.line)
 

@@ -76,15 +76,24 @@ def _address_view(addr: Any) -> dict:
 
 def _connection_view(conn: Any, now: float) -> dict:
     last = conn.last_delivery_at
-    return {
+    view = {
         "uptimeSeconds": int(now - conn.opened_at),
         "lastDlvSeconds": int(now - last) if last >= 0 else None,
         "identity": str(conn.conn_id), "container": conn.container, "host": conn.host,
         "dir": conn.direction, "role": conn.role, "sasl": conn.sasl, "user": conn.user,
         "isAuthenticated": bool(conn.sasl) and conn.sasl.upper() != "ANONYMOUS",
         "isEncrypted": bool(conn.encrypted), "opened": True, "listener": conn.listener,
-        "cost": conn.cost,
-    }
+        "cost": conn.cost, "ssl": bool(conn.encrypted), "sslProto": None, "sslCipher": None,
+        "sslSsf": 0,
+    }  # the same keys for every connection (gone_entry keeps one key tuple per kind)
+    sec = conn.encrypted
+    if isinstance(sec, (list, tuple)) and len(sec) >= 6:
+        # from a worker (engine._security_info): [has TLS, encrypted, protocol, cipher, ssf,
+        # authenticated], as 1.19 reports them (ANONYMOUS counts as authenticated there)
+        view.update({"ssl": bool(sec[0]), "isEncrypted": bool(sec[1]), "sslProto": sec[2],
+                     "sslCipher": sec[3], "sslSsf": int(sec[4] or 0),
+                     "isAuthenticated": bool(sec[5])})
+    return view
 
 
 # "Gone" records: the final management view of an address, link or connection, taken by the core

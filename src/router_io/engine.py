@@ -35,6 +35,7 @@ from proton import symbol
 from router_core import ipc
 from router_core.heap import HeapTrimmer
 from router_io import amqpscan, frameguard
+from agent import security
 
 PRODUCT = "qpid-dispatch-router"
 VERSION = "1.19.0"
@@ -94,6 +95,22 @@ def _utf8(cstr: Any) -> Optional[str]:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise ValueError(f"not valid UTF-8: {raw[:64]!r}") from None
+
+
+_pn_ssl_get_ssf = None
+
+
+def _ssl_ssf(ssl: Any) -> int:
+    """pn_ssl_get_ssf() (the cipher's strength in bits), which proton's Python binding lacks:
+    called through ctypes on the same library (once per TLS connection, at its open)."""
+    global _pn_ssl_get_ssf
+    if _pn_ssl_get_ssf is None:
+        import ctypes
+        import cproton_ffi
+        fn = ctypes.CDLL(cproton_ffi.__file__).pn_ssl_get_ssf
+        fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_void_p]
+        _pn_ssl_get_ssf = fn
+    return int(_pn_ssl_get_ssf(int(ffi.cast("uintptr_t", ssl._ssl))))
 
 
 def _condition_text(cond: Any) -> str:
@@ -185,17 +202,31 @@ class Connection:
         idle = int(settings.get("idleTimeoutSeconds", 16) or 0)
         if idle:
             self.transport.idle_timeout = float(idle)
+        # TLS (proton's SSL layer) first, then SASL (Cyrus), as Qpid Dispatch 1.19 sets them up
+        self.ssl: Optional[proton.SSL] = None
+        self.ssl_profile: Optional[dict] = None  # the sslProfile's attributes (uidFormat...)
+        ssl_error = ""
+        try:
+            engine.setup_ssl(self, settings, direction)
+        except Exception as exc:  # noqa: BLE001 - this connection is refused, nothing else
+            ssl_error = f"TLS set-up failed: {exc}"
         self.sasl = self.transport.sasl()
+        mechs = settings.get("saslMechanisms")
         if direction == "in":
-            mechs = settings.get("saslMechanisms") or ("ANONYMOUS" if not settings.get(
-                "authenticatePeer") else "")
-        else:
-            mechs = settings.get("saslMechanisms") or (
-                "PLAIN" if settings.get("saslUsername") else "ANONYMOUS")
+            sasl_dir, sasl_name = engine.sasl_config
+            if sasl_dir:
+                self.sasl.config_path(str(sasl_dir))
+            self.sasl.config_name(str(sasl_name or "qdrouterd"))
+            # authenticatePeer: Cyrus offers no ANONYMOUS then, unless saslMechanisms lists it
+            # (anonymous access asked for explicitly, as 1.19 lets it in); requireSsl implies
+            # requireEncryption
+            self.transport.require_auth(bool(settings.get("authenticatePeer")) and "ANONYMOUS"
+                                        not in security.mechanisms(mechs))
+            self.transport.require_encryption(bool(settings.get("requireEncryption")
+                                                   or settings.get("requireSsl")))
         if mechs:
-            self.sasl.allowed_mechs(mechs)
-        if direction == "out" and "PLAIN" in str(mechs).split():
-            self.sasl.allow_insecure_mechs = True  # PLAIN over loopback/plain TCP, as asked
+            self.sasl.allowed_mechs(str(mechs))
+        self.sasl.allow_insecure_mechs = True  # 1.19 allows PLAIN without TLS (hard-wired)
         self.connection = proton.Connection()
         self.connection.collect(engine.collector)
         self.transport.bind(self.connection)
@@ -219,6 +250,8 @@ class Connection:
         if direction == "in":
             self.guard = frameguard.SaslGuard()
             self.push = self._guarded_push
+        if ssl_error:
+            self.refuse(INTERNAL_ERROR, ssl_error)
 
     # --- bytes in and out (the worker loop calls these) ---------------------------------------
     def capacity(self) -> int:
@@ -257,6 +290,7 @@ class Connection:
                 # more the client sent must never reach it (proton 0.40 crashes on some)
                 self.guard = None
                 self.push = self._ignore_push
+                lib.pn_transport_pending(self.t_ptr)  # encodes the sasl-outcome first
                 lib.pn_transport_close_tail(self.t_ptr)
                 return
 
@@ -338,6 +372,9 @@ class WorkerEngine:
         self.oversize: dict = {}    # inbound dlv address -> True: over maxMessageSize, discarded
         self.policy: dict = {}      # the policy entity (maxMessageSize, enableVhostPolicy...)
         self.vhosts: list = []      # vhost entities
+        self.ssl_profiles: dict = {}  # sslProfile name -> attributes (config file, management)
+        self.sasl_config: tuple = (None, "qdrouterd")  # router saslConfigDir, saslConfigName
+        self._ssl_domains: dict = {}  # (profile, role, verify...) -> (SSLDomain, name map)
         self.dirty: set = set()     # connections that may have output to write
         self.heap = HeapTrimmer()   # freed heap memory goes back to the OS (release_memory)
         self._trim_check = 0.0
@@ -366,8 +403,13 @@ class WorkerEngine:
             pc.hostname = str(settings.get("host") or host.rsplit(":", 1)[0])
             if settings.get("saslUsername"):
                 pc.user = str(settings["saslUsername"])
-                if settings.get("saslPassword"):
-                    pc.password = str(settings["saslPassword"])
+            if settings.get("saslPassword"):
+                try:  # env:, file:, pass: or the text (checked when configured)
+                    pc.password = security.resolve_password(settings["saslPassword"],
+                                                            allow_literal=False)
+                except ValueError as exc:
+                    self.log("error", f"[C{conn.conn_id}] saslPassword of connector "
+                                      f"{settings.get('name')}: {exc}")
             self._open_local(conn)
             self.dirty.add(conn)
         return conn
@@ -417,6 +459,117 @@ class WorkerEngine:
         messages... back to the OS (router_core.heap). Called by process_events."""
         self._trim_check = now + self.heap.interval
         self.heap.maybe_trim(now)
+
+    # --- TLS and SASL set-up (once per connection; see agent/security.py for the rules) -------
+    def set_security(self, router: Optional[dict], ssl_profiles: Optional[list]) -> None:
+        """The router's saslConfigDir/saslConfigName and the configured sslProfiles."""
+        router = router or {}
+        self.sasl_config = (router.get("saslConfigDir"),
+                            router.get("saslConfigName") or "qdrouterd")
+        self.ssl_profiles = {str(p.get("name")): dict(p) for p in ssl_profiles or []}
+        self._ssl_domains = {}
+
+    def set_ssl_profile(self, name: str, attributes: Optional[dict]) -> None:
+        """An sslProfile created (attributes) or deleted (None) by management."""
+        if attributes is None:
+            self.ssl_profiles.pop(name, None)
+        else:
+            self.ssl_profiles[name] = dict(attributes)
+        self._ssl_domains = {k: v for k, v in self._ssl_domains.items() if k[0] != name}
+
+    def setup_ssl(self, conn: Connection, settings: dict, direction: str) -> None:
+        """Put proton's SSL layer on ``conn``'s transport when its listener/connector names an
+        sslProfile. Listeners accept TLS and plaintext alike unless requireSsl (1.19);
+        client certificates are demanded when saslMechanisms lists EXTERNAL."""
+        name = settings.get("sslProfile")
+        if not name:
+            return
+        profile = settings.get("sslProfileAttributes") or self.ssl_profiles.get(str(name))
+        if profile is None:
+            raise RuntimeError(f"sslProfile '{name}' is not configured")
+        external = "EXTERNAL" in security.mechanisms(settings.get("saslMechanisms"))
+        verify_name = direction == "out" and settings.get("verifyHostname", True) is not False
+        key = (str(name), direction, external, verify_name, id(profile))
+        entry = self._ssl_domains.get(key)
+        if entry is None:
+            entry = self._ssl_domain(profile, direction, external, verify_name)
+            self._ssl_domains[key] = entry
+        domain, names = entry
+        conn.ssl_profile = {**profile, "_names": names}
+        conn.ssl = proton.SSL(conn.transport, domain)
+        if direction == "out":
+            conn.ssl.peer_hostname = str(settings.get("host") or "localhost")
+
+    @staticmethod
+    def _ssl_domain(profile: dict, direction: str, external: bool, verify_name: bool) -> tuple:
+        mode = proton.SSLDomain.MODE_SERVER if direction == "in" else proton.SSLDomain.MODE_CLIENT
+        domain = proton.SSLDomain(mode)
+        where = f"sslProfile '{profile.get('name')}'"
+        ca = profile.get("caCertFile")
+        try:
+            if ca:
+                domain.set_trusted_ca_db(str(ca))
+            if profile.get("certFile"):
+                domain.set_credentials(str(profile["certFile"]),
+                                       str(profile.get("privateKeyFile") or ""),
+                                       security.profile_password(profile))
+            if direction == "in":
+                if external:  # client certificates verified against caCertFile
+                    domain.set_peer_authentication(proton.SSLDomain.VERIFY_PEER, str(ca))
+            else:  # a connector always verifies the server; its name too unless told not to
+                domain.set_peer_authentication(proton.SSLDomain.VERIFY_PEER_NAME if verify_name
+                                               else proton.SSLDomain.VERIFY_PEER,
+                                               str(ca) if ca else None)
+        except (proton.SSLException, ValueError) as exc:
+            raise RuntimeError(f"{where}: {exc}") from None
+        if profile.get("ciphers") and cproton.pn_ssl_domain_set_ciphers(
+                domain._domain, str(profile["ciphers"])):
+            raise RuntimeError(f"{where}: cannot set ciphers '{profile['ciphers']}'")
+        if profile.get("protocols") and cproton.pn_ssl_domain_set_protocols(
+                domain._domain, str(profile["protocols"])):
+            raise RuntimeError(f"{where}: cannot set protocols '{profile['protocols']}'")
+        names = None
+        if profile.get("uidNameMappingFile"):
+            try:
+                names = security.load_name_mapping(str(profile["uidNameMappingFile"]))
+            except ValueError as exc:
+                raise RuntimeError(f"{where}: {exc}") from None
+        return domain, names
+
+    def _security_info(self, conn: Connection) -> list:
+        t_ptr = conn.t_ptr
+        info = [conn.ssl is not None, bool(lib.pn_transport_is_encrypted(t_ptr)), None, None, 0,
+                bool(lib.pn_transport_is_authenticated(t_ptr))]
+        ssl = conn.ssl
+        if ssl is not None:
+            try:
+                info[2] = ssl.protocol_name() or None
+                info[3] = ssl.cipher_name() or None
+                info[4] = _ssl_ssf(ssl) if info[2] else 0
+            except Exception:  # noqa: BLE001 - a plaintext client on a TLS listener
+                pass
+        return info
+
+    def _cert_user(self, conn: Connection) -> str:
+        """The user of an EXTERNAL connection: uidFormat over the client certificate (then
+        uidNameMappingFile), else proton's (the certificate subject)."""
+        profile = conn.ssl_profile or {}
+        fmt = profile.get("uidFormat")
+        if not fmt:
+            return ""
+        ssl = conn.ssl
+        fields = {"c": proton.SSL.CERT_COUNTRY_NAME, "s": proton.SSL.CERT_STATE_OR_PROVINCE,
+                  "l": proton.SSL.CERT_CITY_OR_LOCALITY,
+                  "o": proton.SSL.CERT_ORGANIZATION_NAME,
+                  "u": proton.SSL.CERT_ORGANIZATION_UNIT, "n": proton.SSL.CERT_COMMON_NAME}
+        hashes = {"1": proton.SSL.SHA1, "2": proton.SSL.SHA256, "5": proton.SSL.SHA512}
+        uid = security.cert_uid(str(fmt),
+                                lambda f: ssl.get_cert_subject_subfield(fields[f]),
+                                lambda f: ssl.get_cert_fingerprint(129, hashes[f]))
+        names = profile.get("_names")
+        if uid and names:
+            uid = names.get(uid, uid)
+        return uid or ""
 
     def set_policy(self, policy: Optional[dict], vhosts: Optional[list] = None) -> None:
         """The ``policy`` and ``vhost`` entities of the configuration (for maxMessageSize)."""
@@ -567,6 +720,11 @@ class WorkerEngine:
         mech = _text(lib.pn_sasl_get_mech(sasl_ptr))
         user = _text(lib.pn_sasl_get_user(sasl_ptr)) or ("anonymous" if mech == "ANONYMOUS"
                                                           else "")
+        if mech == "EXTERNAL" and conn.ssl is not None:
+            user = self._cert_user(conn) or user
+        # what management shows (isEncrypted, sslProto, sslCipher, sslSsf, ssl,
+        # isAuthenticated): [has TLS, encrypted, protocol, cipher, ssf, authenticated]
+        security_info = self._security_info(conn)
         conn.max_message_size = self.max_message_size(
             conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
         inter_router = conn.role == INTER_ROUTER
@@ -584,7 +742,7 @@ class WorkerEngine:
         self.outbox.append(ipc.ConnOpened(
             conn.conn_id, conn.role, conn.direction, conn.host, container,
             conn.settings.get("name", ""), user, mech,
-            False, conn.link_capacity, conn.cost))
+            security_info, conn.link_capacity, conn.cost))
         if inter_router and conn.direction == "out":
             self._open_router_links(conn)
 

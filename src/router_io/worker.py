@@ -78,6 +78,7 @@ class Worker:
         self.engine = get_engine_class()(spec["router_id"], index, peer_count, log=self._log_server,
                                           generation=generation)
         self.engine.set_policy(spec.get("policy"), spec.get("vhosts"))  # maxMessageSize
+        self.engine.set_security(spec.get("router"), spec.get("sslProfiles"))  # TLS, SASL
         self.ctx = zmq.Context()
         self.core = self.ctx.socket(zmq.DEALER)
         self.core.setsockopt(zmq.IDENTITY, b"p%d" % index)
@@ -293,6 +294,9 @@ class Worker:
         kind = change.entity_type.rsplit("org.apache.qpid.dispatch.", 1)[-1]
         attrs = change.attributes
         name = attrs.get("name")
+        if kind == "sslProfile":  # used by the connections accepted/made from now on
+            self.engine.set_ssl_profile(str(name), attrs if change.op == "create" else None)
+            return True, ""
         if kind == "listener" and attrs.get("http"):
             return True, "served by the agent"  # agent/httpserver.py binds http listeners
         if kind == "listener" and change.op == "create":

@@ -121,20 +121,21 @@ def test_listener_naming_an_unknown_ssl_profile_is_an_error() -> None:
     assert "sslProfile 'nope'" in err.message and err.line == 2
 
 
-def test_listener_and_connector_naming_an_existing_ssl_profile() -> None:
-    cfg = conf("""
-        sslProfile {
+def test_listener_and_connector_naming_an_existing_ssl_profile(pki) -> None:
+    cfg = conf(f"""
+        sslProfile {{
             name: tls
-            certFile: /tmp/cert.pem
-        }
-        listener {
+            certFile: {pki["server"]}
+            privateKeyFile: {pki["server_key"]}
+        }}
+        listener {{
             port: 20000
             sslProfile: tls
-        }
-        connector {
+        }}
+        connector {{
             port: 20001
             sslProfile: tls
-        }
+        }}
     """)
     assert cfg.of_type("listener")[0].get("sslProfile") == "tls"
     err = error_of("""

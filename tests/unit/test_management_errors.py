@@ -76,9 +76,12 @@ def test_create_listener_on_an_address_in_use_is_400(host, port):
     assert err.status == 400 and "listener/127.0.0.1:5672" in err.description
 
 
-def test_create_listener_with_good_attributes_is_a_change():
+def test_create_listener_with_good_attributes_is_a_change(pki):
+    store = ConfigStore(dict(SPEC, sslProfiles=[{
+        "name": "tls", "identity": "sslProfile/1", "certFile": pki["server"],
+        "privateKeyFile": pki["server_key"]}]))
     change = run(CREATE_LISTENER, {"host": "127.0.0.1", "port": "5999", "sslProfile": "tls",
-                                   "linkCapacity": "0", "maxMessageSize": 1000})
+                                   "linkCapacity": "0", "maxMessageSize": 1000}, store)
     assert isinstance(change, Change)
     assert change.attributes["linkCapacity"] == 250 and change.attributes["sslProfile"] == "tls"
     assert change.attributes["maxMessageSize"] == 1000

@@ -81,7 +81,7 @@ def test_log_changes_and_removed_log_section():
 
 def test_restart_only_sections_warn():
     old = spec()
-    new = spec("sslProfile {\n    name: s\n    certFile: /x\n}\n",
+    new = spec("sslProfile {\n    name: s\n    protocols: TLSv1.2\n}\n",
                base=BASE.replace("id: R", "id: R2"))
     plan = reload.plan_reload(old, new)
     assert plan.changes == []

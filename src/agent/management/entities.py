@@ -160,7 +160,8 @@ class View:
                 continue
             entity = {**conn, "name": f"connection/{conn.get('host')}",
                       "adminStatus": "enabled", "operStatus": "up", "active": True,
-                      "ssl": bool(conn.get("isEncrypted")), "tenant": None, "properties": {}}
+                      "ssl": bool(conn.get("ssl", conn.get("isEncrypted"))),  # has TLS
+                      "tenant": None, "properties": {}}
             out.append(entity)
         return out
 

@@ -25,7 +25,6 @@ from router_core.log import MODULES as LOG_MODULES
 NOT_BUILT = {
     "router.config.linkRoute": "link routes are not supported by this router yet",
     "router.config.autoLink": "auto-links are not supported by this router yet",
-    "sslProfile": "sslProfile changes at run time are not supported by this router yet",
     "vhost": "vhost policy is not supported by this router yet",
     "policy": "policy changes are not supported by this router yet",
     "router.link": "changing a link's adminStatus is not supported by this router yet",
@@ -34,7 +33,8 @@ NOT_BUILT = {
 # encode a reply with tens of thousands of columns): more is a bad request, not a 500.
 MAX_ATTRIBUTE_NAMES = 1000
 # Types whose CREATE/DELETE go to processes; how many workers must succeed.
-_RUNTIME = {"listener": "all", "connector": "all", "router.config.address": "none"}
+_RUNTIME = {"listener": "all", "connector": "all", "router.config.address": "none",
+            "sslProfile": "all"}
 
 
 @dataclass
@@ -181,7 +181,7 @@ def _entity_operation(request: Request, view: View) -> Outcome:
         return Reply(OK, dict(entity))
     if op == "UPDATE":
         return _update(request, view, etype, entity)
-    return _delete(etype, entity)
+    return _delete(etype, entity, view)
 
 
 def _check_operation(etype: EntityType, op: str) -> None:
@@ -200,12 +200,25 @@ def _create(request: Request, view: View, etype: EntityType) -> Change:
     mode = _RUNTIME.get(etype.short_name)
     if mode is None:  # pragma: no cover - every creatable type is runtime or NOT_BUILT
         raise ManagementError(NOT_IMPLEMENTED, f"CREATE of {etype.short_name} is not supported")
-    return Change("create", etype.long_name, _plain(entity), entity, CREATED, dict(entity),
+    attributes = _plain(entity)
+    if etype.short_name in ("listener", "connector") and entity.get("sslProfile"):
+        # the profile travels with it: a restarted worker gets it back with the listener
+        profile = view.store.ssl_profile(str(entity["sslProfile"]))
+        if profile is not None:
+            attributes["sslProfileAttributes"] = _plain(profile)
+    return Change("create", etype.long_name, attributes, entity, CREATED, dict(entity),
                   workers=mode, commit="add",
                   summary=f"Created {etype.short_name} {entity['name']}")
 
 
-def _delete(etype: EntityType, entity: dict) -> Change:
+def _delete(etype: EntityType, entity: dict, view: View) -> Change:
+    if etype.short_name == "sslProfile":
+        users = view.store.users_of_ssl_profile(str(entity.get("name")))
+        if users:
+            raise ManagementError(BAD_REQUEST, f"sslProfile '{entity.get('name')}' is used by "
+                                               + ", ".join(f"{u['type'].rsplit('.', 1)[-1]} "
+                                                           f"'{u['name']}'" for u in users)
+                                               + ": delete those first")
     mode = _RUNTIME.get(etype.short_name)
     if mode is None:  # pragma: no cover
         raise ManagementError(NOT_IMPLEMENTED, f"DELETE of {etype.short_name} is not supported")

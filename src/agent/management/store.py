@@ -16,6 +16,7 @@ from typing import Any, Optional
 from agent.management.protocol import BAD_REQUEST, ManagementError
 from agent.schema import (EntityType, Schema, SchemaError, listen_addresses_clash, load_schema,
                           reference_problem)
+from agent.security import connection_problem, ssl_profile_problem
 
 # spec key -> short type name, in the order the configuration applies them
 SPEC_KEYS = (("sslProfiles", "sslProfile"), ("addresses", "router.config.address"),
@@ -117,6 +118,13 @@ class ConfigStore:
         problem = reference_problem(etype, entity, self._names)
         if problem:
             raise ManagementError(BAD_REQUEST, problem)
+        # TLS/SASL settings the router could not enforce are refused (agent/security.py)
+        if short == "sslProfile":
+            problem = ssl_profile_problem(entity)
+        else:
+            problem = connection_problem(short, entity, self.ssl_profile)
+        if problem:
+            raise ManagementError(BAD_REQUEST, problem)
         if short in ("listener", "connector"):
             role = entity.get("role", "normal")
             if role == "inter-router" and self.mode != "interior":
@@ -182,6 +190,16 @@ class ConfigStore:
                 raise ManagementError(BAD_REQUEST, f"bad value for attribute '{canonical}' "
                                                    f"of {etype.short_name}: {exc}") from None
         return values
+
+    def ssl_profile(self, name: str) -> Optional[dict]:
+        return next((e for e in self.of_type(self.schema.long_name("sslProfile"))
+                     if e.get("name") == name), None)
+
+    def users_of_ssl_profile(self, name: str) -> list[dict]:
+        """Listeners and connectors that name sslProfile ``name``."""
+        return [e for short in ("listener", "connector")
+                for e in self.of_type(self.schema.long_name(short))
+                if e.get("sslProfile") == name]
 
     def _names(self, short: str) -> set:
         return {e.get("name") for e in self.of_type(self.schema.long_name(short))}

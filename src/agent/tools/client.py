@@ -45,18 +45,37 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--ssl-trustfile", metavar="TRUSTED-CA-DB",
                        help="trusted Certificate Authority database file (PEM)")
     group.add_argument("--ssl-password", metavar="PASSWORD", help="certificate password")
+    group.add_argument("--ssl-password-file", metavar="SSL-PASSWORD-FILE",
+                       help="file holding the certificate password (keeps it out of the "
+                            "command line)")
     group.add_argument("--ssl-disable-peer-name-verify", action="store_true",
                        help="disables SSL peer name verification")
     group.add_argument("--sasl-mechanisms", metavar="MECHS",
                        help="allowed SASL mechanisms (space separated)")
     group.add_argument("--sasl-username", metavar="USER", help="SASL user name")
     group.add_argument("--sasl-password", metavar="PASSWORD", help="SASL password")
+    group.add_argument("--sasl-password-file", metavar="SASL-PASSWORD-FILE",
+                       help="file holding the SASL password (keeps it out of the command line)")
 
 
-def bus_url(bus: str) -> str:
+def _password_file(path: str) -> str:
+    """A password kept in a file (qdstat/qdmanage --ssl/--sasl-password-file): its text,
+    stripped, as 1.19's tools read it."""
+    with open(path, "r", encoding="utf-8") as f:
+        return f.read().strip()
+
+
+def uses_ssl(opts: argparse.Namespace) -> bool:
+    """TLS when the bus is amqps:// or a certificate/trust file is given (as 1.19's tools)."""
+    return bool(opts.ssl_certificate or opts.ssl_trustfile or opts.bus.startswith("amqps:"))
+
+
+def bus_url(bus: str, ssl: bool = False) -> str:
     """``0.0.0.0``, ``host``, ``host:port`` or a full URL -> an ``amqp[s]://host:port`` URL."""
     text = bus if "://" in bus else f"amqp://{bus}"
     url = Url(text)
+    if ssl:
+        url.scheme = "amqps"
     host = url.host or "127.0.0.1"
     if host in ("0.0.0.0", "::", ""):
         host = "127.0.0.1"
@@ -67,19 +86,23 @@ def bus_url(bus: str) -> str:
 
 
 def ssl_domain(opts: argparse.Namespace) -> Optional[SSLDomain]:
-    if not (opts.ssl_certificate or opts.ssl_trustfile or opts.bus.startswith("amqps:")):
+    """The client's TLS settings: the router's certificate is always verified (against
+    --ssl-trustfile, else the system's CAs), its name too unless
+    --ssl-disable-peer-name-verify; --ssl-certificate/--ssl-key present a client certificate."""
+    if not uses_ssl(opts):
         return None
     domain = SSLDomain(SSLDomain.MODE_CLIENT)
     if opts.ssl_trustfile:
         domain.set_trusted_ca_db(str(opts.ssl_trustfile))
-    if opts.ssl_certificate:
-        domain.set_credentials(str(opts.ssl_certificate), opts.ssl_key, opts.ssl_password)
-    if not opts.ssl_trustfile:
-        domain.set_peer_authentication(SSLDomain.ANONYMOUS_PEER)
-    elif opts.ssl_disable_peer_name_verify:
+    if opts.ssl_disable_peer_name_verify:
         domain.set_peer_authentication(SSLDomain.VERIFY_PEER)
     else:
         domain.set_peer_authentication(SSLDomain.VERIFY_PEER_NAME)
+    if opts.ssl_certificate:
+        password = opts.ssl_password
+        if getattr(opts, "ssl_password_file", None):
+            password = _password_file(opts.ssl_password_file)
+        domain.set_credentials(str(opts.ssl_certificate), opts.ssl_key or None, password)
     return domain
 
 
@@ -97,10 +120,17 @@ class ManagementClient:
         if opts.sasl_username:
             kwargs["user"] = opts.sasl_username
             kwargs["allow_insecure_mechs"] = True
-        if opts.sasl_password:
-            kwargs["password"] = opts.sasl_password
+        url = Url(opts.bus if "://" in opts.bus else f"amqp://{opts.bus}")
+        if url.username and "user" not in kwargs:
+            kwargs["user"] = url.username
+        password = opts.sasl_password or url.password
+        if getattr(opts, "sasl_password_file", None):
+            password = _password_file(opts.sasl_password_file)
+        if password:
+            kwargs["password"] = password
+            kwargs["allow_insecure_mechs"] = True
         self.timeout = opts.timeout
-        self.conn = BlockingConnection(bus_url(opts.bus), timeout=opts.timeout,
+        self.conn = BlockingConnection(bus_url(opts.bus, uses_ssl(opts)), timeout=opts.timeout,
                                        ssl_domain=ssl_domain(opts), **kwargs)
         self.address = management_address(opts.router)
         self.rr = SyncRequestResponse(self.conn, self.address)

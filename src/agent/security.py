@@ -1,0 +1,211 @@
+"""TLS and SASL settings: what the router enforces, and the refusal of anything it cannot.
+
+Shared by the configuration parser (``agent.config``: ``FILE:LINE: problem``), management
+CREATE (``agent.management.store``: 400) and the I/O workers (``router_io.engine``, which
+builds proton's SSL domains and SASL settings from the same attributes):
+
+* :func:`resolve_password` reads the password forms of Qpid Dispatch 1.19 (``env:VAR``,
+  ``file:PATH`` (its first line), ``pass:TEXT``, ``literal:TEXT`` (sslProfile only), or the
+  text itself); :func:`profile_password` adds the deprecated ``passwordFile``.
+* :func:`ssl_profile_problem` checks an sslProfile: the files exist and load (certificate with
+  its key and password, CA file), ciphers and protocols are valid, uidFormat is made of
+  ``c s l o u n 1 2 5``, uidNameMappingFile is a JSON map.
+* :func:`connection_problem` checks a listener's or connector's security attributes against its
+  sslProfile: a setting that could not be enforced is refused, never ignored.
+* :func:`cert_uid` builds the user id of a client certificate from uidFormat, as 1.19 does
+  (fields joined by ``;``).
+
+Must not import proton, zmq, router_io or router_core (the ``ssl`` module only checks files).
+"""
+from __future__ import annotations
+
+import json
+import os
+import ssl
+from typing import Any, Callable, Optional
+
+UID_FIELDS = "csloun125"
+TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+MAX_PASSWORD_LINE = 199  # 1.19 reads at most this many characters of a password file's line
+
+
+def read_password_file(path: str) -> str:
+    """The first line of a password file (ValueError if it cannot be read)."""
+    try:
+        with open(path, "r", encoding="utf-8", errors="replace") as f:
+            line = f.readline(MAX_PASSWORD_LINE + 1)
+    except OSError as exc:
+        raise ValueError(f"cannot read password file '{path}': "
+                         f"{exc.strerror or exc}") from None
+    return line.split("\n", 1)[0][:MAX_PASSWORD_LINE]
+
+
+def resolve_password(value: Any, *, allow_literal: bool = True) -> Optional[str]:
+    """The password a configured value stands for (ValueError naming what is missing)."""
+    if value is None:
+        return None
+    text = str(value)
+    if text.startswith("env:"):
+        var = text[4:].lstrip(" ")
+        if var not in os.environ:
+            raise ValueError(f"environment variable '{var}' (from 'env:') is not set")
+        return os.environ[var]
+    if allow_literal and text.startswith("literal:"):
+        return text[len("literal:"):]
+    if text.startswith("pass:"):
+        return text[len("pass:"):]
+    if text.startswith("file:"):
+        return read_password_file(text[len("file:"):])
+    return text
+
+
+def profile_password(profile: dict) -> Optional[str]:
+    """An sslProfile's private key password: ``password`` (any form), else ``passwordFile``."""
+    if profile.get("password") is not None:
+        return resolve_password(profile["password"], allow_literal=True)
+    if profile.get("passwordFile"):
+        return read_password_file(str(profile["passwordFile"]))
+    return None
+
+
+def _readable(what: str, path: Any) -> Optional[str]:
+    path = str(path)
+    if not os.path.isfile(path):
+        return f"{what} '{path}' does not exist or is not a file"
+    if not os.access(path, os.R_OK):
+        return f"{what} '{path}' cannot be read"
+    return None
+
+
+def load_name_mapping(path: str) -> dict:
+    """uidNameMappingFile: a JSON object of certificate user id -> display name."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            data = json.load(f)
+    except OSError as exc:
+        raise ValueError(f"cannot read uidNameMappingFile '{path}': {exc.strerror or exc}") \
+            from None
+    except ValueError as exc:
+        raise ValueError(f"uidNameMappingFile '{path}' is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"uidNameMappingFile '{path}' must hold a JSON object (user id -> name)")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def ssl_profile_problem(profile: dict) -> Optional[str]:
+    """Why an sslProfile cannot be used as configured, or None."""
+    where = f"sslProfile '{profile.get('name')}'"
+    cert, key = profile.get("certFile"), profile.get("privateKeyFile")
+    if bool(cert) != bool(key):
+        return (f"{where}: certFile and privateKeyFile must be given together "
+                f"({'privateKeyFile' if cert else 'certFile'} is missing)")
+    for attr in ("certFile", "privateKeyFile", "caCertFile", "passwordFile"):
+        if profile.get(attr):
+            problem = _readable(attr, profile[attr])
+            if problem:
+                return f"{where}: {problem}"
+    try:
+        password = profile_password(profile)
+    except ValueError as exc:
+        return f"{where}: password: {exc}"
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    if cert:
+        try:  # a callable: an encrypted key never prompts on a terminal
+            ctx.load_cert_chain(str(cert), str(key), password=lambda: (password or "").encode())
+        except (ssl.SSLError, OSError) as exc:
+            return (f"{where}: cannot load certFile '{cert}' with privateKeyFile '{key}' "
+                    f"(wrong password, or key and certificate do not match?): {exc}")
+    if profile.get("caCertFile"):
+        try:
+            ctx.load_verify_locations(cafile=str(profile["caCertFile"]))
+        except (ssl.SSLError, OSError) as exc:
+            return f"{where}: cannot load caCertFile '{profile['caCertFile']}': {exc}"
+    if profile.get("ciphers"):
+        try:
+            ctx.set_ciphers(str(profile["ciphers"]))
+        except ssl.SSLError:
+            return (f"{where}: ciphers '{profile['ciphers']}' selects no cipher OpenSSL knows "
+                    "(check it with 'openssl ciphers -v')")
+    if profile.get("protocols") is not None:
+        names = str(profile["protocols"]).split()
+        bad = [n for n in names if n not in TLS_PROTOCOLS]
+        if bad or not names:
+            return (f"{where}: protocols '{profile['protocols']}' is not a space separated list "
+                    f"of {', '.join(TLS_PROTOCOLS)}")
+    uid = profile.get("uidFormat")
+    if uid is not None:
+        uid = str(uid)
+        if not uid or len(uid) > 7 or any(ch not in UID_FIELDS for ch in uid):
+            return (f"{where}: uidFormat '{uid}' must be 1 to 7 of the letters "
+                    "c, s, l, o, u, n, 1, 2, 5")
+    mapping = profile.get("uidNameMappingFile")
+    if mapping:
+        try:
+            load_name_mapping(str(mapping))
+        except ValueError as exc:
+            return f"{where}: {exc}"
+    return None
+
+
+def mechanisms(value: Any) -> list[str]:
+    """saslMechanisms as a list of upper-case names."""
+    return str(value or "").replace(",", " ").upper().split()
+
+
+def connection_problem(short: str, attrs: dict,
+                       profile_of: Callable[[str], Optional[dict]]) -> Optional[str]:
+    """Why a listener's or connector's TLS/SASL settings cannot be enforced, or None.
+
+    ``profile_of(name)`` gives an sslProfile's attributes (None if there is none: the
+    reference check reports that)."""
+    if short not in ("listener", "connector"):
+        return None
+    where = f"{short} {attrs.get('host') or '*'}:{attrs.get('port')}"
+    if attrs.get("trustedCertsFile"):
+        return (f"{where}: attribute 'trustedCertsFile' is not supported (Qpid Dispatch 1.19 "
+                "ignores it too): use caCertFile in an sslProfile")
+    name = attrs.get("sslProfile")
+    profile = profile_of(str(name)) if name else None
+    mechs = mechanisms(attrs.get("saslMechanisms"))
+    if short == "listener":
+        if attrs.get("http"):
+            for attr in ("sslProfile", "requireSsl", "requireEncryption", "authenticatePeer",
+                         "saslMechanisms"):
+                if attrs.get(attr):
+                    return (f"{where}: '{attr}' is not supported on an http listener by this "
+                            "router (its /metrics and /healthz are served in plain HTTP without "
+                            "authentication)")
+            return None
+        if attrs.get("requireSsl") and not name:
+            return f"{where}: requireSsl needs an sslProfile (with certFile and privateKeyFile)"
+        if name and profile is not None and not profile.get("certFile"):
+            return (f"{where}: sslProfile '{name}' has no certFile/privateKeyFile, which a TLS "
+                    "listener needs")
+        if "EXTERNAL" in mechs:
+            if not name or profile is None or not profile.get("caCertFile"):
+                return (f"{where}: saslMechanisms EXTERNAL needs an sslProfile with caCertFile "
+                        "(client certificates are verified against it)")
+    else:
+        if "EXTERNAL" in mechs:
+            if not name or profile is None or not profile.get("certFile"):
+                return (f"{where}: saslMechanisms EXTERNAL needs an sslProfile with certFile "
+                        "and privateKeyFile (the client certificate to present)")
+        try:
+            resolve_password(attrs.get("saslPassword"), allow_literal=False)
+        except ValueError as exc:
+            return f"{where}: saslPassword: {exc}"
+    return None
+
+
+def cert_uid(fmt: str, subfield: Callable[[str], Optional[str]],
+             fingerprint: Callable[[str], Optional[str]]) -> Optional[str]:
+    """The user id of a client certificate: the uidFormat fields present, joined by ';'.
+
+    ``subfield(letter)`` gives a subject field (c, s, l, o, u, n); ``fingerprint(letter)`` the
+    hex fingerprint for 1 (sha1), 2 (sha256), 5 (sha512)."""
+    parts = []
+    for letter in fmt:
+        value = fingerprint(letter) if letter in "125" else subfield(letter)
+        if value:
+            parts.append(value)
+    return ";".join(parts) or None
