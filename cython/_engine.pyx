@@ -199,7 +199,10 @@ cdef class NativeWorkerEngine:
         link = <object>found
         if link.direction != D_OUT:
             return 0
-        flow = (link.sent + pn.link_credit(l), bool(pn.link_get_drain(l)))
+        limit = link.sent + pn.link_credit(l)
+        if link.capped:  # see the reference's _report_flow / enqueue
+            limit = min(limit, link.sent + link.queued)
+        flow = (limit, bool(pn.link_get_drain(l)))
         if flow != link.flow:
             link.flow = flow
             self.outbox.append(_new_tuple(_LinkFlow, (link.link_id, flow[0], flow[1])))

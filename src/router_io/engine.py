@@ -68,7 +68,10 @@ PN_SASL_OK = 0  # pn_sasl_outcome(): NONE -1, OK 0, AUTH 1, SYS 2, PERM 3, TEMP 
 # its socket). Deliveries beyond it wait in the connection's ``out_queue`` as one copy of their
 # bytes and go to proton as the socket drains; a message larger than the budget goes in slices.
 # Without it a receiver that grants much credit and stops reading makes proton hold every
-# message (its delivery buffers and encoded frames grow by doubling: ~6x the bytes).
+# message (its delivery buffers and encoded frames grow by doubling: ~6x the bytes). While a
+# connection has deliveries waiting, each of its links that queued one reports no more credit to
+# the core ("capped"): the core keeps further deliveries at the address (they hold their senders'
+# credit, so senders stall) instead of the worker holding as many as the receiver granted.
 OUT_BUDGET = 512 * 1024
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 OVERSIZE_DESCRIPTION = "Message size exceeded"
@@ -126,7 +129,7 @@ class Link:
     """Worker-side state of one link."""
 
     __slots__ = ("link_id", "ptr", "conn", "direction", "anonymous", "sent", "flow", "open",
-                 "local", "link_type", "router", "queued", "drain_after", "max_size")
+                 "local", "link_type", "router", "queued", "drain_after", "max_size", "check", "capped")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -138,7 +141,12 @@ class Link:
         self.sent = 0            # outbound: deliveries given to proton + credit drained
         self.queued = 0          # outbound: deliveries waiting in the connection's out_queue
         self.drain_after = False  # outbound: a Drained waits for the queued ones to go first
+        # outbound: the credit reported to the core stops at what is queued (see enqueue)
+        self.capped = False
         self.max_size = 0        # inbound: maxMessageSize in octets (0: no limit)
+        # inbound: each message needs a policy check (user-id proxy, anonymous targets) or a
+        # tenant prefix on its 'to' (multiTenant): one attribute test per delivery otherwise
+        self.check = False
         self.flow = (-1, False)  # outbound: last (limit, drain) reported to the core
         self.open = False
         self.local = False       # created by this router (inter-router links), not attached to
@@ -878,7 +886,16 @@ class WorkerEngine:
         link = self.link_ptrs.get(l_ptr)
         if link is None or link.direction != ipc.DIR_OUT:
             return
-        flow = (link.sent + lib.pn_link_credit(l_ptr), bool(lib.pn_link_get_drain(l_ptr)))
+        self._report_flow(link)
+
+    def _report_flow(self, link: Link) -> None:
+        """LinkFlow(limit, drain) to the core: limit = deliveries sent + the receiver's credit,
+        or, while the link is capped, only what the core already gave us (sent + queued)."""
+        l_ptr = link.ptr
+        limit = link.sent + lib.pn_link_credit(l_ptr)
+        if link.capped:
+            limit = min(limit, link.sent + link.queued)
+        flow = (limit, bool(lib.pn_link_get_drain(l_ptr)))
         if flow != link.flow:
             link.flow = flow
             self.outbox.append(ipc.LinkFlow(link.link_id, flow[0], flow[1]))
@@ -1119,6 +1136,13 @@ class WorkerEngine:
         link.queued += 1
         if not settled:
             self.queued_out[dlv_id] = entry
+        if not link.capped:
+            # Backpressure: the socket does not drain, so the core should stop giving this link
+            # deliveries (it holds them at the address, holding its senders' credit) instead of
+            # the worker queueing as many as the receiver's credit allows (a receiver that
+            # grants 100k and stops reading would make the router hold 100k messages).
+            link.capped = True
+            self._report_flow(link)
         if link.conn.out_room > 0:
             self.refill(link.conn)
 
@@ -1155,6 +1179,11 @@ class WorkerEngine:
             if not link.queued and link.drain_after:
                 link.drain_after = False
                 link.sent += lib.pn_link_drained(l_ptr)
+        if not queue:  # drained: the core may send on every capped link again
+            for link in list(conn.links.values()):
+                if link.capped:
+                    link.capped = False
+                    self._report_flow(link)
         self.dirty.add(conn)
 
     def _track_out(self, dlv_id: int, d_ptr: Any, link: Link) -> None:
