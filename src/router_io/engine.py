@@ -236,6 +236,16 @@ class Connection:
             self.sasl.allowed_mechs(str(mechs))
         self.sasl.allow_insecure_mechs = True  # 1.19 allows PLAIN without TLS (hard-wired)
         self.connection = proton.Connection()
+        if direction == "out":  # before bind: proton's SASL client reads them from there
+            if settings.get("saslUsername"):
+                self.connection.user = str(settings["saslUsername"])
+            if settings.get("saslPassword"):
+                try:  # env:, file:, pass: or the text (checked when configured)
+                    self.connection.password = security.resolve_password(
+                        settings["saslPassword"], allow_literal=False)
+                except ValueError as exc:
+                    engine.log("error", f"[C{conn_id}] saslPassword of connector "
+                                        f"{settings.get('name')}: {exc}")
         self.connection.collect(engine.collector)
         self.transport.bind(self.connection)
         self.t_ptr = self.transport._impl
@@ -409,15 +419,6 @@ class WorkerEngine:
         if direction == "out":
             pc = conn.connection
             pc.hostname = str(settings.get("host") or host.rsplit(":", 1)[0])
-            if settings.get("saslUsername"):
-                pc.user = str(settings["saslUsername"])
-            if settings.get("saslPassword"):
-                try:  # env:, file:, pass: or the text (checked when configured)
-                    pc.password = security.resolve_password(settings["saslPassword"],
-                                                            allow_literal=False)
-                except ValueError as exc:
-                    self.log("error", f"[C{conn.conn_id}] saslPassword of connector "
-                                      f"{settings.get('name')}: {exc}")
             self._open_local(conn)
             self.dirty.add(conn)
         return conn
