@@ -240,6 +240,7 @@ class Worker:
                         self._read(*entry)
                     if mask & POLLOUT:
                         engine.dirty.add(entry[1])
+            entry = None  # a connection closed in _flush must not live on in this frame
             if time.monotonic() >= self.next_tick:
                 self._tick()
             try:  # each event is isolated in the engine (one connection closes); this is a net
