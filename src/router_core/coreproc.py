@@ -92,6 +92,9 @@ class CoreProcess:
                     self.management_batch(peer, commands, now)
                 else:
                     core.handle_batch(peer, commands, now)
+            # the last batch's frames (a big message's bytes) must not live on in this frame
+            # until the next batch arrives: the core keeps only what it holds on purpose
+            frames = commands = None
             core.tick(now)
             self.flush()
         self.sock.close(0)
