@@ -135,6 +135,7 @@ cdef class RouterCore:
     cdef readonly dict routers, neighbour_conns
     cdef readonly object gone
     cdef readonly long long gone_seq
+    cdef readonly object policy_counts
     cdef public double now
     cdef long long _next_out
     cdef dict _key_cache, _effects, _dispatch

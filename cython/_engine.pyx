@@ -175,13 +175,9 @@ cdef class NativeWorkerEngine:
         elif etype == E_LINK_REMOTE_CLOSE or etype == E_LINK_REMOTE_DETACH:
             self._on_link_close(lib.pn_event_link(ev), etype == E_LINK_REMOTE_CLOSE)
         elif etype == E_SESSION_REMOTE_OPEN:
-            ssn = lib.pn_event_session(ev)
-            if lib.pn_session_state(ssn) & LOCAL_UNINIT:
-                lib.pn_session_open(ssn)
+            self._on_session_open(lib.pn_event_session(ev))
         elif etype == E_SESSION_REMOTE_CLOSE:
-            ssn = lib.pn_event_session(ev)
-            if not lib.pn_session_state(ssn) & LOCAL_CLOSED:
-                lib.pn_session_close(ssn)
+            self._on_session_close(lib.pn_event_session(ev))
         elif etype == E_CONN_REMOTE_OPEN:
             self._on_conn_open(lib.pn_event_connection(ev))
         elif etype == E_CONN_REMOTE_CLOSE:
@@ -272,6 +268,10 @@ cdef class NativeWorkerEngine:
                 to = scan.ma_to if scan.ma_to is not None else scan.to
             else:
                 to = None
+            if link.check:  # vhost policy / multiTenant (the reference's _police_transfer)
+                to = self._police_transfer(link, _d_cffi(d_key), scan, payload, to)
+                if to is False:
+                    return 0
             dlv_id = self.new_id()
             cmd = _new_tuple(_Transfer, (dlv_id, link.link_id, to, settled, scan.priority,
                                          payload))

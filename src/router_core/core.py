@@ -63,7 +63,8 @@ from router_core.ipc import (
     ConnOpened, ControlIn, ControlSend, Deliver, Disposition, Drained, IpcError, LinkAttach,
     LinkCredit, LinkDetach, LinkFlow, LinkOpen, LinkRefuse, LocalAddress, PeerHello,
     RemoteAddress, RouteUpdate, RouterDeliver, RouterLinkDown, RouterLinkUp, RouterTransfer,
-    SettleIn, SettleOut, Transfer, UpdateIn)
+    SettleIn, SettleOut, Transfer, UpdateIn, CloseConnection, PolicyEvent)
+from router_core.policycount import RESOURCE_LIMIT_EXCEEDED, PolicyCounts
 from router_core.corestate import (
     DIST_BALANCED, DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_UNAVAILABLE, GONE_MAX,
     MCAST_RANK, gone_entry, management_snapshot)
@@ -376,7 +377,10 @@ class RouterCore:
                           ConnOpened: self._on_conn_opened, ConnClosed: self._on_conn_closed,
                           PeerHello: self._on_hello, ControlSend: self._on_control_send,
                           RouteUpdate: self._on_route_update,
-                          RemoteAddress: self._on_remote_address}
+                          RemoteAddress: self._on_remote_address,
+                          PolicyEvent: self._on_policy_event}
+        # router-wide policy connection counts and denial counters (policycount.py)
+        self.policy_counts = PolicyCounts()
 
     # ------------------------------------------------------------------------------------------
     # Public API
@@ -576,11 +580,20 @@ class RouterCore:
         old = self.conns.get(cmd[0])
         if old is not None:
             self._on_conn_closed(peer, ConnClosed(cmd[0], "reopened"))
-        conn = Connection(peer, *cmd)
+        if cmd[11] is not None:  # policy: counted router-wide here; a denied one is closed
+            reason = self.policy_counts.admit(cmd[0], cmd[3], cmd[11])  # and never registered
+            if reason is not None:
+                self._emit(peer, CloseConnection(cmd[0], RESOURCE_LIMIT_EXCEEDED, reason))
+                return
+        conn = Connection(peer, *cmd[:11])
         conn.opened_at = self.now
         self.conns[cmd[0]] = conn
 
+    def _on_policy_event(self, peer: int, cmd: Any) -> None:
+        self.policy_counts.event(cmd[0], cmd[1], cmd[2])
+
     def _on_conn_closed(self, peer: int, cmd: Any) -> None:
+        self.policy_counts.release(cmd[0])
         conn = self.conns.pop(cmd[0], None)
         if conn is None:
             return

@@ -96,6 +96,9 @@ class CoreProcess:
             # until the next batch arrives: the core keeps only what it holds on purpose
             frames = commands = None
             core.tick(now)
+            if core.policy_counts.logs:  # the router-wide policy decisions (policycount.py)
+                for level, text in core.policy_counts.take_logs():
+                    self.log.log("POLICY", level, text)
             self.flush()
         self.sock.close(0)
         self.status.close(0)

@@ -146,5 +146,6 @@ def management_snapshot(core: Any) -> dict:
         "addresses": [_address_view(addr) for addr in core.addrs.values()],
         "connections": [_connection_view(conn, core.now) for conn in core.conns.values()],
         "gone": [gone_view(entry) for entry in core.gone],
+        "policy": core.policy_counts.view(),  # policy and vhostStats counters
         "now": core.now,  # the core's clock, the one goneAt is read on
     }

@@ -76,6 +76,10 @@ class ConnOpened(NamedTuple):
     encrypted: bool
     link_capacity: int
     cost: int = 1      # inter-router: max(local configured cost, the peer's qd.inter-router-cost)
+    # accepted connections: [global maxConnections, vhost (None: no vhost policy), user, remote
+    # ip, vhost maxConnections, max per user, max per host] for the core's router-wide counts
+    # (router_core/policycount.py); None: not counted
+    policy: Optional[list] = None
 
 
 class ConnClosed(NamedTuple):
@@ -372,6 +376,13 @@ class LocalAddress(NamedTuple):
     hint: int
 
 
+class PolicyEvent(NamedTuple):
+    """A policy denial a worker decided alone, for the router-wide vhostStats/policy counters."""
+    vhost: str   # "" if none
+    kind: str    # connection | session | sender | receiver | maxMessageSize
+    count: int
+
+
 # One table of codes: the order is the wire contract, append only.
 MESSAGE_TYPES: tuple = (
     PeerHello, ConnOpened, ConnClosed, LinkAttach, LinkDetach, LinkFlow, Transfer, Disposition,
@@ -379,6 +390,7 @@ MESSAGE_TYPES: tuple = (
     CloseConnection, DetachLink, ChildStatus, CoreQuery, CoreState, ConfigChange, ConfigResult,
     ReloadRequest, ReloadResult, RouterTransfer, RouterDeliver, ControlIn, ControlSend,
     RouterLinkUp, RouterLinkDown, RouteUpdate, RemoteAddress, LocalAddress, PeerLost,
+    PolicyEvent,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

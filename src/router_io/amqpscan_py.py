@@ -424,3 +424,37 @@ def rewrite_annotations(buf: Buffer, scan_result: ScanResult, *, ingress: Option
         return buf[:start] + buf[stop:]
     section = b"\x00\x53\x72" + _enc_compound(b"".join(user), 2 * len(user), 0xc1, 0xd1)
     return b"".join((buf[:start], section, buf[stop:]))
+
+
+def user_id(buf: Buffer, pos: int) -> Optional[bytes]:
+    """The ``user-id`` property (properties field 1) of a message already scanned, its
+    properties section starting at ``pos`` (``ScanResult.ma_end``: properties follow the
+    message annotations); None when there is no properties section or no (or an empty)
+    user-id. Only policed connections that forbid user-id proxying call it (router_io/policy)."""
+    end = len(buf)
+    if pos + 3 > end or buf[pos] != 0x00:
+        return None
+    if type(buf) is not bytes:
+        buf = bytes(memoryview(buf)[pos:])
+        end, pos = len(buf), 0
+    code, value = _section(buf, pos, end)
+    if code != _PROPERTIES:
+        return None
+    field, stop, _ = _list_field(buf, value, end, 1)
+    if field < 0:
+        return None
+    kind = buf[field]
+    if kind == 0xa0:
+        start = field + 2
+        stop_ = start + buf[field + 1]
+    elif kind == 0xb0:
+        start = field + 5
+        stop_ = start + _u32(buf, field + 1, stop)
+    elif kind in _STR8 or kind in _STR32:  # lenient: a string user-id compares as its bytes
+        span = _string_span(buf, field, stop)
+        start, stop_ = span[0], span[1]
+    else:
+        return None
+    if stop_ > stop:
+        raise _truncated(field)
+    return bytes(buf[start:stop_]) or None

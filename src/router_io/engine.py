@@ -34,7 +34,8 @@ from proton import symbol
 
 from router_core import ipc
 from router_core.heap import HeapTrimmer
-from router_io import amqpscan, frameguard
+from router_io import amqpscan, frameguard, policy as vpolicy
+from router_io.amqpscan_py import user_id as _message_user_id
 from agent import security
 
 PRODUCT = "qpid-dispatch-router"
@@ -260,6 +261,14 @@ class Connection:
         self.out_queue: deque = deque()
         # maxMessageSize of this connection (policy, listener, vhost), set when it opens
         self.max_message_size = 0
+        # vhost policy (router_io/policy.py): the user group's settings when the connection is
+        # policed, its vhost, user and remote address; multiTenant: the address space prefix
+        self.policy: Optional[vpolicy.GroupSettings] = None
+        self.policy_vhost = ""
+        self.policy_user = ""
+        self.policy_rhost = ""
+        self.n_sessions = 0
+        self.tenant = ""
         self.failed = False  # closed by this router after an internal error (logged once)
         # An accepted connection's bytes pass the SASL guard until the client's SASL exchange
         # is over (frameguard.py: proton crashes on some sequences); then push is the class's
@@ -390,6 +399,9 @@ class WorkerEngine:
         self.oversize: dict = {}    # inbound dlv address -> True: over maxMessageSize, discarded
         self.policy: dict = {}      # the policy entity (maxMessageSize, enableVhostPolicy...)
         self.vhosts: list = []      # vhost entities
+        self.policy_db = vpolicy.PolicyDb()  # compiled policy + vhosts (router_io/policy.py)
+        # the POLICY log module's lines (the worker binds it; 1.19's wording)
+        self.policy_log: Callable[[str, str], None] = lambda level, text: None
         self.ssl_profiles: dict = {}  # sslProfile name -> attributes (config file, management)
         self.sasl_config: tuple = (None, "qdrouterd")  # router saslConfigDir, saslConfigName
         self._ssl_domains: dict = {}  # (profile, role, verify...) -> (SSLDomain, name map)
@@ -584,6 +596,18 @@ class WorkerEngine:
         """The ``policy`` and ``vhost`` entities of the configuration (for maxMessageSize)."""
         self.policy = dict(policy or {})
         self.vhosts = list(vhosts or [])
+        self.policy_db = vpolicy.PolicyDb(self.policy, self.vhosts)
+
+    def set_vhost(self, op: str, attrs: dict) -> None:
+        """A vhost created, updated or deleted by management (PolicyError if refused).
+        Connections already open keep the settings they opened with, as in 1.19."""
+        name = str(attrs.get("hostname") or attrs.get("name") or "")
+        if op == "delete":
+            self.policy_db.remove(name)
+            self.vhosts = [v for v in self.vhosts if str(v.get("hostname")) != name]
+            return
+        self.policy_db.add(vpolicy.Vhost(attrs))
+        self.vhosts = [v for v in self.vhosts if str(v.get("hostname")) != name] + [dict(attrs)]
 
     def max_message_size(self, conn: Connection, user: str, hostname: str) -> int:
         """maxMessageSize for an accepted connection, as Qpid Dispatch 1.19 resolves it: the
@@ -594,6 +618,14 @@ class WorkerEngine:
             return 0
         size = _int(self.policy.get("maxMessageSize"))
         size = _int(conn.settings.get("maxMessageSize")) or size
+        if conn.policy is not None:  # 1.19: the group's, else the vhost's, else the policy's
+            vhost = self.policy_db.vhosts.get(conn.policy_vhost)
+            if vhost is not None:
+                if conn.policy.max_message_size is not None:
+                    return conn.policy.max_message_size
+                if vhost.max_message_size is not None:
+                    return vhost.max_message_size
+            return size
         if not self.policy.get("enableVhostPolicy") or not self.vhosts:
             return size
         by_name = {str(v.get("hostname") or v.get("name") or ""): v for v in self.vhosts}
@@ -646,13 +678,9 @@ class WorkerEngine:
                 elif etype == E_LINK_REMOTE_CLOSE or etype == E_LINK_REMOTE_DETACH:
                     self._on_link_close(lib.pn_event_link(ev), etype == E_LINK_REMOTE_CLOSE)
                 elif etype == E_SESSION_REMOTE_OPEN:
-                    ssn = lib.pn_event_session(ev)
-                    if lib.pn_session_state(ssn) & LOCAL_UNINIT:
-                        lib.pn_session_open(ssn)
+                    self._on_session_open(lib.pn_event_session(ev))
                 elif etype == E_SESSION_REMOTE_CLOSE:
-                    ssn = lib.pn_event_session(ev)
-                    if not lib.pn_session_state(ssn) & LOCAL_CLOSED:
-                        lib.pn_session_close(ssn)
+                    self._on_session_close(lib.pn_event_session(ev))
                 elif etype == E_CONN_REMOTE_OPEN:
                     self._on_conn_open(lib.pn_event_connection(ev))
                 elif etype == E_CONN_REMOTE_CLOSE:
@@ -662,6 +690,89 @@ class WorkerEngine:
             except Exception as exc:  # noqa: BLE001 - isolate the connection, keep the worker
                 self.event_failed(ev, exc)
             pop(coll)
+
+    def _on_session_open(self, ssn: Any) -> None:
+        if not lib.pn_session_state(ssn) & LOCAL_UNINIT:
+            return
+        conn = self.conns.get(lib.pn_session_connection(ssn))
+        settings = conn.policy if conn is not None else None
+        if settings is not None:
+            if settings.max_sessions and conn.n_sessions >= settings.max_sessions:
+                self.policy_log("info", f"[C{conn.conn_id}] DENY AMQP Begin Session due to session "
+                                        f"limit. user: {conn.policy_user}, rhost: "
+                                        f"{conn.policy_rhost}, vhost: {conn.policy_vhost}")
+                self.outbox.append(ipc.PolicyEvent(conn.policy_vhost, "session", 1))
+                self._set_condition(lib.pn_session_condition(ssn),
+                                    vpolicy.RESOURCE_LIMIT_EXCEEDED, vpolicy.SESSION_DISALLOWED)
+                lib.pn_session_open(ssn)
+                lib.pn_session_close(ssn)
+                self.dirty.add(conn)
+                return
+            conn.n_sessions += 1
+            if settings.max_session_window:
+                lib.pn_session_set_incoming_capacity(ssn, settings.max_session_window)
+        lib.pn_session_open(ssn)
+
+    def _on_session_close(self, ssn: Any) -> None:
+        if lib.pn_session_state(ssn) & LOCAL_CLOSED:
+            return  # refused by policy (or closed by us): not counted
+        conn = self.conns.get(lib.pn_session_connection(ssn))
+        if conn is not None and conn.policy is not None and conn.n_sessions > 0:
+            conn.n_sessions -= 1
+        lib.pn_session_close(ssn)
+
+    def _policy_open(self, conn: Connection, c_ptr: Any) -> bool:
+        """Vhost policy at an accepted connection's open (before this router's open goes out,
+        so max-frame-size and channel-max follow the user group). False: refused here
+        (amqp:resource-limit-exceeded, as 1.19). The connection counts are the core's."""
+        db = self.policy_db
+        sasl_ptr = lib.pn_sasl(conn.t_ptr)
+        mech = _text(lib.pn_sasl_get_mech(sasl_ptr))
+        user = _text(lib.pn_sasl_get_user(sasl_ptr)) or ("anonymous" if mech == "ANONYMOUS"
+                                                          else "")
+        if mech == "EXTERNAL" and getattr(conn, "ssl", None) is not None:
+            user = self._cert_user(conn) or user
+        hostname = _text(lib.pn_connection_remote_hostname(c_ptr))
+        rhost = vpolicy.remote_ip(conn.host)
+        conn.policy_user, conn.policy_rhost = user, rhost
+        wanted = str(conn.settings.get("policyVhost") or "") or hostname
+        vhost, group, settings, logs = db.lookup_user(user, rhost, wanted)
+        for level, text in logs:
+            self.policy_log(level, text)
+        if settings is None:
+            self.outbox.append(ipc.PolicyEvent(vhost.name if vhost is not None else "",
+                                               "connection", 1))
+            self._refuse_connection(conn, vpolicy.RESOURCE_LIMIT_EXCEEDED,
+                                    vpolicy.CONNECTION_DISALLOWED)
+            return False
+        conn.policy = settings
+        conn.policy_vhost = vhost.name
+        if settings.max_frame:
+            lib.pn_transport_set_max_frame(conn.t_ptr, settings.max_frame)
+        if settings.max_sessions:
+            lib.pn_transport_set_channel_max(conn.t_ptr, settings.max_sessions - 1)
+        if conn.settings.get("multiTenant"):  # an alias or the default vhost: its own space
+            conn.tenant = hostname if vhost.name in (hostname, wanted) and hostname else vhost.name
+        return True
+
+    def _policy_info(self, conn: Connection) -> Optional[list]:
+        """ConnOpened.policy: what the core counts this connection against (None: nothing)."""
+        if conn.direction != "in":
+            return None
+        db = self.policy_db
+        settings = conn.policy
+        if settings is None:
+            return [db.max_connections, None, conn.policy_user, vpolicy.remote_ip(conn.host),
+                    0, 0, 0]
+        vhost = db.vhosts.get(conn.policy_vhost)
+        vmax, umax, hmax = ((vhost.max_connections, vhost.max_per_user, vhost.max_per_host)
+                            if vhost is not None else (65535, 65535, 65535))
+        if settings.max_conn_user is not None:
+            umax = settings.max_conn_user
+        if settings.max_conn_host is not None:
+            hmax = settings.max_conn_host
+        return [db.max_connections, conn.policy_vhost, conn.policy_user, conn.policy_rhost,
+                vmax, umax, hmax]
 
     def event_failed(self, ev: Any, exc: BaseException) -> None:
         """Handling one proton event raised: close its connection (amqp:internal-error)."""
@@ -717,13 +828,19 @@ class WorkerEngine:
         if conn is None or conn.reported_open:
             return
         pc = conn.connection
-        if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:
-            self._open_local(conn)
         try:
             container = _utf8(lib.pn_connection_remote_container(c_ptr)) or ""
         except ValueError as exc:
             self._refuse_connection(conn, INVALID_FIELD, f"container-id {exc}")
             return
+        if (self.policy_db.enabled and conn.direction == "in"
+                and conn.role in ("normal", "route-container")):
+            if not self._policy_open(conn, c_ptr):
+                return
+        elif conn.settings.get("multiTenant") and conn.direction == "in":
+            conn.tenant = _text(lib.pn_connection_remote_hostname(c_ptr))
+        if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:
+            self._open_local(conn)
         conn.reported_open = True
         sasl_ptr = lib.pn_sasl(conn.t_ptr)
         mech = _text(lib.pn_sasl_get_mech(sasl_ptr))
@@ -751,7 +868,7 @@ class WorkerEngine:
         self.outbox.append(ipc.ConnOpened(
             conn.conn_id, conn.role, conn.direction, conn.host, container,
             conn.settings.get("name", ""), user, mech,
-            security_info, conn.link_capacity, conn.cost))
+            security_info, conn.link_capacity, conn.cost, self._policy_info(conn)))
         if inter_router and conn.direction == "out":
             self._open_router_links(conn)
 
@@ -821,8 +938,17 @@ class WorkerEngine:
         except ValueError as exc:
             self._refuse_link(l_ptr, conn, INVALID_FIELD, f"{what} {exc}")
             return
+        if conn.policy is not None and not self._policy_link(l_ptr, conn, plink, direction,
+                                                             address):
+            return
+        if conn.tenant and address and not terminus.dynamic:
+            address = f"{conn.tenant}/{address}"  # multiTenant: the vhost's address space
         link = Link(self.new_id(), l_ptr, conn, direction,
                     anonymous=(direction == ipc.DIR_IN and address is None and not terminus.dynamic))
+        if direction == ipc.DIR_IN and (conn.tenant and link.anonymous or conn.policy is not None
+                                        and (link.anonymous
+                                             or not conn.policy.allowUserIdProxy)):
+            link.check = True
         if direction == ipc.DIR_IN and conn.max_message_size:
             link.max_size = conn.max_message_size
             lib.pn_link_set_max_message_size(l_ptr, conn.max_message_size)
@@ -841,6 +967,80 @@ class WorkerEngine:
         self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, name,
                                           address, bool(terminus.dynamic), presettled,
                                           conn.link_capacity, link.link_type))
+
+    def _policy_link(self, l_ptr: Any, conn: Connection, plink: Any, direction: int,
+                     address: Optional[str]) -> bool:
+        """Vhost policy at a link attach (1.19's checks and log lines); False: detached here
+        with amqp:unauthorized-access (or resource-limit-exceeded for a count)."""
+        settings = conn.policy
+        who = (f"for user '{conn.policy_user}', rhost '{conn.policy_rhost}', vhost "
+               f"'{conn.policy_vhost}'")
+        sender = direction == ipc.DIR_IN  # the client sends
+        kind = "sender" if sender else "receiver"
+        count = sum(1 for lk in conn.links.values() if lk.direction == direction)
+        limit = settings.max_senders if sender else settings.max_receivers
+        condition, text = vpolicy.UNAUTHORIZED_ACCESS, None
+        if count >= limit:
+            condition = vpolicy.RESOURCE_LIMIT_EXCEEDED
+            text = f"DENY AMQP Attach {kind} {who} based on max{kind.title()}s limit"
+        elif not sender and plink.remote_source.dynamic:
+            if not settings.allowDynamicSource:
+                text = f"DENY AMQP Attach receiver dynamic source {who},"
+        elif address:
+            terminus = plink.remote_target if sender else plink.remote_source
+            bad_cap = settings.check_capabilities(_capabilities(terminus))
+            if bad_cap:
+                text = (f"DENY AMQP Attach {kind} link '{address}' {who}.  {bad_cap} capability "
+                        "not permitted")
+            elif not settings.approve_address(conn.policy_user, address, source=not sender):
+                text = (f"DENY AMQP Attach {kind} link '{address}' {who} based on link "
+                        f"{'target' if sender else 'source'} name")
+        elif sender:
+            if not settings.allowAnonymousSender:
+                text = f"DENY AMQP Attach anonymous sender {who}"
+        else:
+            text = f"DENY AMQP Attach receiver link '' {who}"
+        if text is None:
+            return True
+        self.policy_log("info", f"[C{conn.conn_id}] {text}")
+        self.outbox.append(ipc.PolicyEvent(conn.policy_vhost, kind, 1))
+        self._set_condition(lib.pn_link_condition(l_ptr), condition, vpolicy.LINK_DISALLOWED)
+        lib.pn_link_open(l_ptr)
+        lib.pn_link_close(l_ptr)
+        self.dirty.add(conn)
+        return False
+
+    def _police_transfer(self, link: Link, d_ptr: Any, scan: Any, payload: Any,
+                         to: Optional[str]) -> Any:
+        """A message on a link with ``check`` set: the user-id must be the connection's user
+        unless allowUserIdProxy; an anonymous sender's 'to' must be an allowed target; a
+        multiTenant connection's 'to' goes into its vhost's address space. Returns the 'to' to
+        route by, or False when the delivery was rejected (amqp:unauthorized-access)."""
+        conn = link.conn
+        settings = conn.policy
+        if settings is not None:
+            description = None
+            if not settings.allowUserIdProxy:
+                uid = _message_user_id(payload, scan.ma_end)
+                if uid is not None and uid != conn.policy_user.encode():
+                    description = "user_id proxy violation"
+            if description is None and link.anonymous and to is not None:
+                ok = settings.approve_address(conn.policy_user, to, source=False)
+                self.policy_log("trace" if ok else "info",
+                                f"[C{conn.conn_id}] {'ALLOW' if ok else 'DENY'} AMQP message to "
+                                f"'{to}' for user '{conn.policy_user}', rhost "
+                                f"'{conn.policy_rhost}', vhost '{conn.policy_vhost}' based on "
+                                "target address")
+                if not ok:
+                    description = "policy violation on target"
+            if description is not None:
+                self._reject_local(d_ptr, vpolicy.UNAUTHORIZED_ACCESS, description)
+                lib.pn_link_flow(link.ptr, 1)  # the core never saw it: its credit comes back
+                self.dirty.add(conn)
+                return False
+        if conn.tenant and link.anonymous and to is not None:
+            to = f"{conn.tenant}/{to}"
+        return to
 
     def _on_link_close(self, l_ptr: Any, closed: bool) -> None:
         link = self.link_ptrs.get(l_ptr)
@@ -958,6 +1158,10 @@ class WorkerEngine:
                 to = scan.ma_to if scan.ma_to is not None else scan.to
             else:
                 to = None
+            if link.check:  # vhost policy / multiTenant (set at attach; see _police_transfer)
+                to = self._police_transfer(link, d_ptr, scan, payload, to)
+                if to is False:
+                    return
             dlv_id = self.new_id()
             cmd = ipc.Transfer(dlv_id, link.link_id, to, settled, scan.priority, payload)
         if settled:
@@ -988,6 +1192,7 @@ class WorkerEngine:
         conn = link.conn
         self.log("info", f"[C{conn.conn_id}] DENY AMQP Transfer maxMessageSize exceeded "
                          f"({link.max_size} octets): link {link.link_id} and connection closed")
+        self.outbox.append(ipc.PolicyEvent(conn.policy_vhost, "maxMessageSize", 1))
         self._reject_local(d_ptr, MESSAGE_SIZE_EXCEEDED, OVERSIZE_DESCRIPTION)
         self._forget_link(link)
         conn.links.pop(link.ptr, None)

@@ -77,7 +77,8 @@ class Worker:
         self.log_sink = RouterLog(spec.get("logs", []))
         self.engine = get_engine_class()(spec["router_id"], index, peer_count, log=self._log_server,
                                           generation=generation)
-        self.engine.set_policy(spec.get("policy"), spec.get("vhosts"))  # maxMessageSize
+        self.engine.set_policy(spec.get("policy"), spec.get("vhosts"))  # vhost policy
+        self.engine.policy_log = lambda level, text: self.log_sink.log("POLICY", level, text)
         self.engine.set_security(spec.get("router"), spec.get("sslProfiles"))  # TLS, SASL
         self.ctx = zmq.Context()
         self.core = self.ctx.socket(zmq.DEALER)
@@ -336,6 +337,12 @@ class Worker:
             return False, "not supported: connectors not supported yet"
         if kind == "log" and change.op == "update":
             self.log_sink.configure(attrs)
+            return True, ""
+        if kind == "vhost":  # checked by the agent first; refused here only on a conflict
+            try:
+                self.engine.set_vhost(change.op, attrs)
+            except ValueError as exc:  # policy.PolicyError
+                return False, str(exc)
             return True, ""
         if kind == "connection" and change.op == "update":
             conn_id = int(attrs.get("connId", 0))

@@ -54,7 +54,9 @@ def typed(effects):
 commands = st.one_of(
     st.builds(ConnOpened, CONNS, st.sampled_from(["normal", "route-container", "edge"]),
               st.just("in"), st.just("h:1"), st.just("c"), st.just("l"), st.just("u"),
-              st.just(""), st.booleans(), st.just(250)),
+              st.just(""), st.booleans(), st.just(250),
+              policy=st.sampled_from([None, [2, None, "u", "h", 0, 0, 0],
+                                      [65535, "v", "u", "h", 2, 1, 1]])),
     st.builds(ConnClosed, CONNS, st.just("")),
     st.builds(LinkAttach, LINKS, CONNS, st.sampled_from([DIR_IN, DIR_OUT]), st.just("n"),
               ADDRESSES, st.booleans(), st.booleans(), st.integers(1, 4)),

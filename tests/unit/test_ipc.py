@@ -47,6 +47,7 @@ SAMPLES = {
     ipc.RemoteAddress: ("M0orders", "R2", True, 3),
     ipc.LocalAddress: ("M0orders", False, 2),
     ipc.PeerLost: (1, 4242),
+    ipc.PolicyEvent: ("vhost.example", "sender", 1),
 }
 
 
