@@ -376,13 +376,82 @@ def _build(sections: list[_RawSection]) -> list[Entity]:
                             _complete({}, router_type, "router", None), None))
     router = next(e for e in built if e.short_type == "router")
     _check_roles(router.attributes["mode"], built)
+    built.extend(_policy_dir_vhosts(built))
     ordered = _apply_order(built)
     _assign_names(ordered)
     _check_unique(ordered)
     _check_references(ordered)
     _check_security(ordered)
     _check_listen_addresses(ordered)
+    _check_policy(ordered)
     return ordered
+
+
+def policy_problem(vhosts: list[dict], connectors: list[dict] = ()) -> tuple[int, str] | None:
+    """The first vhost/policy setting the router would not enforce or 1.19 would refuse, as
+    (index in ``vhosts`` or -1 for a connector, message); None when all are usable. Shared with
+    management CREATE/UPDATE (router_io/policy.py is pure: no proton, zmq or sockets)."""
+    from router_io import policy as vpolicy
+    db = vpolicy.PolicyDb()
+    for index, attrs in enumerate(vhosts):
+        try:
+            vhost = vpolicy.Vhost({k: v for k, v in attrs.items() if v is not None})
+            db.add(vhost)
+        except vpolicy.PolicyError as exc:
+            return index, str(exc)
+        for group in vhost.groups.values():
+            if not group.allowAdminStatusUpdate:
+                return index, (f"vhost '{vhost.name}' user group '{group.name}': "
+                               "allowAdminStatusUpdate false is not enforced by this router "
+                               "(management does not know the requesting user's group)")
+    for connector in connectors:
+        if connector.get("policyVhost"):
+            return -1, ("connector attribute 'policyVhost' (policy for outgoing connections, "
+                        "user group '$connector') is not supported by this router")
+    return None
+
+
+def _policy_dir_vhosts(built: list[Entity]) -> list[Entity]:
+    """The vhosts of the policy's ``policyDir`` (1.19's JSON files), as vhost entities at the
+    policy section's line."""
+    policy = next((e for e in built if e.short_type == "policy"), None)
+    if policy is None or not policy.attributes.get("policyDir"):
+        return []
+    from router_io import policy as vpolicy
+    try:
+        found = vpolicy.load_policy_dir(str(policy.attributes["policyDir"]))
+    except vpolicy.PolicyError as exc:
+        raise _Problem(f"policy policyDir: {exc}", policy.line) from None
+    etype = load_schema().entity_type("vhost")
+    out = []
+    for attrs in found:
+        values: dict[str, Any] = {}
+        for key, value in attrs.items():
+            canonical = etype.canonical_attribute(key)
+            if canonical is None:
+                raise _Problem(f"policy policyDir: vhost '{attrs.get('hostname')}': unknown "
+                               f"attribute '{key}'", policy.line)
+            try:
+                values[canonical] = etype.attributes[canonical].convert(
+                    value if not isinstance(value, bool) else str(value).lower())
+            except SchemaError as e:
+                raise _Problem(f"policy policyDir: vhost '{attrs.get('hostname')}': bad value "
+                               f"for '{key}': {e}", policy.line) from None
+        values = _complete(values, etype, "vhost", policy.line)
+        out.append(Entity(etype.long_name, "vhost", values, policy.line))
+    return out
+
+
+def _check_policy(entities: list[Entity]) -> None:
+    vhosts = [e for e in entities if e.short_type == "vhost"]
+    connectors = [e for e in entities if e.short_type == "connector"]
+    found = policy_problem([dict(v.attributes) for v in vhosts],
+                           [dict(c.attributes) for c in connectors])
+    if found is not None:
+        index, message = found
+        line = vhosts[index].line if index >= 0 else next(
+            c.line for c in connectors if c.attributes.get("policyVhost"))
+        raise _Problem(message, line)
 
 
 def _explicit_values(section: _RawSection, etype: EntityType) -> dict[str, Any]:

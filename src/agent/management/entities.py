@@ -209,6 +209,34 @@ class View:
     def _management(self) -> list[dict]:
         return [{"identity": "self", "name": "self"}]
 
+    def _policy(self) -> list[dict]:
+        """The policy entity: its configuration plus the core's router-wide counters."""
+        counters = {k: v for k, v in self.snapshot.get("policy", {}).items() if k != "vhosts"}
+        out = []
+        for entity in self.store.of_type(PREFIX + "policy"):
+            entity = dict(entity)
+            entity.update({"connectionsProcessed": 0, "connectionsDenied": 0,
+                           "connectionsCurrent": 0, "linksDenied": 0,
+                           "maxMessageSizeDenied": 0, "totalDenials": 0})
+            entity.update(counters)
+            out.append(entity)
+        return out
+
+    def _vhost_stats(self) -> list[dict]:
+        """``vhostStats``: one per configured vhost (as 1.19), counted by the core."""
+        counted = {v["hostname"]: v for v in self.snapshot.get("policy", {}).get("vhosts", [])}
+        out = []
+        for vhost in self.store.of_type(PREFIX + "vhost"):
+            name = str(vhost.get("hostname"))
+            entity = {"hostname": name, "id": name, "connectionsApproved": 0,
+                      "connectionsDenied": 0, "connectionsCurrent": 0, "perUserState": {},
+                      "perHostState": {}, "sessionDenied": 0, "senderDenied": 0,
+                      "receiverDenied": 0, "maxMessageSizeDenied": 0}
+            entity.update(counted.get(name, {}))
+            entity["identity"] = entity["name"] = f"vhostStats/{name}"
+            out.append(entity)
+        return out
+
 
 _NODE_ATTRIBUTES = ("id", "protocolVersion", "instance", "linkState", "nextHop", "validOrigins",
                     "address", "routerLink", "cost", "index", "lastTopoChange")
@@ -216,5 +244,5 @@ _NODE_ATTRIBUTES = ("id", "protocolVersion", "instance", "linkState", "nextHop",
 _BUILDERS: dict[str, Any] = {
     "router": View._router, "router.link": View._links, "router.address": View._addresses,
     "connection": View._connections, "router.node": View._nodes, "management": View._management,
-    "vhostStats": lambda view: [],
+    "vhostStats": View._vhost_stats, "policy": View._policy,
 }

@@ -25,7 +25,6 @@ from router_core.log import MODULES as LOG_MODULES
 NOT_BUILT = {
     "router.config.linkRoute": "link routes are not supported by this router yet",
     "router.config.autoLink": "auto-links are not supported by this router yet",
-    "vhost": "vhost policy is not supported by this router yet",
     "policy": "policy changes are not supported by this router yet",
     "router.link": "changing a link's adminStatus is not supported by this router yet",
 }
@@ -34,7 +33,7 @@ NOT_BUILT = {
 MAX_ATTRIBUTE_NAMES = 1000
 # Types whose CREATE/DELETE go to processes; how many workers must succeed.
 _RUNTIME = {"listener": "all", "connector": "all", "router.config.address": "none",
-            "sslProfile": "all"}
+            "sslProfile": "all", "vhost": "all"}
 
 
 @dataclass
@@ -245,6 +244,12 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
                  "adminStatus": "deleted"}
         return Change("update", etype.long_name, attrs, closed, OK, closed, workers="any",
                       summary=f"Closed connection {entity['identity']} by management")
+    if short == "vhost":  # every worker replaces its compiled vhost (store.check_vhost)
+        updated = {**entity, **changes}
+        view.store.check_vhost(updated, replacing=entity)
+        return Change("update", etype.long_name, _plain(updated), updated, OK, dict(updated),
+                      workers="all", commit="replace",
+                      summary=f"Updated vhost {updated.get('hostname')}")
     raise ManagementError(NOT_IMPLEMENTED, f"UPDATE of {short} is not supported")
 
 

@@ -118,6 +118,8 @@ class ConfigStore:
         problem = reference_problem(etype, entity, self._names)
         if problem:
             raise ManagementError(BAD_REQUEST, problem)
+        if short == "vhost":  # vhost policy the router enforces, or 400 (agent/config.py)
+            self.check_vhost(entity)
         # TLS/SASL settings the router could not enforce are refused (agent/security.py)
         if short == "sslProfile":
             problem = ssl_profile_problem(entity)
@@ -149,6 +151,20 @@ class ConfigStore:
             raise ManagementError(BAD_REQUEST,
                                   f"Duplicate name '{entity['name']}' for {etype.short_name}")
         return entity
+
+    def check_vhost(self, entity: dict, replacing: Optional[dict] = None) -> None:
+        """ManagementError(400) if the vhost is invalid, conflicts with another vhost's name or
+        aliases, or asks for something this router does not enforce."""
+        from agent.config import policy_problem
+        long = self.schema.long_name("vhost")
+        others = [dict(e) for e in self.of_type(long)
+                  if replacing is None or e.get("identity") != replacing.get("identity")]
+        if replacing is None and any(o.get("hostname") == entity.get("hostname")
+                                     for o in others):
+            raise ManagementError(BAD_REQUEST, f"vhost '{entity.get('hostname')}' exists")
+        found = policy_problem(others + [dict(entity)])
+        if found is not None:
+            raise ManagementError(BAD_REQUEST, found[1])
 
     def validate_update(self, etype: EntityType, entity: dict, attributes: dict) -> dict:
         """The changed attributes of an UPDATE (canonical names, converted values)."""

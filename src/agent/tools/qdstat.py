@@ -227,9 +227,9 @@ class Qdstat:
             ("Total Denials", p.get("totalDenials", 0))])
 
     def vhosts(self) -> None:
-        rows = [[v.get("hostname"), v.get("maxConnections"), v.get("maxMessageSize"),
+        rows = [[v.get("hostname"), v.get("maxConnections"), str(v.get("maxMessageSize")),
                  v.get("maxConnectionsPerUser"), v.get("maxConnectionsPerHost"),
-                 v.get("allowUnknownUser"), len(v.get("groups") or {})]
+                 str(v.get("allowUnknownUser")), len(v.get("groups") or {})]
                 for v in self.query("vhost")]
         if not rows:
             self.print("No Vhosts")
@@ -238,16 +238,58 @@ class Qdstat:
                               "maxConnectionsPerUser", "maxConnectionsPerHost",
                               "allowUnknownUser", "groups"], rows)
 
+    # vhostUserGroupSettings defaults, as 1.19's qdstat shows a setting a group leaves out
+    _GROUP_INTS = ("maxConnectionsPerUser", "maxConnectionsPerHost", "maxMessageSize",
+                   "maxFrameSize", "maxSessionWindow", "maxSessions", "maxSenders",
+                   "maxReceivers")
+    _GROUP_BOOLS = ("allowDynamicSource", "allowAnonymousSender", "allowUserIdProxy",
+                    "allowWaypointLinks", "allowDynamicLinkRoutes", "allowAdminStatusUpdate",
+                    "allowFallbackLinks")
+    _GROUP_DEFAULTS = {"maxSenders": 2147483647, "maxReceivers": 2147483647,
+                       "allowDynamicSource": False, "allowAnonymousSender": False,
+                       "allowUserIdProxy": False, "allowWaypointLinks": True,
+                       "allowDynamicLinkRoutes": True, "allowAdminStatusUpdate": True,
+                       "allowFallbackLinks": True}
+
+    def vhostgroups(self) -> None:
+        vhosts = self.query("vhost")
+        if not vhosts:
+            self.print("No Vhosts")
+            return
+        rows = []
+        for v in vhosts:
+            for gname, group in (v.get("groups") or {}).items():
+                row = [v.get("hostname"), gname]
+                for key in self._GROUP_INTS + self._GROUP_BOOLS:
+                    value = group.get(key, self._GROUP_DEFAULTS.get(key))
+                    row.append("(nil)" if value is None else str(value))
+                rows.append(row)
+        self.table("Vhost Groups", ["vhost", "group", *self._GROUP_INTS, *self._GROUP_BOOLS],
+                   rows)
+        for v in vhosts:
+            for gname, group in (v.get("groups") or {}).items():
+                self.print()
+                self.table(f"Vhost '{v.get('hostname')}' UserGroup '{gname}'", ["attr", "value"], [
+                    ("vhost", v.get("hostname")), ("group", gname),
+                    *[(key, group.get(key) if group.get(key) is not None else "(nil)")
+                      for key in ("users", "remoteHosts", "sources", "targets", "sourcePattern",
+                                  "targetPattern")]])
+
     def vhoststats(self) -> None:
+        stats = self.query("vhostStats")
         rows = [[v.get("hostname"), v.get("connectionsApproved"), v.get("connectionsDenied"),
                  v.get("connectionsCurrent"), v.get("sessionDenied"), v.get("senderDenied"),
-                 v.get("receiverDenied")] for v in self.query("vhostStats")]
+                 v.get("receiverDenied"), v.get("maxMessageSizeDenied")] for v in stats]
         if not rows:
             self.print("No Vhost Stats")
             return
         self.table("Vhost Stats", ["hostname", "connectionsApproved", "connectionsDenied",
                                    "connectionsCurrent", "sessionDenied", "senderDenied",
-                                   "receiverDenied"], rows)
+                                   "receiverDenied", "maxMessageSizeDenied"], rows)
+        self.print()
+        self.table("Vhost User Stats", ["vhost", "user", "remote hosts"],
+                   [[v.get("hostname"), user, str(hosts)] for v in stats
+                    for user, hosts in (v.get("perUserState") or {}).items()])
 
     def log(self) -> None:
         for entry in self.client.call("GET-LOG", None, limit=self.opts.limit):
@@ -307,6 +349,7 @@ VIEWS = (("-g", "--general", "general", "show general router statistics"),
          (None, "--autolinks", "autolinks", "show auto links"),
          (None, "--linkroutes", "linkroutes", "show link routes"),
          (None, "--vhosts", "vhosts", "show vhosts"),
+         (None, "--vhostgroups", "vhostgroups", "show vhost user groups"),
          (None, "--vhoststats", "vhoststats", "show vhost statistics"),
          (None, "--log", "log", "show recent log entries"),
          (None, "--all-entities", "all_entities", "show all entities"))

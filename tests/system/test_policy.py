@@ -1,0 +1,302 @@
+"""Vhost policy against a launched router with real proton clients (checked against a Qpid
+Dispatch 1.19 build: same conditions, same POLICY log lines, same qdstat tables).
+
+Connections are anonymous (user 'anonymous'); the open's hostname selects the vhost.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from proton import Endpoint, Message
+from proton import ConnectionException, Disposition
+from proton.reactor import AtMostOnce
+from proton.utils import BlockingConnection, LinkDetached, SendException
+
+from conftest import RouterProcess, free_port
+
+T = 5.0
+OPEN_DEFAULT = """
+vhost {
+    hostname: $default
+    allowUnknownUser: true
+    groups: {
+        "$default": {
+            "remoteHosts": "*",
+            "sources": "*",
+            "targets": "*",
+            "allowAnonymousSender": true,
+            "allowDynamicSource": true
+        }
+    }
+}
+"""
+TENANT = """
+vhost {
+    hostname: tenant.a
+    maxConnections: 2
+    allowUnknownUser: true
+    aliases: alias.a
+    groups: {
+        "$default": {
+            "users": "*",
+            "remoteHosts": "*",
+            "sources": "public, tmp-${user}, a*",
+            "targets": "public",
+            "maxSessions": 2,
+            "maxFrameSize": 2048,
+            "allowDynamicSource": true
+        }
+    }
+}
+"""
+
+
+def policy(max_connections: int = 65535, extra: str = "") -> str:
+    return textwrap.dedent(f"""
+        policy {{
+            maxConnections: {max_connections}
+            enableVhostPolicy: true
+            defaultVhost: $default{extra}
+        }}
+        log {{
+            module: POLICY
+            enable: debug+
+        }}
+        """)
+
+
+def connect(port: int, vhost=None):
+    """(connection, None) if it stays open, else (None, the close condition text)."""
+    try:
+        conn = BlockingConnection(f"amqp://127.0.0.1:{port}", timeout=T, virtual_host=vhost)
+    except ConnectionException as exc:
+        return None, str(exc)
+    try:
+        conn.wait(lambda: conn.conn.state & Endpoint.REMOTE_CLOSED, timeout=0.5)
+    except ConnectionException as exc:
+        return None, str(exc)
+    except Exception:  # noqa: BLE001 - the timeout: still open
+        return conn, None
+    return None, str(conn.conn.remote_condition)
+
+
+def cli(tool: str, port: int, *args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", f"agent.tools.{tool}", "-b",
+                           f"127.0.0.1:{port}", "-t", "5", *args],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_vhost_limit_by_hostname_and_alias(router_factory):
+    router = router_factory(policy() + TENANT + OPEN_DEFAULT, workers=2)
+    first, err = connect(router.port, "tenant.a")
+    assert err is None
+    second, err = connect(router.port, "alias.a")  # the same vhost through its alias
+    assert err is None
+    for name in ("tenant.a", "alias.a"):
+        conn, err = connect(router.port, name)
+        assert conn is None and "amqp:resource-limit-exceeded" in err
+        assert "connection disallowed by local policy" in err
+    other, err = connect(router.port, "elsewhere")  # the default vhost
+    assert err is None
+    # group settings: frame size and channel max follow the group
+    assert first.conn.transport.remote_max_frame_size == 2048
+    assert first.conn.transport.remote_channel_max == 1
+    stats = cli("qdstat", router.port, "--vhoststats")
+    row = next(line.split() for line in stats.splitlines() if line.strip().startswith("tenant.a"))
+    assert row[1:4] == ["2", "2", "2"]  # approved, denied, current
+    out = router.proc.output()
+    assert ("POLICY (info) DENY AMQP Open for user 'anonymous', rhost '127.0.0.1', vhost "
+            "'tenant.a': Connection denied by application connection limit") in out
+    assert "vhost 'alias.a': proceeds using vhost 'tenant.a' ruleset" in out
+    first.close()
+    third = None
+    deadline = time.monotonic() + T
+    while third is None and time.monotonic() < deadline:  # the count comes back
+        third, _ = connect(router.port, "tenant.a")
+    assert third is not None
+    for c in (second, other, third):
+        c.close()
+
+
+def test_links_by_sources_and_targets(router_factory):
+    router = router_factory(policy() + TENANT + OPEN_DEFAULT)
+    conn, err = connect(router.port, "tenant.a")
+    assert err is None
+    for addr in ("public", "tmp-anonymous", "abc"):
+        conn.create_receiver(addr)
+    conn.create_sender("public")
+    conn.create_receiver(None, dynamic=True)
+    for make in (lambda: conn.create_receiver("private"), lambda: conn.create_sender("private"),
+                 lambda: conn.create_sender(None)):
+        with pytest.raises(LinkDetached) as info:
+            make()
+        assert "amqp:unauthorized-access" in str(info.value)
+        assert "link disallowed by local policy" in str(info.value)
+    out = router.proc.output()
+    assert ("DENY AMQP Attach receiver link 'private' for user 'anonymous', rhost '127.0.0.1', "
+            "vhost 'tenant.a' based on link source name") in out
+    assert "DENY AMQP Attach anonymous sender for user 'anonymous'" in out
+    conn.close()
+    stats = cli("qdstat", router.port, "--vhoststats")
+    row = next(line.split() for line in stats.splitlines() if line.strip().startswith("tenant.a"))
+    assert row[5:7] == ["2", "1"]  # senderDenied, receiverDenied
+
+
+def test_global_max_connections(router_factory):
+    router = router_factory(policy(max_connections=2) + OPEN_DEFAULT, workers=2)
+    kept = [connect(router.port)[0] for _ in range(2)]
+    assert all(kept)
+    conn, err = connect(router.port)
+    assert conn is None and "amqp:resource-limit-exceeded" in err
+    assert "based on global connection count. nConnections= 2" in router.proc.output()
+    for c in kept:
+        c.close()
+
+
+def test_per_host_limit_and_unknown_user(router_factory):
+    router = router_factory(policy() + OPEN_DEFAULT + """
+vhost {
+    hostname: host.limited
+    maxConnectionsPerHost: 1
+    allowUnknownUser: true
+    groups: {
+        "$default": {"remoteHosts": "127.0.0.1", "sources": "*", "targets": "*"}
+    }
+}
+vhost {
+    hostname: members.only
+    groups: {
+        "team": {"users": "alice", "remoteHosts": "*"}
+    }
+}
+vhost {
+    hostname: elsewhere.only
+    allowUnknownUser: true
+    groups: {
+        "$default": {"remoteHosts": "10.0.0.0-10.0.0.255"}
+    }
+}
+""")
+    first, err = connect(router.port, "host.limited")
+    assert err is None
+    conn, err = connect(router.port, "host.limited")
+    assert conn is None and "amqp:resource-limit-exceeded" in err
+    conn, err = connect(router.port, "members.only")
+    assert conn is None and "amqp:resource-limit-exceeded" in err
+    conn, err = connect(router.port, "elsewhere.only")
+    assert conn is None and "amqp:resource-limit-exceeded" in err
+    out = router.proc.output()
+    assert "Connection denied by application per host limit" in out
+    assert "User is not in a user group and unknown users are denied" in out
+    assert "User is not allowed to connect from this network host" in out
+    first.close()
+
+
+def test_user_id_proxy_and_anonymous_targets(router_factory):
+    router = router_factory(policy() + """
+vhost {
+    hostname: $default
+    allowUnknownUser: true
+    groups: {
+        "$default": {"remoteHosts": "*", "sources": "*", "targets": "ok.*, $management",
+                     "allowAnonymousSender": true, "allowDynamicSource": true}
+    }
+}
+""")
+    conn, err = connect(router.port)
+    assert err is None
+    receiver = conn.create_receiver("ok.1")
+    presettled = conn.create_sender(None, options=AtMostOnce())
+    presettled.send(Message(address="ok.1", body="fine", user_id=b"anonymous"))
+    assert receiver.receive(timeout=T).body == "fine"
+    sender = conn.create_sender(None)
+    for msg in (Message(address="ok.1", body="x", user_id=b"mallory"),
+                Message(address="forbidden", body="y")):
+        with pytest.raises(SendException) as info:
+            sender.send(msg)
+        assert info.value.state == Disposition.REJECTED
+    conn.close()
+    assert "DENY AMQP message to 'forbidden'" in router.proc.output()
+
+
+def test_vhost_created_at_run_time_is_enforced(router_factory):
+    router = router_factory(policy() + OPEN_DEFAULT)
+    new = {"hostname": "runtime.vh", "maxConnections": 1, "allowUnknownUser": True,
+           "groups": {"$default": {"remoteHosts": "*", "sources": "in", "targets": "out"}}}
+    cli("qdmanage", router.port, "create", "--type=vhost", "--name=runtime.vh",
+        f"hostname=runtime.vh", "maxConnections=1", "allowUnknownUser=true",
+        "groups=" + json.dumps(new["groups"]))
+    first, err = connect(router.port, "runtime.vh")
+    assert err is None
+    with pytest.raises(LinkDetached):
+        first.create_receiver("elsewhere")
+    first.create_receiver("in")
+    conn, err = connect(router.port, "runtime.vh")
+    assert conn is None and "amqp:resource-limit-exceeded" in err
+    out = cli("qdstat", router.port, "--vhosts")
+    assert "runtime.vh" in out
+    # a setting the router does not enforce is refused (400), never accepted silently
+    bad = subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "-b",
+                          f"127.0.0.1:{router.port}", "-t", "5", "create", "--type=vhost",
+                          "--name=bad.vh", "hostname=bad.vh", "groups=" + json.dumps(
+                              {"g": {"users": "u", "remoteHosts": "*",
+                                     "allowAdminStatusUpdate": False}})],
+                         capture_output=True, text=True, timeout=30)
+    assert bad.returncode != 0 and "allowAdminStatusUpdate" in bad.stderr + bad.stdout
+    cli("qdmanage", router.port, "delete", "--type=vhost", "--name=runtime.vh")
+    first.close()
+
+
+def test_policy_dir(router_factory, tmp_path):
+    pdir = tmp_path / "policies"
+    pdir.mkdir()
+    (pdir / "a.json").write_text(json.dumps([["vhost", {
+        "hostname": "from.dir", "maxConnections": 1, "allowUnknownUser": True,
+        "groups": {"$default": {"remoteHosts": "*", "sources": "*", "targets": "*"}}}]]))
+    router = router_factory(policy(extra=f"\n            policyDir: {pdir}") + OPEN_DEFAULT)
+    first, err = connect(router.port, "from.dir")
+    assert err is None
+    conn, err = connect(router.port, "from.dir")
+    assert conn is None and "amqp:resource-limit-exceeded" in err
+    assert "from.dir" in cli("qdstat", router.port, "--vhosts")
+    first.close()
+
+
+def test_qdstat_vhost_tables(router_factory):
+    router = router_factory(policy() + TENANT + OPEN_DEFAULT)
+    out = cli("qdstat", router.port, "--vhosts")
+    assert "Vhosts" in out
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("tenant.a"))
+    assert row == ["tenant.a", "2", "None", "65535", "65535", "True", "1"]
+    out = cli("qdstat", router.port, "--vhostgroups")
+    row = next(line.split() for line in out.splitlines() if line.strip().startswith("tenant.a"))
+    assert row == ["tenant.a", "$default", "(nil)", "(nil)", "(nil)", "2048", "(nil)", "2",
+                   "2147483647", "2147483647", "True", "False", "False", "True", "True", "True",
+                   "True"]
+    assert "Vhost 'tenant.a' UserGroup '$default'" in out
+    out = cli("qdstat", router.port, "--vhoststats")
+    assert "Vhost User Stats" in out and "anonymous" in out
+
+
+@pytest.mark.parametrize("section, text", [
+    ("vhost {\n    hostname: x\n    groups: {\"g\": {\"users\": \"u\", \"remoteHosts\": \"*\", "
+     "\"allowAdminStatusUpdate\": false}}\n}\n", "allowAdminStatusUpdate"),
+    ("vhost {\n    hostname: x\n    aliases: x\n}\n", "duplicates vhost name"),
+    ("vhost {\n    hostname: x\n    groups: {\"g\": {\"users\": \"u\", \"remoteHosts\": \"*\", "
+     "\"sources\": \"a\", \"sourcePattern\": \"b\"}}\n}\n", "conflicting"),
+    ("connector {\n    host: 127.0.0.1\n    port: 1\n    policyVhost: x\n}\n", "policyVhost"),
+])
+def test_refused_at_start(tmp_path, section, text):
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f"router {{\n    id: R\n}}\n{section}")
+    done = subprocess.run([sys.executable, "-m", "agent.supervisor", "-c", str(conf)],
+                          capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert f"{conf}:4" in done.stderr and text in done.stderr
