@@ -7,10 +7,12 @@ Three scenarios, each on a fresh router (``python -m agent.supervisor``, 1 worke
    then closing them all. Prints worker / core / total RSS after every cycle and the ratio of the
    last cycle to the 2nd (a router that reaches a steady state stays near 1.0).
 2. **stall**: a receiver grants ``--stall-credit`` credit (default 100000) and then stops reading
-   its socket; a sender sends ``--stall-count`` (default 100000) unsettled messages of
-   ``--stall-size`` bytes (default 1 KiB body). Prints RSS while they are held (and bytes held per
-   message above the idle baseline), then after the receiver leaves (its deliveries go back to
-   the sender MODIFIED / RELEASED, counted).
+   its socket; a sender sends up to ``--stall-count`` (default 100000) unsettled messages of
+   ``--stall-size`` bytes (default 1 KiB body) until the router stops giving it credit (its
+   backpressure: it holds a bounded amount whatever the receiver's credit). Prints how many the
+   router took, RSS while they are held (and bytes held per message above the idle baseline),
+   then after the receiver leaves (its deliveries go back to the sender MODIFIED / RELEASED,
+   counted).
 3. **big**: one message of ``--big-mb`` MB (default 50) to a stalled receiver; prints RSS while
    it is held and after the receiver leaves, relative to the message size, and the peak (VmHWM)
    growth of each process while it went through.
@@ -277,19 +279,25 @@ def _stalled_receiver(port: int, address: str, credit: int) -> tuple:
     return c, rcv
 
 
-def _send_all(c: Client, snd: Any, body: bytes, count: int, timeout: float) -> list:
+def _send_all(c: Client, snd: Any, body: bytes, count: int, timeout: float,
+              stalled_after: float = 0.0) -> list:
     """Send ``count`` unsettled copies of one encoded message as the link's credit allows;
-    return their deliveries."""
+    return their deliveries. ``stalled_after`` > 0: stop early once the router has given no
+    credit for that long (its backpressure on a receiver that does not read)."""
     msg = proton.Message(body=body).encode()
     dlvs = []
     deadline = time.monotonic() + timeout
+    progress_at = time.monotonic()
     while len(dlvs) < count:
+        if stalled_after and time.monotonic() - progress_at > stalled_after:
+            break
         if time.monotonic() > deadline:
             raise RuntimeError(f"sent {len(dlvs)} of {count} within {timeout}s")
         while len(dlvs) < count and snd.credit > 0 and c.transport.pending() < (4 << 20):
             dlvs.append(snd.delivery(b"%d" % len(dlvs)))
             snd.send(msg)
             snd.advance()
+            progress_at = time.monotonic()
         r, _, _ = select.select([c], [c] if c.wants_write() else [], [], 0.05)
         c.io(bool(r))
     end = time.monotonic() + timeout
@@ -323,12 +331,15 @@ def stall(args: argparse.Namespace, workdir: Path) -> dict:
         pump([sc], lambda: snd.credit > 0, 20, "sender credit")
         body = b"x" * args.stall_size
         t0 = time.monotonic()
-        dlvs = _send_all(sc, snd, body, args.stall_count, 300)
+        dlvs = _send_all(sc, snd, body, args.stall_count, 300, stalled_after=3.0)
+        taken = len(dlvs)  # the router stops giving credit once it holds a bounded amount
         held = settle_rss(router, 1.0, 60)
-        per_msg = {k: round((held[k] - base[k]) * MB / args.stall_count) for k in held}
+        per_msg = {k: round((held[k] - base[k]) * MB / max(1, taken)) for k in held}
+        print(f"stall: the router took {taken} of {args.stall_count} messages before the "
+              f"sender ran out of credit", flush=True)
         print(f"stall: idle            total {base['total']:7.1f} MB (worker {base['worker']:.1f},"
               f" core {base['core']:.1f})", flush=True)
-        print(f"stall: {args.stall_count} x {args.stall_size} B held  total {held['total']:7.1f} MB"
+        print(f"stall: {taken} x {args.stall_size} B held  total {held['total']:7.1f} MB"
               f" (worker {held['worker']:.1f}, core {held['core']:.1f})  = "
               f"{per_msg['total']} B per message held ({per_msg['total'] / args.stall_size:.1f}x;"
               f" {time.monotonic() - t0:.1f} s to send)", flush=True)
@@ -352,6 +363,7 @@ def stall(args: argparse.Namespace, workdir: Path) -> dict:
               f" core {gone['core']:.1f})", flush=True)
         return {"idle": base, "held": held, "bytes_per_msg": per_msg, "after_receiver": after,
                 "after_sender": gone, "outcomes": outcomes, "count": args.stall_count,
+                "taken": taken,
                 "size": args.stall_size}
     finally:
         router.stop()

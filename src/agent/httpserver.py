@@ -389,11 +389,11 @@ class CoreQueries:
         self.pending: dict[int, tuple] = {}  # id -> (on_state, on_timeout, deadline)
 
     def query(self, on_state: Callable[[dict], None], on_timeout: Callable[[], None],
-              timeout: float, now: Optional[float] = None) -> None:
+              timeout: float, now: Optional[float] = None, what: str = "snapshot") -> None:
         request_id = next(self._ids)
         deadline = (time.monotonic() if now is None else now) + timeout
         self.pending[request_id] = (on_state, on_timeout, deadline)
-        self.send_control(ipc.CoreQuery(request_id, "snapshot"))
+        self.send_control(ipc.CoreQuery(request_id, what))
 
     def on_core_state(self, fx: Any) -> bool:
         entry = self.pending.pop(fx.request_id, None)
@@ -439,6 +439,7 @@ class MetricsService:
         self.next_sample = float("inf")
         self.previous: Optional[dict] = None
         self.previous_at = 0.0
+        self.gone_seen = 0  # the newest seq of a removed entity the sink has been given
         self.sampling = False
         self._configure_sink(spec.get("router") or {})
 
@@ -518,6 +519,12 @@ class MetricsService:
 
         def on_state(state: dict) -> None:
             self.sampling = False
+            newest = int(state.get("goneSeq") or 0)
+            if newest < self.gone_seen:  # a new core process: its seqs start again
+                self.gone_seen = 0
+            else:
+                self.gone_seen = max([self.gone_seen] + [g.get("seq", 0)
+                                                         for g in state.get("gone", ())])
             at = time.monotonic()
             interval = at - self.previous_at if self.previous is not None else self.sink_interval
             from agent.metrics import snapshot_records
@@ -533,7 +540,10 @@ class MetricsService:
             self.sampling = False
             self.log("warning", "metrics sample skipped: the router core did not answer")
 
-        self.queries.query(on_state, on_timeout, METRICS_TIMEOUT, now)
+        # only the removed entities not seen yet: a snapshot with the whole ring (up to
+        # GONE_MAX entries) would cost the core far more than the sample itself
+        self.queries.query(on_state, on_timeout, METRICS_TIMEOUT, now,
+                           what=f"snapshot+gone>{self.gone_seen}")
 
     # --- loop ---------------------------------------------------------------------------------
     def tick(self, now: float) -> None:

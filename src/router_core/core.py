@@ -439,8 +439,10 @@ class RouterCore:
         if peer == self.agent_peer:  # until the restarted agent says hello (it is told then)
             self.agent_peer = None
 
-    def snapshot(self) -> dict:
-        return management_snapshot(self)
+    def snapshot(self, gone_after: Optional[int] = None) -> dict:
+        """management_snapshot(); ``gone_after``: include the removed entities with a greater
+        seq (the metrics sink), None: none of them (management, /metrics)."""
+        return management_snapshot(self, gone_after)
 
     @property
     def counters(self) -> dict:

@@ -34,6 +34,7 @@ _MAX_BATCHES_PER_LOOP = 512
 _MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult, ipc.PeerLost)
 _TYPE_PREFIX = "org.apache.qpid.dispatch."
 NOT_SUPPORTED = "not supported"
+GONE_QUERY = "snapshot+gone>"  # CoreQuery.what: a snapshot with the removed entities after N
 
 
 class CoreProcess:
@@ -140,6 +141,11 @@ class CoreProcess:
     def _query(self, what: str) -> dict:
         if what == "snapshot":
             return self.core.snapshot()
+        if what.startswith(GONE_QUERY):  # the metrics sink: removed entities it has not seen
+            try:
+                return self.core.snapshot(int(what[len(GONE_QUERY):]))
+            except ValueError:
+                pass
         return {"error": f"unknown query '{what}'"}
 
     def _config_change(self, peer: int, change: ipc.ConfigChange) -> None:

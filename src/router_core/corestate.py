@@ -131,11 +131,13 @@ def gone_view(entry: tuple) -> dict:
     return view
 
 
-def management_snapshot(core: Any) -> dict:
+def management_snapshot(core: Any, gone_after: Any = None) -> dict:
     """One consistent view of ``core`` (call it between batches, never during one).
 
-    ``gone``: what the core removed lately (see GONE_MAX), oldest first, as gone_view dicts;
-    reading them does not remove them."""
+    ``gone``: what the core removed lately (see GONE_MAX) with a seq above ``gone_after``,
+    oldest first, as gone_view dicts (None: none; only the metrics sink asks, and it asks for
+    what it has not seen, so a snapshot stays small); reading them does not remove them.
+    ``goneSeq``: the newest seq (lower than a reader's last one: the core restarted)."""
     router = {"id": core.router_id, "area": core.area, "mode": core.mode,
               "addrCount": len(core.addrs), "linkCount": len(core.links),
               "connectionCount": len(core.conns)}
@@ -145,7 +147,9 @@ def management_snapshot(core: Any) -> dict:
         "links": [_link_view(link) for link in core.links.values()],
         "addresses": [_address_view(addr) for addr in core.addrs.values()],
         "connections": [_connection_view(conn, core.now) for conn in core.conns.values()],
-        "gone": [gone_view(entry) for entry in core.gone],
+        "gone": ([] if gone_after is None else
+                 [gone_view(entry) for entry in core.gone if entry[0] > gone_after]),
+        "goneSeq": core.gone_seq,
         "policy": core.policy_counts.view(),  # policy and vhostStats counters
         "now": core.now,  # the core's clock, the one goneAt is read on
     }

@@ -29,10 +29,10 @@ def test_gone_ring_keeps_final_views_non_destructively(h):
     for _ in range(3):
         h.send(10)
     h.effects()
-    assert h.snap()["gone"] == []
+    assert h.core.snapshot(0)["gone"] == []
     h.do(LinkDetach(11, True, ""))
     h.do(ConnClosed(1, "bye"))
-    gone = h.snap()["gone"]
+    gone = h.core.snapshot(0)["gone"]
     assert [(g["seq"], g["kind"]) for g in gone] == [
         (1, "link"), (2, "address"), (3, "link"), (4, "connection")]
     out_link = gone[0]
@@ -43,7 +43,10 @@ def test_gone_ring_keeps_final_views_non_destructively(h):
     assert addr["deliveriesEgress"] == 3 and addr["distribution"] == "balanced"
     assert gone[3]["identity"] == "1" and gone[3]["container"] == "c1"
     assert all("goneAt" in g for g in gone)
-    assert h.snap()["gone"] == gone  # reading does not consume
+    assert h.core.snapshot(0)["gone"] == gone  # reading does not consume
+    # only the metrics sink asks for them, and only for those it has not seen
+    assert h.snap()["gone"] == [] and h.snap()["goneSeq"] == 4
+    assert [g["seq"] for g in h.core.snapshot(2)["gone"]] == [3, 4]
 
 
 def test_gone_ring_is_bounded(h):
@@ -51,7 +54,7 @@ def test_gone_ring_is_bounded(h):
     for i in range(GONE_MAX + 5):
         h.sender(100 + i, 1, "q1")
         h.do(LinkDetach(100 + i, True, ""))
-    gone = h.snap()["gone"]
+    gone = h.core.snapshot(0)["gone"]
     assert len(gone) == GONE_MAX
     assert gone[-1]["seq"] == 2 * (GONE_MAX + 5)  # a link and its address each time
     assert [g["seq"] for g in gone] == sorted(g["seq"] for g in gone)
@@ -61,11 +64,11 @@ def test_final_records_make_address_totals_exact(h):
     """An address that comes and goes between samples, and one that goes after a sample:
     the sum of d_ per key equals what was sent."""
     h.conn(1).sender(10, 1, "q1").receiver(11, 1, "q1", credit=100)
-    s0 = h.snap()
+    s0 = h.core.snapshot(0)
     for _ in range(5):
         h.send(10)
     h.effects()
-    s1 = h.snap()
+    s1 = h.core.snapshot(0)
     for _ in range(7):
         h.send(10)
     h.do(LinkDetach(10, True, ""), LinkDetach(11, True, ""))
@@ -77,7 +80,7 @@ def test_final_records_make_address_totals_exact(h):
     h.sender(12, 1, "q1").receiver(13, 1, "q1", credit=100)
     h.send(12)
     h.effects()
-    s2 = h.snap()
+    s2 = h.core.snapshot(0)
     recs = (snapshot_records(s0, "R1", 0.0, 1.0, None) + snapshot_records(s1, "R1", 1.0, 1.0, s0)
             + snapshot_records(s2, "R1", 2.0, 1.0, s1))
     totals = {}
@@ -100,7 +103,7 @@ def test_final_records_make_address_totals_exact(h):
 def test_first_sample_emits_the_whole_ring_without_deltas(h):
     h.conn(1).sender(10, 1, "q1")
     h.do(ConnClosed(1, "bye"))
-    recs = snapshot_records(h.snap(), "R1", 5.0, 1.0, None)
+    recs = snapshot_records(h.core.snapshot(0), "R1", 5.0, 1.0, None)
     finals = [r for r in recs if r["final"]]
     assert [r["kind"] for r in finals] == ["address", "link", "connection"]
     assert all(r["d_deliveriesIngress"] is None for r in by(recs, "address"))
