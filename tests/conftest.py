@@ -140,3 +140,24 @@ def pki(tmp_path_factory) -> dict:
     """A test CA with server, client, wrong-name, expired and rogue certificates (tlscerts)."""
     import tlscerts
     return tlscerts.make_pki(tmp_path_factory.mktemp("pki"))
+
+
+COMPILED_MODULES = ("router_core._core", "router_core._addrmatch", "router_core._pathcomp",
+                    "router_io._amqpscan", "router_io._engine")
+
+
+def pytest_sessionstart(session):
+    """Under ROUTER_REQUIRE_EXTENSIONS=1 (CI) every compiled module must be importable: the
+    dual-build tests skip their compiled half when one is missing, which must not pass as green."""
+    if os.environ.get("ROUTER_REQUIRE_EXTENSIONS") != "1":
+        return
+    import importlib
+    missing = []
+    for name in COMPILED_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            missing.append(f"{name} ({exc})")
+    if missing:
+        pytest.exit("ROUTER_REQUIRE_EXTENSIONS=1 but not built: " + ", ".join(missing),
+                    returncode=3)
