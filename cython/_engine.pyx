@@ -168,23 +168,6 @@ cdef class NativeWorkerEngine:
                 self.event_failed(ffi.cast("pn_event_t *", <size_t>ev), exc)
             pn.collector_pop(coll)
 
-    def _rare_event(self, etype, ev):
-        # the reference's dispatch of lifecycle events, on cffi pointers
-        if etype == E_LINK_REMOTE_OPEN:
-            self._on_link_open(lib.pn_event_link(ev))
-        elif etype == E_LINK_REMOTE_CLOSE or etype == E_LINK_REMOTE_DETACH:
-            self._on_link_close(lib.pn_event_link(ev), etype == E_LINK_REMOTE_CLOSE)
-        elif etype == E_SESSION_REMOTE_OPEN:
-            self._on_session_open(lib.pn_event_session(ev))
-        elif etype == E_SESSION_REMOTE_CLOSE:
-            self._on_session_close(lib.pn_event_session(ev))
-        elif etype == E_CONN_REMOTE_OPEN:
-            self._on_conn_open(lib.pn_event_connection(ev))
-        elif etype == E_CONN_REMOTE_CLOSE:
-            c = lib.pn_event_connection(ev)
-            if not lib.pn_connection_state(c) & LOCAL_CLOSED:
-                lib.pn_connection_close(c)
-
     def _on_flow(self, l_ptr):
         self._flow(<pn_link_t *><size_t>_addr(l_ptr))
 

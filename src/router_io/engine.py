@@ -58,6 +58,9 @@ E_LINK_REMOTE_DETACH = lib.PN_LINK_REMOTE_DETACH
 E_LINK_FLOW = lib.PN_LINK_FLOW
 E_DELIVERY = lib.PN_DELIVERY
 E_TRANSPORT_CLOSED = lib.PN_TRANSPORT_CLOSED
+RARE_EVENTS = frozenset((E_CONN_REMOTE_OPEN, E_CONN_REMOTE_CLOSE, E_SESSION_REMOTE_OPEN,
+                         E_SESSION_REMOTE_CLOSE, E_LINK_REMOTE_OPEN, E_LINK_REMOTE_CLOSE,
+                         E_LINK_REMOTE_DETACH))
 LOCAL_UNINIT = lib.PN_LOCAL_UNINIT
 LOCAL_CLOSED = lib.PN_LOCAL_CLOSED
 PN_NULL = ffi.NULL
@@ -673,23 +676,29 @@ class WorkerEngine:
                     self._on_delivery(lib.pn_event_delivery(ev))
                 elif etype == E_LINK_FLOW:
                     self._on_flow(lib.pn_event_link(ev))
-                elif etype == E_LINK_REMOTE_OPEN:
-                    self._on_link_open(lib.pn_event_link(ev))
-                elif etype == E_LINK_REMOTE_CLOSE or etype == E_LINK_REMOTE_DETACH:
-                    self._on_link_close(lib.pn_event_link(ev), etype == E_LINK_REMOTE_CLOSE)
-                elif etype == E_SESSION_REMOTE_OPEN:
-                    self._on_session_open(lib.pn_event_session(ev))
-                elif etype == E_SESSION_REMOTE_CLOSE:
-                    self._on_session_close(lib.pn_event_session(ev))
-                elif etype == E_CONN_REMOTE_OPEN:
-                    self._on_conn_open(lib.pn_event_connection(ev))
-                elif etype == E_CONN_REMOTE_CLOSE:
-                    c = lib.pn_event_connection(ev)
-                    if not lib.pn_connection_state(c) & LOCAL_CLOSED:
-                        lib.pn_connection_close(c)
+                elif etype in RARE_EVENTS:
+                    self._rare_event(etype, ev)
             except Exception as exc:  # noqa: BLE001 - isolate the connection, keep the worker
                 self.event_failed(ev, exc)
             pop(coll)
+
+    def _rare_event(self, etype: int, ev: Any) -> None:
+        """Lifecycle events (open/close of connections, sessions, links): the one dispatch for
+        both builds (the compiled engine calls this one for every event in RARE_EVENTS)."""
+        if etype == E_LINK_REMOTE_OPEN:
+            self._on_link_open(lib.pn_event_link(ev))
+        elif etype == E_LINK_REMOTE_CLOSE or etype == E_LINK_REMOTE_DETACH:
+            self._on_link_close(lib.pn_event_link(ev), etype == E_LINK_REMOTE_CLOSE)
+        elif etype == E_SESSION_REMOTE_OPEN:
+            self._on_session_open(lib.pn_event_session(ev))
+        elif etype == E_SESSION_REMOTE_CLOSE:
+            self._on_session_close(lib.pn_event_session(ev))
+        elif etype == E_CONN_REMOTE_OPEN:
+            self._on_conn_open(lib.pn_event_connection(ev))
+        elif etype == E_CONN_REMOTE_CLOSE:
+            c = lib.pn_event_connection(ev)
+            if not lib.pn_connection_state(c) & LOCAL_CLOSED:
+                lib.pn_connection_close(c)
 
     def _on_session_open(self, ssn: Any) -> None:
         if not lib.pn_session_state(ssn) & LOCAL_UNINIT:
