@@ -162,13 +162,3 @@ def pytest_sessionstart(session):
         pytest.exit("ROUTER_REQUIRE_EXTENSIONS=1 but not built: " + ", ".join(missing),
                     returncode=3)
 
-
-def pytest_collection_modifyitems(session, config, items):
-    """tests/ is not a package: two test modules with one basename clash at import and stop the
-    whole run with an 'import file mismatch'. Say which, plainly, before that happens again."""
-    seen: dict = {}
-    for item in items:
-        path = Path(str(item.fspath))
-        other = seen.setdefault(path.name, path)
-        if other != path:
-            raise pytest.UsageError(f"two test modules named {path.name}: {other} and {path}")
