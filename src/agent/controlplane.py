@@ -25,7 +25,7 @@ from agent.management.agent import ManagementAgent
 from agent.reload import ReloadApplier, decode_message, reload_endpoint
 from agent.routing import Log
 from agent.supervisor import VERSION
-from router_core import ipc
+from router_core import ipc, listenfds
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, status_socket
 
@@ -53,8 +53,16 @@ class ControlPlane:
         self.failed = False
         self.handlers: dict = {}  # effect type -> callable, filled by the engines
         workers = int(spec.get("workers", peer_count - 1))
+        self.ipc_dir = ipc_dir
         self.management = ManagementAgent(spec, self.log, self.new_id, self.send,
-                                          self.send_control, workers, VERSION)
+                                          self.send_control, workers, VERSION,
+                                          record=self._record_change)
+        if generation > 0:  # what the dead agent had applied at run time
+            try:
+                self.management.replay(listenfds.runtime_changes(ipc_dir))
+            except (OSError, ValueError) as exc:
+                self.log.log("AGENT", "error", f"runtime configuration changes not recovered "
+                                               f"(management shows the file's only): {exc}")
         self.handlers.update(self.management.handlers())
         # interior mode: the routing protocol (agent/interior.py), fed by the core's
         # RouterLinkUp/Down, ControlIn and LocalAddress; its messages go in the normal outbox
@@ -86,6 +94,16 @@ class ControlPlane:
         self.reload_sock.connect(reload_endpoint(ipc_dir))
         self.reloads = ReloadApplier(self.management.submit, self._reload_report,
                                      lambda level, text: self.log.log("AGENT", level, text))
+
+    def _record_change(self, change: dict) -> None:
+        """Keep an applied runtime change in the supervisor's journal for restarted children."""
+        try:
+            reply, _ = listenfds.request(self.ipc_dir, {"op": "record", "change": change})
+        except (OSError, ValueError, TypeError) as exc:
+            reply = {"ok": False, "error": str(exc)}
+        if not reply.get("ok"):
+            self.log.log("AGENT", "error", f"runtime change not kept for restarts: "
+                                           f"{reply.get('error')}")
 
     def _log_http(self, level: str, text: str) -> None:
         self.log.log("HTTP", level, text)

@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 import zmq
 
-from router_core import ipc
+from router_core import ipc, listenfds
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
 from router_core.select import get_core_class
@@ -62,6 +62,27 @@ class CoreProcess:
         self.running = True
         self.log.log("ROUTER_CORE", "info",
                      f"Router core started ({core_cls.__module__}), router id {spec['router_id']}")
+
+    def replay_runtime_changes(self, ipc_dir: str) -> None:
+        """A core started after the first (a restart from a clean slate): the addresses and log
+        levels management changed at run time, before any peer connects."""
+        try:
+            changes = listenfds.runtime_changes(ipc_dir)
+        except (OSError, ValueError) as exc:
+            self.log.log("ROUTER_CORE", "error", f"runtime changes not recovered: {exc}")
+            return
+        for change in changes:
+            entity_type = str(change.get("type", ""))
+            if entity_type.startswith(_TYPE_PREFIX):
+                entity_type = entity_type[len(_TYPE_PREFIX):]
+            attributes = dict(change.get("attributes") or {})
+            try:
+                if entity_type in ("router.config.address", "address"):
+                    self._change_addresses(str(change.get("op")), attributes)
+                elif entity_type == "log" and change.get("op") == "update":
+                    self.log.configure(attributes)
+            except Exception as exc:  # noqa: BLE001 - the core must start all the same
+                self.log.log("ROUTER_CORE", "error", f"runtime change not re-applied: {exc}")
 
     def run(self) -> None:
         self.status.send_multipart(ipc.encode_batch(-1, [
@@ -192,6 +213,7 @@ class CoreProcess:
 def main(argv: Optional[list] = None) -> int:
     args, spec = child_start("qdrouterd-core", argv, peer=False)
     proc = CoreProcess(spec, args.ipc)
+    proc.replay_runtime_changes(args.ipc)
     signal.signal(signal.SIGTERM, proc.stop)
     run_profiled("core", proc.run)
     return 0

@@ -15,7 +15,11 @@ JSON message each way, file descriptors passed with ``SCM_RIGHTS``):
 * ``{"op": "connector", "action": "add"|"del", "settings": {...}}``: keep the list of connectors
   current, so a restarted worker opens the ones created at run time too;
 * ``{"op": "list"}``: every current listener (with its socket) and connector, for a worker that
-  starts (first start or restart).
+  starts (first start or restart);
+* ``{"op": "record", "change": {...}}`` / ``{"op": "journal"}``: the configuration changes made
+  at run time (management, reload), in order, as the agent applied them: a restarted agent,
+  worker or core replays them on top of the configuration file, so it has what the dead one had
+  (runtime vhosts, sslProfiles, addresses, log levels, the agent's entities).
 
 Sans policy: the broker only binds, lends and lists; who asks and when is the worker's business.
 Must not import agent or router_io (every process uses it).
@@ -32,6 +36,8 @@ SERVICE_PORTS = {"amqp": 5672, "amqps": 5671}
 _MAX_MESSAGE = 1 << 20
 _MAX_FDS = 250  # SCM_RIGHTS carries at most 253 descriptors per message on Linux
 REQUEST_TIMEOUT = 5.0
+_JOURNAL_PAGE_BYTES = 48 * 1024
+JOURNAL_MAX = 10000  # runtime changes kept for restarted children (a refusal beyond: logged)
 
 
 class ListenerError(Exception):
@@ -112,6 +118,7 @@ class SocketBroker:
         self.server.setblocking(False)
         self.listeners: dict[str, tuple[socket.socket, dict]] = {}
         self.connectors: dict[str, dict] = {}
+        self.journal: list = []  # runtime configuration changes, in the order applied
 
     def fileno(self) -> int:
         return self.server.fileno()
@@ -184,6 +191,21 @@ class SocketBroker:
             else:
                 self.connectors.pop(str(settings.get("name")), None)
             return {"ok": True}, []
+        if op == "record":
+            if len(self.journal) >= JOURNAL_MAX:
+                return {"ok": False, "error": f"more than {JOURNAL_MAX} runtime configuration "
+                                              "changes: a restarted process will miss this one"}, []
+            self.journal.append(request.get("change") or {})
+            return {"ok": True}, []
+        if op == "journal":  # a page at a time: a SEQPACKET message must fit the socket buffer
+            start = max(0, int(request.get("offset") or 0))
+            page, size = [], 0
+            for change in self.journal[start:]:
+                size += len(json.dumps(change))
+                if page and size > _JOURNAL_PAGE_BYTES:
+                    break
+                page.append(change)
+            return {"ok": True, "changes": page, "total": len(self.journal)}, []
         if op == "list":
             entries = list(self.listeners.values())[:_MAX_FDS]
             return ({"ok": True, "listeners": [settings for _, settings in entries],
@@ -211,6 +233,19 @@ def lent_listeners(ipc_dir: str) -> tuple:
     """Every current listener as ``[(socket, settings)]`` and connector settings, for a worker."""
     reply, socks = request(ipc_dir, {"op": "list"})
     return list(zip(socks, reply.get("listeners", []))), reply.get("connectors", [])
+
+
+def runtime_changes(ipc_dir: str) -> list:
+    """The configuration changes made at run time so far (see SocketBroker), oldest first."""
+    changes: list = []
+    while True:
+        reply, socks = request(ipc_dir, {"op": "journal", "offset": len(changes)})
+        for sock in socks:
+            sock.close()
+        page = list(reply.get("changes") or [])
+        changes += page
+        if not page or len(changes) >= int(reply.get("total") or 0):
+            return changes
 
 
 def open_lent(ipc_dir: str, settings: dict) -> socket.socket:

@@ -125,8 +125,31 @@ class Worker:
             self._add_listener(sock, settings)
         for settings in connectors:
             self.open_connector(settings)
+        self._replay_runtime_changes()
         self.report("ready")
         return True
+
+    def _replay_runtime_changes(self) -> None:
+        """Apply what management changed at run time (vhosts, sslProfiles, log levels...), as
+        the workers before this one applied it; listeners and connectors came from the broker."""
+        try:
+            changes = listenfds.runtime_changes(self.ipc_dir)
+        except (OSError, ValueError) as exc:
+            self._log_server("error", f"runtime configuration changes not recovered: {exc}")
+            return
+        for change in changes:
+            kind = str(change.get("type", "")).rsplit(".", 1)[-1]
+            if kind in ("listener", "connector"):
+                continue
+            try:
+                ok, detail = self.apply_config_change(ipc.ConfigChange(
+                    0, str(change.get("op")), str(change.get("type")),
+                    dict(change.get("attributes") or {})))
+            except Exception as exc:  # noqa: BLE001 - one bad entry must not stop the start
+                ok, detail = False, f"{type(exc).__name__}: {exc}"
+            if not ok:
+                self._log_server("error", f"runtime change {change.get('op')} {kind} not "
+                                          f"re-applied: {detail}")
 
     def _add_listener(self, sock, settings: dict) -> None:
         self.listeners[sock.fileno()] = (sock, settings)

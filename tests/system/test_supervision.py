@@ -443,3 +443,48 @@ def test_restarts_are_counted_in_metrics(launch):
     with urllib.request.urlopen(f"http://127.0.0.1:{http}/metrics", timeout=10) as resp:
         text = resp.read().decode()
     assert 'qdr_process_restarts_total{router="Sup.Test",process="worker0"} 1' in text
+
+
+def _qdmanage(port: int, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "-b",
+                           f"127.0.0.1:{port}", *args], capture_output=True, text=True, timeout=30)
+
+
+def _multicast_reaches_both(url: str) -> bool:
+    loop = Loop()
+    try:
+        receivers = [CountingReceiver("mc.news") for _ in range(2)]
+        for rcv in receivers:
+            loop.connect(url, rcv)
+        assert loop.run_until(lambda: all(r.opened for r in receivers), 10)
+        sender = BulkSender("mc.news", 1, lambda i: Message(body="extra"), presettled=True)
+        loop.connect(url, sender)
+        return loop.run_until(lambda: all(r.count == 1 for r in receivers), 5)
+    finally:
+        loop.close()
+
+
+def test_runtime_changes_survive_agent_and_core_restarts(launch):
+    port = free_port()
+    router = launch(conf(port))
+    url = f"amqp://127.0.0.1:{port}"
+    out = _qdmanage(port, "create", "type=router.config.address", "name=mc", "prefix=mc",
+                    "distribution=multicast")
+    assert out.returncode == 0, out.stderr
+    assert _multicast_reaches_both(url)
+    pids = children(router.proc.pid)
+    os.kill(pids["agent"], signal.SIGKILL)  # management must still show what was created
+    pids = wait_children(router, {"agent"}, pids)
+    router.wait_for_line("agent process")
+    deadline = time.monotonic() + 10
+    while True:
+        listed = _qdmanage(port, "query", "--type", "router.config.address", "name")
+        if listed.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert '"mc"' in listed.stdout, listed.stdout + listed.stderr
+    os.kill(pids["core"], signal.SIGKILL)  # a clean slate: the file's config plus the changes
+    wait_children(router, {"core", "agent", "worker0"}, pids)
+    router.wait_for_line("Router processes restarted")
+    assert accepts_amqp(url, 5.0) <= 5.0
+    assert _multicast_reaches_both(url)  # still multicast: the new core has the address rule

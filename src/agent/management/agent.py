@@ -66,8 +66,12 @@ class _PendingChange:
 class ManagementAgent:
     def __init__(self, spec: dict, log: RouterLog, new_id: Callable[[], int],
                  send: Callable[..., None], send_control: Callable[..., None],
-                 worker_count: int, version: str) -> None:
+                 worker_count: int, version: str,
+                 record: Optional[Callable[[dict], None]] = None) -> None:
         self.spec = spec
+        # keeps every runtime change for processes restarted later (the supervisor's journal,
+        # router_core/listenfds.py); None: not kept (tests without a supervisor)
+        self.record = record
         self.log = log
         self.new_id = new_id
         self.send = send
@@ -243,8 +247,29 @@ class ManagementAgent:
                 self.log.configure(change.attributes)
             except LogConfigError as exc:
                 self.log.log("AGENT", "error", f"log update not applied in the agent: {exc}")
+        if self.record is not None and (change.commit or change.entity_type.endswith("log")):
+            self.record({"op": change.op, "type": change.entity_type,
+                         "attributes": change.attributes, "commit": change.commit,
+                         "entity": change.entity})
         self.log.log("AGENT", "info", change.summary or f"{change.op} {change.entity_type}")
         self._answer(pending.request, change.status, None, change.body)
+
+    def replay(self, changes: list) -> None:
+        """A restarted agent: apply to the store what its predecessor had applied at run time
+        (the supervisor's journal), so management shows the same entities."""
+        for change in changes:
+            commit, entity = change.get("commit"), change.get("entity") or {}
+            if commit == "add":
+                self.store.add(entity)
+            elif commit == "remove":
+                self.store.remove(entity)
+            elif commit == "replace":
+                self.store.replace(entity)
+            if str(change.get("type", "")).endswith("log"):
+                try:
+                    self.log.configure(change.get("attributes") or {})
+                except LogConfigError:
+                    pass
 
     def tick(self, now: float) -> None:
         for change_id in [i for i, p in self.changes.items() if p.deadline <= now]:
