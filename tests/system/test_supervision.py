@@ -406,13 +406,17 @@ def test_killed_core_restarts_the_router_with_its_listeners_open(launch):
         loop.connect(url, receiver)
         assert loop.run_until(lambda: receiver.opened, 10)
         os.kill(pids["core"], signal.SIGKILL)
-        assert accepts_amqp(url, 3.0) <= 2.0
+        killed_at = time.monotonic()
+        router.wait_for_line("Router processes restarted", timeout=10)
+        # bench_recovery.py measures it (about 1 s on an idle box); here room for a busy CI box
+        assert time.monotonic() - killed_at < 5.0
+        assert accepts_amqp(url, 3.0) <= 3.0
         # the old clients' connections are closed, not left hanging
         assert loop.run_until(lambda: receiver.closed, 5)
     finally:
         loop.close()
     now = children(router.proc.pid)
-    assert all(now[name] != pids[name] for name in pids), (pids, now)
+    assert all(now.get(name) not in (None, pids[name]) for name in pids), (pids, now)
     router.wait_for_line("SERVER (critical) core process")
     assert round_trip(url, "after.core") == [f"m{i}" for i in range(5)]
 
