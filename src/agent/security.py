@@ -185,6 +185,11 @@ def connection_problem(short: str, attrs: dict,
             if not name or profile is None or not profile.get("caCertFile"):
                 return (f"{where}: saslMechanisms EXTERNAL needs an sslProfile with caCertFile "
                         "(client certificates are verified against it)")
+        if "DIGEST-MD5" in mechs and (not name or not attrs.get("requireSsl")):
+            # it works over TLS; without TLS every client fails to authenticate: refuse the
+            # configuration rather than start a listener nobody can use
+            return (f"{where}: saslMechanisms DIGEST-MD5 is only supported on a listener with "
+                    "an sslProfile and requireSsl: yes (use SCRAM-SHA-256 or PLAIN otherwise)")
     else:
         if "EXTERNAL" in mechs:
             if not name or profile is None or not profile.get("certFile"):

@@ -71,6 +71,11 @@ def test_connection_checks(pki):
                                     profiles)
     assert "saslPassword" in check("connector", {"port": 1, "saslPassword": "env:QD_NOPE_X"},
                                    profiles)
+    # DIGEST-MD5 works over TLS only here: refused elsewhere instead of failing every client
+    assert "DIGEST-MD5" in check("listener", {"port": 1, "saslMechanisms": "DIGEST-MD5"},
+                                 profiles)
+    assert check("listener", {"port": 1, "sslProfile": "t", "requireSsl": True,
+                              "saslMechanisms": "DIGEST-MD5 PLAIN"}, profiles) is None
 
 
 def test_config_refusal_names_the_line():
