@@ -326,3 +326,31 @@ def test_connector_verifies_the_peer_name(router_factory, pki):
     rows = [c for c in connections(a) if c.get("container") == "Router.B"]
     assert len(rows) == 1 and rows[0]["isEncrypted"]  # only the lax one got through
     assert b.proc.proc.poll() is None
+
+
+def test_sasl_frames_out_of_order_inside_tls_crash_nothing(router_factory, pki):
+    """Inside TLS the worker's SASL guard cannot see the bytes (proton decrypts them itself):
+    the patched proton (scripts/patches/) must refuse them without dying."""
+    import socket
+    import ssl
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import fuzz_front_door as fuzz
+    port = free_port()
+    r = router_factory(profile(pki) + listener(port, sslProfile="tls",
+                                               saslMechanisms="ANONYMOUS"))
+    ctx = ssl.create_default_context(cafile=pki["ca"])
+    for name in ("failed-init-then-frames", "sasl-response-first", "amqp-frame-then-response",
+                 "bad-init-then-response"):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw:
+            with ctx.wrap_socket(raw, server_hostname="localhost") as tls:
+                tls.sendall(fuzz.KNOWN_BAD[name])  # one TLS record: proton gets it at once
+                try:
+                    while tls.recv(4096):  # until the router closes (bounded by the timeout)
+                        pass
+                except (OSError, ssl.SSLError):
+                    pass
+    ok, err = connect(f"amqps://localhost:{port}", ssl_domain=domain(pki),
+                      allowed_mechs="ANONYMOUS")
+    assert ok, err
+    ok.close()
+    assert "(critical)" not in r.proc.output(), r.proc.output()
