@@ -76,19 +76,7 @@ class Router:
         return None
 
     def children(self) -> dict:
-        out = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(self.proc.pid)],
-                             capture_output=True, text=True, timeout=10).stdout
-        found = {}
-        for line in out.splitlines():
-            pid, _, args = line.strip().partition(" ")
-            words = args.split()
-            if "router_core.coreproc" in words:
-                found["core"] = int(pid)
-            elif "agent.controlplane" in words:
-                found["agent"] = int(pid)
-            elif "router_io.worker" in words:
-                found[f"worker{words[words.index('--index') + 1]}"] = int(pid)
-        return found
+        return children(self.proc.pid)
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -100,19 +88,49 @@ class Router:
                 self.proc.wait(5)
 
 
+def children(supervisor_pid: int) -> dict:
+    """``{"core": pid, "agent": pid, "worker0": pid, ...}`` of a running router."""
+    out = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(supervisor_pid)],
+                         capture_output=True, text=True, timeout=10).stdout
+    found = {}
+    for line in out.splitlines():
+        pid, _, args = line.strip().partition(" ")
+        words = args.split()
+        if "router_core.coreproc" in words:
+            found["core"] = int(pid)
+        elif "agent.controlplane" in words:
+            found["agent"] = int(pid)
+        elif "router_io.worker" in words:
+            found[f"worker{words[words.index('--index') + 1]}"] = int(pid)
+    return found
+
+
+def tcp_rows() -> list:
+    """(local port, remote port, state, inode) of every TCP socket (the kernel's tables)."""
+    rows = []
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    p = line.split()
+                    rows.append((int(p[1].rsplit(":", 1)[1], 16),
+                                 int(p[2].rsplit(":", 1)[1], 16), p[3], p[9]))
+        except OSError:
+            pass
+    return rows
+
+
 def holder_of_client(router_port: int, pids: dict, client_port: int) -> Optional[str]:
     """The child holding the router's end of the connection from ``client_port`` (/proc)."""
-    inodes = set()
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(path) as f:
-            next(f)
-            for line in f:
-                p = line.split()
-                if (int(p[1].rsplit(":", 1)[1], 16) == router_port
-                        and int(p[2].rsplit(":", 1)[1], 16) == client_port):
-                    inodes.add(p[9])
+    inodes = {inode for lport, rport, _, inode in tcp_rows()
+              if lport == router_port and rport == client_port}
     for name, pid in pids.items():
-        for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
             try:
                 if os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] in inodes:
                     return name
@@ -122,15 +140,9 @@ def holder_of_client(router_port: int, pids: dict, client_port: int) -> Optional
 
 
 def client_ports(router_port: int) -> set:
-    ports = set()
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with open(path) as f:
-            next(f)
-            for line in f:
-                p = line.split()
-                if int(p[2].rsplit(":", 1)[1], 16) == router_port and p[3] == "01":
-                    ports.add(int(p[1].rsplit(":", 1)[1], 16))
-    return ports
+    """Local ports of established client sockets toward the router's port."""
+    return {lport for lport, rport, state, _ in tcp_rows()
+            if rport == router_port and state == "01"}
 
 
 class Traffic(MessagingHandler):

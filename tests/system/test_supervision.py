@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -31,28 +32,14 @@ from proton.utils import BlockingConnection
 from clients import BulkSender, CountingReceiver, Loop
 from conftest import RouterProcess, free_port
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from bench_recovery import children, client_ports, holder_of_client  # noqa: E402
+
 MODIFIED = Delivery.MODIFIED
 RELEASED = Delivery.RELEASED
 
 
-# --- processes and sockets as the kernel sees them --------------------------------------------
-def children(supervisor_pid: int) -> dict:
-    """{"core": pid, "agent": pid, "worker0": pid, ...} of a running router."""
-    out = subprocess.run(["ps", "-ww", "-o", "pid=,args=", "--ppid", str(supervisor_pid)],
-                         capture_output=True, text=True, timeout=10).stdout
-    found = {}
-    for line in out.splitlines():
-        pid, _, args = line.strip().partition(" ")
-        words = args.split()
-        if "router_core.coreproc" in words:
-            found["core"] = int(pid)
-        elif "agent.controlplane" in words:
-            found["agent"] = int(pid)
-        elif "router_io.worker" in words:
-            found[f"worker{words[words.index('--index') + 1]}"] = int(pid)
-    return found
-
-
+# --- processes and sockets as the kernel sees them (shared with benchmarks/bench_recovery.py) --
 def wait_children(router: RouterProcess, names: set, old: dict, timeout: float = 10.0) -> dict:
     """Wait until every named child runs with a pid other than ``old``'s; return the children."""
     deadline = time.monotonic() + timeout
@@ -64,44 +51,11 @@ def wait_children(router: RouterProcess, names: set, old: dict, timeout: float =
         time.sleep(0.05)
 
 
-def _tcp_table() -> list:
-    rows = []
-    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(path) as f:
-                next(f)
-                for line in f:
-                    parts = line.split()
-                    rows.append((int(parts[1].rsplit(":", 1)[1], 16),
-                                 int(parts[2].rsplit(":", 1)[1], 16), parts[3], parts[9]))
-        except OSError:
-            pass
-    return rows
-
-
-def client_ports(router_port: int) -> set:
-    """Local ports of established client sockets toward the router's port."""
-    return {lport for lport, rport, state, _ in _tcp_table()
-            if rport == router_port and state == "01"}
-
-
 def owner_of(client_port: int, router_port: int, pids: dict) -> str:
     """Which child (name) holds the router's end of the connection from ``client_port``."""
-    inodes = {inode for lport, rport, _, inode in _tcp_table()
-              if lport == router_port and rport == client_port}
-    for name, pid in pids.items():
-        try:
-            fds = os.listdir(f"/proc/{pid}/fd")
-        except OSError:
-            continue
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:[") and target[8:-1] in inodes:
-                return name
-    raise AssertionError(f"no child holds the connection from port {client_port}")
+    name = holder_of_client(router_port, pids, client_port)
+    assert name is not None, f"no child holds the connection from port {client_port}"
+    return name
 
 
 def connect_tracked(loop: Loop, url: str, handler, port: int, opened) -> int:
