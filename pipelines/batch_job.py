@@ -35,6 +35,7 @@ import glob
 import math
 import os
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -96,6 +97,9 @@ def shuffle_partitions(nbytes: Optional[int], cores: int = 0) -> int:
 def build_session(master: Optional[str], app: str, *, nbytes: Optional[int] = None,
                   progress: bool = False) -> SparkSession:
     small = nbytes is not None and nbytes < SMALL_INPUT
+    java_options = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
+    if small:  # a JVM that lives seconds: the quick compiler and a plain GC start faster
+        java_options += " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
     # Small inputs (a benchmark run: kilobytes to megabytes) are planning-bound: adaptive
     # re-planning and code generation cost seconds per query and save nothing on one
     # partition, so they are off there; from SMALL_INPUT up (or when the size is unknown)
@@ -107,8 +111,7 @@ def build_session(master: Optional[str], app: str, *, nbytes: Optional[int] = No
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions(nbytes)))
                .config("spark.ui.showConsoleProgress", "true" if progress else "false")
                .config("spark.ui.enabled", "true" if progress else "false")
-               .config("spark.driver.extraJavaOptions",
-                       f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"))
+               .config("spark.driver.extraJavaOptions", java_options))
     if small:
         builder = (builder.config("spark.sql.codegen.wholeStage", "false")
                    .config("spark.sql.codegen.factoryMode", "NO_CODEGEN"))  # internal setting
@@ -366,10 +369,21 @@ def summary_text(facts: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _preload_matplotlib() -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot  # noqa: F401
+    except ImportError:
+        pass  # write_chart() says there is no chart
+
+
 def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = None) -> int:
     """Run the job; with ``spark`` given (tests), use that session and leave it running."""
     started = time.monotonic()
     args = parse_args(argv)
+    # the chart's library loads (about a second) while the JVM starts
+    threading.Thread(target=_preload_matplotlib, daemon=True).start()
     own = spark is None
     session = spark or build_session(
         args.master, "router-metrics-batch", progress=args.progress,
