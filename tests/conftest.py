@@ -142,6 +142,27 @@ def pki(tmp_path_factory) -> dict:
     return tlscerts.make_pki(tmp_path_factory.mktemp("pki"))
 
 
+def compiled_engine():
+    """The compiled WorkerEngine, or None when router_io._engine is not built."""
+    try:
+        from router_io import _engine
+    except ImportError:
+        return None
+    return _engine.WorkerEngine
+
+
+@pytest.fixture(params=["python", "cython"])
+def engine_cls(request):
+    """The worker engine, both builds: the pure-Python reference and the compiled one."""
+    if request.param == "python":
+        from router_io import engine
+        return engine.WorkerEngine
+    cls = compiled_engine()
+    if cls is None:
+        pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
+    return cls
+
+
 COMPILED_MODULES = ("router_core._core", "router_core._addrmatch", "router_core._pathcomp",
                     "router_io._amqpscan", "router_io._engine")
 

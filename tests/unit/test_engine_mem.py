@@ -12,19 +12,13 @@ from proton import Delivery
 import memrouter
 from router_io import engine as engine_py
 
-
-def _compiled_engine():
-    try:
-        from router_io import _engine
-    except ImportError:
-        return None
-    return _engine.WorkerEngine
+from conftest import compiled_engine
 
 
 @pytest.fixture(params=["python", "cython"], autouse=True)
 def engine_build(request, monkeypatch):
     """Every test here runs against the pure-Python engine and the Cython-compiled one."""
-    cls = engine_py.WorkerEngine if request.param == "python" else _compiled_engine()
+    cls = engine_py.WorkerEngine if request.param == "python" else compiled_engine()
     if cls is None:
         pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
     monkeypatch.setattr(memrouter, "MemRouter", functools.partial(memrouter.MemRouter,

@@ -24,22 +24,6 @@ TO, PHASE, INGRESS, TRACE = (symbol("x-opt-qd.to"), symbol("x-opt-qd.phase"),
                              symbol("x-opt-qd.ingress"), symbol("x-opt-qd.trace"))
 
 
-def _compiled_engine():
-    try:
-        from router_io import _engine
-    except ImportError:
-        return None
-    return _engine.WorkerEngine
-
-
-@pytest.fixture(params=["python", "cython"])
-def engine_cls(request):
-    cls = engine_py.WorkerEngine if request.param == "python" else _compiled_engine()
-    if cls is None:
-        pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
-    return cls
-
-
 class Peer:
     """One engine connection and the bare proton engine at its other end, pumped in memory."""
 

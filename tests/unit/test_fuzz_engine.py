@@ -38,22 +38,6 @@ FUZZ = settings(max_examples=150, deadline=None, derandomize=True,
                                        HealthCheck.function_scoped_fixture])
 
 
-def _compiled_engine():
-    try:
-        from router_io import _engine
-    except ImportError:
-        return None
-    return _engine.WorkerEngine
-
-
-@pytest.fixture(params=["python", "cython"])
-def engine_cls(request):
-    cls = engine_py.WorkerEngine if request.param == "python" else _compiled_engine()
-    if cls is None:
-        pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
-    return cls
-
-
 class Harness:
     """A MemRouter whose engine logs into a list and whose commands are recorded."""
 
