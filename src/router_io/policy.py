@@ -63,6 +63,18 @@ _GROUP_BOOLS = {"allowDynamicSource": False, "allowAnonymousSender": False,
                 "allowAdminStatusUpdate": True}
 
 
+
+def _check_number(value: Any, what: str, top: Optional[int]) -> None:
+    """A vhost/group count: a whole number from 0 (to ``top``), in 1.19's words if not."""
+    if value is None:
+        return
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise PolicyError(f"{what} has error 'Value '{value}' is not a number'.") from None
+    if number < 0 or (top is not None and number > top):
+        raise PolicyError(f"{what} has error 'Value '{value}' is out of range'.")
+
 class PolicyError(ValueError):
     """A vhost definition 1.19 would refuse (the message is 1.19's where it has one)."""
 
@@ -243,18 +255,8 @@ class GroupSettings:
             raise PolicyError(f"Policy vhost '{vhost}' user group '{name}' option 'remoteHosts' "
                               f"failed to translate: '{exc}'.") from None
         for key in _GROUP_COUNTS + _GROUP_SIZES:
-            value = attrs.get(key)
-            if value is None:
-                continue
-            try:
-                number = int(value)
-            except (TypeError, ValueError):
-                raise PolicyError(f"Policy vhost '{vhost}' user group '{name}' option '{key}' "
-                                  f"has error 'Value '{value}' is not a number'.") from None
-            top = 65535 if key in _GROUP_COUNTS else None
-            if number < 0 or (top is not None and number > top):
-                raise PolicyError(f"Policy vhost '{vhost}' user group '{name}' option '{key}' "
-                                  f"has error 'Value '{value}' is out of range'.")
+            _check_number(attrs.get(key), f"Policy vhost '{vhost}' user group '{name}' option "
+                                          f"'{key}'", 65535 if key in _GROUP_COUNTS else None)
         self.max_conn_user = _opt(attrs.get("maxConnectionsPerUser"))
         self.max_conn_host = _opt(attrs.get("maxConnectionsPerHost"))
         self.max_frame = int(attrs.get("maxFrameSize") or 0)
@@ -326,17 +328,8 @@ class Vhost:
             raise PolicyError(f"Policy vhost '{name}' option '{unknown[0]}' is not supported")
         for key in ("maxConnections", "maxConnectionsPerUser", "maxConnectionsPerHost",
                     "maxMessageSize"):
-            value = attrs.get(key)
-            if value is None:
-                continue
-            try:
-                number = int(value)
-            except (TypeError, ValueError):
-                raise PolicyError(f"Policy vhost '{name}' option '{key}' has error 'Value "
-                                  f"'{value}' is not a number'.") from None
-            if number < 0 or (key != "maxMessageSize" and number > 65535):
-                raise PolicyError(f"Policy vhost '{name}' option '{key}' has error 'Value "
-                                  f"'{value}' is out of range'.")
+            _check_number(attrs.get(key), f"Policy vhost '{name}' option '{key}'",
+                          None if key == "maxMessageSize" else 65535)
         self.max_connections = int(attrs.get("maxConnections", 65535))
         self.max_per_user = int(attrs.get("maxConnectionsPerUser", 65535))
         self.max_per_host = int(attrs.get("maxConnectionsPerHost", 65535))
