@@ -63,6 +63,9 @@ _GROUP_BOOLS = {"allowDynamicSource": False, "allowAnonymousSender": False,
                 "allowAdminStatusUpdate": True}
 
 
+class PolicyError(ValueError):
+    """A vhost definition 1.19 would refuse (the message is 1.19's where it has one)."""
+
 
 def _check_number(value: Any, what: str, top: Optional[int]) -> None:
     """A vhost/group count: a whole number from 0 (to ``top``), in 1.19's words if not."""
@@ -74,9 +77,6 @@ def _check_number(value: Any, what: str, top: Optional[int]) -> None:
         raise PolicyError(f"{what} has error 'Value '{value}' is not a number'.") from None
     if number < 0 or (top is not None and number > top):
         raise PolicyError(f"{what} has error 'Value '{value}' is out of range'.")
-
-class PolicyError(ValueError):
-    """A vhost definition 1.19 would refuse (the message is 1.19's where it has one)."""
 
 
 def split_list(value: Any) -> list:
