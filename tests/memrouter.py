@@ -103,6 +103,8 @@ class MemRouter:
         self.engine.drop_connection(client.server)
         self.run()
 
+    stalled = None  # a Client whose socket is never read (tests of a slow receiver)
+
     def _pump_once(self) -> bool:
         moved = False
         for c in self.clients:
@@ -112,6 +114,8 @@ class MemRouter:
                 c.transport.pop(len(out))
                 c.server.push(out, len(out))
                 moved = True
+            if c is self.stalled:  # a client that never reads what the router writes to it
+                continue
             cap = c.transport.capacity()
             buf = bytearray(max(cap, 0))
             n = c.server.output(buf) if cap > 0 else 0

@@ -27,28 +27,6 @@ if native_engine is not None:
 class StallRouter(MemRouter):
     """A MemRouter where one client (``stalled``) never reads what the router writes to it."""
 
-    stalled = None
-
-    def _pump_once(self) -> bool:
-        moved = False
-        for c in self.clients:
-            size = min(c.transport.pending(), c.server.capacity())
-            if size > 0:
-                out = c.transport.peek(size)
-                c.transport.pop(len(out))
-                c.server.push(out, len(out))
-                moved = True
-            if c is self.stalled:
-                continue
-            cap = c.transport.capacity()
-            buf = bytearray(max(cap, 0))
-            n = c.server.output(buf) if cap > 0 else 0
-            if n > 0:
-                c.server.consumed(n)
-                c.transport.push(bytes(buf[:n]))
-                moved = True
-        return moved
-
 
 def engine_state(e) -> dict:
     return {name: len(getattr(e, name)) for name in (
