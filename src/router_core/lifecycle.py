@@ -20,7 +20,7 @@ from typing import Any
 
 from router_core.addressing import CLASS_ROUTER, CLASS_TOPOLOGICAL
 from router_core.ipc import (
-    DIR_IN, DIR_OUT, CloseConnection, ConnClosed, DetachLink, LinkOpen, LinkRefuse,
+    DIR_IN, DIR_OUT, CloseConnection, DetachLink, LinkOpen, LinkRefuse,
     RouterLinkDown, RouterLinkUp)
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
@@ -40,6 +40,8 @@ ERRORS_MAX = 100  # protocol errors kept for the core process to log, at most
 ABSENT = 0      # the core has no such connection / link (never opened, or gone)
 OPEN = 1        # a connection the core knows
 ATTACHED = 1    # a link the core knows
+CONN_STATES = {ABSENT: "absent", OPEN: "open"}
+LINK_STATES = {ABSENT: "absent", ATTACHED: "attached"}
 
 # Events (the command that names the object)
 EV_OPENED = 0   # ConnOpened
@@ -113,10 +115,10 @@ def on_conn_opened(core: Any, peer: Any, cmd: Any) -> None:
     state = OPEN if conn_id in core.conns else ABSENT
     action = CONN_TRANSITIONS.get((state, EV_OPENED))
     if action == A_REOPEN:
-        on_conn_closed(core, peer, ConnClosed(conn_id, "reopened"))
+        _close(core, core.conns[conn_id])
     elif action != A_OPEN:
-        _close_offending(core, peer, conn_id, f"ConnOpened for connection {conn_id} in state "
-                                              f"{state}")
+        _close_offending(core, peer, conn_id, f"ConnOpened for connection {conn_id} "
+                                              f"({CONN_STATES[state]})")
         return
     role = ROLE_CODES.get(cmd[1], -1)
     if role < 0:
@@ -138,12 +140,18 @@ def on_conn_closed(core: Any, peer: Any, cmd: Any) -> None:
     action = CONN_TRANSITIONS.get((ABSENT if conn is None else OPEN, EV_CLOSED))
     if action == A_FORGET:
         core.policy_counts.release(conn_id)
-        return
-    if action != A_CLOSE:
-        _close_offending(core, peer, conn_id, f"ConnClosed for connection {conn_id}")
-        return
-    core.policy_counts.release(conn_id)
-    del core.conns[conn_id]
+    elif action == A_CLOSE:
+        _close(core, conn)
+    else:
+        _close_offending(core, peer, conn_id, f"ConnClosed for connection {conn_id} "
+                                              f"({CONN_STATES[ABSENT if conn is None else OPEN]})")
+
+
+def _close(core: Any, conn: Connection) -> None:
+    """Forget ``conn``: its links are dropped (their deliveries settle as for a lost receiver
+    or sender), the agent hears RouterLinkDown, its policy counts are released."""
+    core.policy_counts.release(conn.conn_id)
+    del core.conns[conn.conn_id]
     links = list(conn.links.values())
     for link in links:  # first, so no effect goes to a link of this connection
         link.closed = True
@@ -162,7 +170,7 @@ def _close_offending(core: Any, peer: Any, conn_id: Any, text: str) -> None:
     core._emit(peer if conn is None else conn.peer,
                CloseConnection(conn_id, PROTOCOL_ERROR, text))
     if conn is not None:
-        on_conn_closed(core, conn.peer, ConnClosed(conn_id, "protocol error"))
+        _close(core, conn)
 
 
 def close_connection_of(core: Any, peer: Any, cmd: Any, text: str) -> None:
@@ -188,13 +196,23 @@ def close_connection_of(core: Any, peer: Any, cmd: Any, text: str) -> None:
 def on_attach(core: Any, peer: Any, cmd: Any) -> None:
     link_id, conn_id, direction, name, address, dynamic, presettled, capacity, link_type = cmd
     conn = core.conns.get(conn_id)
-    action = CONN_TRANSITIONS.get((ABSENT if conn is None else OPEN, EV_ATTACH))
+    conn_state = ABSENT if conn is None else OPEN
+    action = CONN_TRANSITIONS.get((conn_state, EV_ATTACH))
     if action == A_REFUSE_NO_CONN:
         core._emit(peer, LinkRefuse(link_id, "amqp:not-found", "unknown connection"))
         return
-    action = LINK_TRANSITIONS.get((ATTACHED if link_id in core.links else ABSENT, EV_ATTACH))
+    if action != A_ATTACH:
+        _refuse_offending(core, peer, link_id, f"LinkAttach {link_id} on connection {conn_id} "
+                                               f"({CONN_STATES[conn_state]})")
+        return
+    link_state = ATTACHED if link_id in core.links else ABSENT
+    action = LINK_TRANSITIONS.get((link_state, EV_ATTACH))
     if action == A_REFUSE_DUPLICATE:
         core._emit(conn.peer, LinkRefuse(link_id, "amqp:internal-error", "duplicate link id"))
+        return
+    if action != A_ATTACH:
+        _refuse_offending(core, conn.peer, link_id, f"LinkAttach {link_id} "
+                                                    f"({LINK_STATES[link_state]})")
         return
     type_code = LINK_TYPE_CODES.get(link_type, -1)
     action = ATTACH_RULES.get((conn.role, type_code, core.mode == MODE_INTERIOR), 0)
@@ -217,10 +235,15 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
             link_id, "amqp:not-allowed",
             f"{LINK_TYPE_NAMES[type_code]} links are only allowed on inter-router connections"))
     else:
-        text = (f"link {link_id}: no attach rule for a {link_type!r} link on a "
-                f"{ROLE_NAMES.get(conn.role, conn.role)} connection")
-        protocol_error(core, text)
-        core._emit(conn.peer, LinkRefuse(link_id, PROTOCOL_ERROR, text))
+        _refuse_offending(core, conn.peer, link_id,
+                          f"link {link_id}: no attach rule for a {link_type!r} link on a "
+                          f"{ROLE_NAMES.get(conn.role, conn.role)} connection")
+
+
+def _refuse_offending(core: Any, peer: Any, link_id: Any, text: str) -> None:
+    """A protocol error in an attach: the link is refused with amqp:internal-error."""
+    protocol_error(core, text)
+    core._emit(peer, LinkRefuse(link_id, PROTOCOL_ERROR, text))
 
 
 def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, name: str,
@@ -310,13 +333,19 @@ def attach_router_link(core: Any, conn: Connection, link_id: Any, direction: int
 
 def on_detach(core: Any, peer: Any, cmd: Any) -> None:
     link = core.links.get(cmd[0])
-    action = LINK_TRANSITIONS.get((ABSENT if link is None else ATTACHED, EV_DETACH))
+    link_state = ABSENT if link is None else ATTACHED
+    action = LINK_TRANSITIONS.get((link_state, EV_DETACH))
     if action == A_DETACH:
         link.closed = True
         drop_link(core, link)
         core._record_gone("link", link)
     elif action != A_IGNORE:
-        detach_offending(core, link, f"LinkDetach for link {cmd[0]}")
+        text = f"LinkDetach {cmd[0]} ({LINK_STATES[link_state]})"
+        if link is None:  # nothing to drop; the peer detaches it if it has it
+            protocol_error(core, text)
+            core._emit(peer, DetachLink(cmd[0], PROTOCOL_ERROR, text))
+        else:
+            detach_offending(core, link, text)
 
 
 def detach_offending(core: Any, link: Link, text: str) -> None:
