@@ -5,9 +5,11 @@
 # CORE_PARTS) into build/cython_src/router_core/_core.py and copies this file next to it as
 # _core.pxd, then compiles the pair as ``router_core._core``: one extension, so a delivery's whole
 # path (ingress -> forwarder -> transfer -> settlement) is C calls. The .py parts stay the
-# readable pure-Python reference; this file only adds C types: the records and forwarders become
-# final cdef classes with typed fields, the functions of the parts cdef functions with a typed
-# ``RouterCore core`` and typed locals, the codes C ints.
+# readable pure-Python reference; this file only adds C types: the records become final cdef
+# classes with typed fields, the forwarders cdef classes with a cdef ``forward`` (a C virtual
+# call; Cython 3.3 rejects @cython.final on the subclasses: "Overriding final methods is not
+# allowed"), the functions of the parts cdef functions with a typed ``RouterCore core`` and
+# typed locals, the codes C ints.
 #
 # Rules for keeping it in step with the parts:
 # * every attribute of a record or of RouterCore must be declared here (cdef classes have no

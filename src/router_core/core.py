@@ -19,9 +19,10 @@ Each of them, and this file, is the pure-Python reference AND part of the compil
 setup.py concatenates them in that order (this file last) into one module,
 ``build/cython_src/router_core/_core.py``, dropping the imports between the parts (the blocks
 marked ``core parts``), and compiles it as ``router_core._core`` next to
-``cython/_core.pxd``, which augments it (pure-Python mode): the records and forwarders become
-final cdef classes, the per-message functions cdef functions with typed locals, so a delivery's
-whole path is C calls within one extension. So, in every part: no ``from __future__`` import,
+``cython/_core.pxd``, which augments it (pure-Python mode): the records become final cdef
+classes, the forwarders cdef classes (``forward`` is a C virtual call), the per-message
+functions cdef functions with typed locals, so a delivery's whole path is C calls within one
+extension. So, in every part: no ``from __future__`` import,
 plain classes with ``__slots__``, commands typed ``object`` (Cython type-checks ``tuple``
 exactly: a NamedTuple is not one to it), ``cython`` imported only for ``_COMPILED``
 (records.py), a name defined once across all parts, and the .pxd kept in step.

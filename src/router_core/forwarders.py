@@ -12,7 +12,7 @@ distribution is never re-tested per delivery. :func:`route` is the one entry: an
 forwarder, or a topological address (``R``/``T`` keys, relay.py) without one.
 
 Part of the core (functions of the RouterCore ``core``; compiled with the other parts, see
-core.py, where the forwarders are final cdef classes with a cdef ``forward``). Must not import
+core.py, where the forwarders are cdef classes with a cdef ``forward``). Must not import
 zmq, proton, sockets, clocks, logging handlers, router_io or agent.
 """
 from typing import Any, Optional
