@@ -42,11 +42,31 @@ PURE_MODE_SOURCES = {
 }
 
 
+def _defined_names(path: str, text: str) -> set:
+    """Module-level names ``path`` defines (functions, classes, assignments; not imports)."""
+    import ast
+    names = set()
+    for node in ast.parse(text, path).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
 def core_module_text(paths: list) -> bytes:
-    """The parts as one module: each part's text without its imports of the other parts."""
+    """The parts as one module: each part's text without its imports of the other parts.
+    Two parts defining the same name would silently become one in the compiled build: refused."""
     out = []
+    owner: dict = {}
     for path in paths:
         text = (HERE / path).read_text(encoding="utf-8")
+        for name in _defined_names(path, text):
+            if name in owner:
+                raise SystemExit(f"{path}: {name} is defined in {owner[name]} too (the compiled "
+                                 "core is one module: a name must be defined once)")
+            owner[name] = path
         blocks = (text.count(PARTS_BEGIN), text.count(PARTS_END))
         if blocks == (0, 0):  # imports no other part
             out.append(f"# ===== {path} =====\n" + text)
