@@ -5,11 +5,11 @@ ROUTER_ONLY_EXT=router_core._core builds just that one;
 ROUTER_FORCE_REBUILD=1 recompiles even if Cython thinks nothing changed (e.g. after editing a .pxd).
 Generated C goes to build/, never into src/.
 
-router_core._core is compiled from the pure-Python reference itself (Cython's pure-Python mode):
-src/router_core/core.py is copied to build/cython_src/router_core/_core.py with
-cython/_core.pxd beside it as _core.pxd (Cython only finds an augmenting .pxd next to the .py of
-the same module name), and that pair is cythonized. Copies are rewritten only when their content
-changed, so an unchanged source is not recompiled.
+router_core._core and router_io._engine are compiled from their pure-Python references themselves
+(Cython's pure-Python mode): e.g. src/router_core/core.py is copied to
+build/cython_src/router_core/_core.py with cython/_core.pxd beside it as _core.pxd (Cython only
+finds an augmenting .pxd next to the .py of the same module name), and that pair is cythonized.
+Copies are rewritten only when their content changed, so an unchanged source is not recompiled.
 """
 import os
 from pathlib import Path
@@ -22,7 +22,7 @@ GENERATED = "build/cython_src"
 EXTENSIONS = {
     "router_core._core": f"{GENERATED}/router_core/_core.py",  # = router_core/core.py + .pxd
     "router_io._amqpscan": "cython/_amqpscan.pyx",    # reference: router_io/amqpscan_py.py
-    "router_io._engine": "cython/_engine.pyx",        # reference: router_io/engine.py
+    "router_io._engine": f"{GENERATED}/router_io/_engine.py",  # = router_io/engine.py + .pxd
     "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: router_core/addrmatch.py
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py
 }
@@ -31,11 +31,17 @@ PURE_MODE_SOURCES = {
     f"{GENERATED}/router_core/_core.py": "src/router_core/core.py",
     f"{GENERATED}/router_core/_core.pxd": "cython/_core.pxd",
     f"{GENERATED}/router_core/__init__.py": None,  # makes the module name router_core._core
+    f"{GENERATED}/router_io/_engine.py": "src/router_io/engine.py",
+    f"{GENERATED}/router_io/_engine.pxd": "cython/_engine.pxd",
+    f"{GENERATED}/router_io/__init__.py": None,
 }
 
 EXTRA_DIRECTIVES = {
     # Its annotations document the pure build; the C types come from cython/_core.pxd only.
     "router_core._core": {"annotation_typing": False, "auto_pickle": False},
+    # Plain Python semantics for its indexing (x[-1] on a list): it is mostly cffi-based code.
+    "router_io._engine": {"annotation_typing": False, "auto_pickle": False,
+                          "boundscheck": True, "wraparound": True},
 }
 
 

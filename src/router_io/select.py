@@ -1,9 +1,8 @@
 """Choose the compiled or the pure-Python build of the worker's engine adapter.
 
-The compiled module ``router_io._engine`` (``cython/_engine.pyx``) includes ``router_io/engine.py``
-verbatim for the rare paths and replaces ``WorkerEngine`` (and ``Connection``'s byte I/O) with a
-cdef class that calls proton-C natively on the per-message paths, same public API.
-``ROUTER_NO_EXTENSIONS=1`` forces the reference.
+The compiled module ``router_io._engine`` is ``router_io/engine.py`` itself compiled in Cython's
+pure-Python mode with ``cython/_engine.pxd`` (per-message paths in C, proton-C called natively),
+same public API. ``ROUTER_NO_EXTENSIONS=1`` forces the reference.
 """
 from router_core.builds import choose
 
