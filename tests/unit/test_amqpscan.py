@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proton import UNDESCRIBED, Array, Data, Message, symbol
 
-from router_io import amqpscan, amqpscan_py
+from router_io import amqpscan_py
 from router_io.amqpscan_types import KEEP, MessageFormatError, ScanResult
 
 try:
@@ -77,12 +77,6 @@ def decode(buf: bytes) -> Message:
 
 
 # ---- examples -------------------------------------------------------------------------------
-
-def test_selector_exports_one_build():
-    assert amqpscan.IMPLEMENTATION in ("cython", "python")
-    expected = _amqpscan if amqpscan.IMPLEMENTATION == "cython" else amqpscan_py
-    assert amqpscan.scan is expected.scan and amqpscan.KEEP is KEEP
-
 
 def test_plain_message(impl):
     buf = Message(address="a/b", body="x").encode()
