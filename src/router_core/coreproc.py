@@ -34,6 +34,10 @@ _MAX_BATCHES_PER_LOOP = 512
 _MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult, ipc.PeerLost)
 _TYPE_PREFIX = "org.apache.qpid.dispatch."
 NOT_SUPPORTED = "not supported"
+
+
+class _NotSupported(Exception):
+    """A ConfigChange this core cannot make: ConfigResult status NOT_SUPPORTED (501)."""
 GONE_QUERY = "snapshot+gone>"  # CoreQuery.what: a snapshot with the removed entities after N
 
 
@@ -173,18 +177,20 @@ class CoreProcess:
         entity_type = change.entity_type
         if entity_type.startswith(_TYPE_PREFIX):
             entity_type = entity_type[len(_TYPE_PREFIX):]
-        ok, detail = True, ""
+        ok, detail, status = True, "", 0
         try:
             if entity_type in ("router.config.address", "address"):
                 ok, detail = self._change_addresses(change.op, change.attributes)
             elif entity_type == "log" and change.op == "update":
                 self.log.configure(change.attributes)
+        except _NotSupported as exc:
+            ok, detail, status = False, str(exc), ipc.NOT_SUPPORTED
         except Exception as exc:  # the core process must survive a bad change: report it
             ok, detail = False, f"core: {exc}"
         self.flush()  # effects of the change go before the relayed message
         for worker in range(self.worker_count):
             self._send_alone(worker, change)
-        self._send_alone(peer, ipc.ConfigResult(change.request_id, -1, ok, detail))
+        self._send_alone(peer, ipc.ConfigResult(change.request_id, -1, ok, detail, status))
 
     def _change_addresses(self, op: str, attributes: dict) -> tuple:
         identity = attributes.get("identity")
@@ -193,10 +199,10 @@ class CoreProcess:
         elif op == "delete":
             new = [a for a in self.address_config if a.get("identity") != identity]
         else:
-            return False, f"{NOT_SUPPORTED}: {op} of router.config.address"
+            raise _NotSupported(f"{NOT_SUPPORTED}: {op} of router.config.address")
         setter = getattr(self.core, "set_address_config", None)
         if setter is None:
-            return False, f"{NOT_SUPPORTED}: this core cannot change addresses at run time"
+            raise _NotSupported(f"{NOT_SUPPORTED}: this core cannot change addresses at run time")
         setter(new)
         self.address_config = new
         return True, ""

@@ -255,11 +255,19 @@ class ConfigChange(NamedTuple):
 
 
 class ConfigResult(NamedTuple):
-    """Worker/core -> agent: the outcome of a ConfigChange on one peer."""
+    """Worker/core -> agent: the outcome of a ConfigChange on one peer.
+
+    status: of a failure, the management status it calls for: NOT_SUPPORTED (501) when that
+    process cannot make such a change, else 0 (an error; the agent answers 500, or 400 when
+    the request asked for something impossible)."""
     request_id: int
     peer: int
     ok: bool
     detail: str
+    status: int = 0
+
+
+NOT_SUPPORTED = 501  # ConfigResult.status: the change is not supported (management's 501)
 
 
 class ReloadRequest(NamedTuple):
