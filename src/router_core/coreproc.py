@@ -32,7 +32,6 @@ from router_core.select import get_core_class
 
 _MAX_BATCHES_PER_LOOP = 512
 _MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult, ipc.PeerLost)
-_TYPE_PREFIX = "org.apache.qpid.dispatch."
 NOT_SUPPORTED = "not supported"
 
 
@@ -76,9 +75,7 @@ class CoreProcess:
             self.log.log("ROUTER_CORE", "error", f"runtime changes not recovered: {exc}")
             return
         for change in changes:
-            entity_type = str(change.get("type", ""))
-            if entity_type.startswith(_TYPE_PREFIX):
-                entity_type = entity_type[len(_TYPE_PREFIX):]
+            entity_type = ipc.short_type(str(change.get("type", "")))
             attributes = dict(change.get("attributes") or {})
             try:
                 if entity_type in ("router.config.address", "address"):
@@ -174,9 +171,7 @@ class CoreProcess:
         return {"error": f"unknown query '{what}'"}
 
     def _config_change(self, peer: int, change: ipc.ConfigChange) -> None:
-        entity_type = change.entity_type
-        if entity_type.startswith(_TYPE_PREFIX):
-            entity_type = entity_type[len(_TYPE_PREFIX):]
+        entity_type = ipc.short_type(change.entity_type)
         ok, detail, status = True, "", 0
         try:
             if entity_type in ("router.config.address", "address"):

@@ -254,6 +254,17 @@ class ConfigChange(NamedTuple):
     attributes: dict
 
 
+ENTITY_TYPE_PREFIX = "org.apache.qpid.dispatch."
+
+
+def short_type(entity_type: str) -> str:
+    """A ConfigChange's entity type without the management prefix: ``listener`` for
+    ``org.apache.qpid.dispatch.listener`` (a short name is returned as it is)."""
+    if entity_type.startswith(ENTITY_TYPE_PREFIX):
+        return entity_type[len(ENTITY_TYPE_PREFIX):]
+    return entity_type
+
+
 class ConfigResult(NamedTuple):
     """Worker/core -> agent: the outcome of a ConfigChange on one peer.
 

@@ -319,7 +319,7 @@ class Worker:
 
         NotImplementedError: a change this worker cannot make (the agent answers 501).
         """
-        kind = change.entity_type.rsplit("org.apache.qpid.dispatch.", 1)[-1]
+        kind = ipc.short_type(change.entity_type)
         attrs = change.attributes
         name = attrs.get("name")
         if kind == "sslProfile":  # used by the connections accepted/made from now on
