@@ -28,7 +28,7 @@ import zmq
 from router_core import ipc, listenfds
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
-from router_core.select import get_core_class
+from router_core.core_select import get_core_class
 
 _MAX_BATCHES_PER_LOOP = 512
 _MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult, ipc.PeerLost)

@@ -33,7 +33,7 @@ from router_core.listenfds import ListenerError, resolve_port
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
 from router_io.engine import Connection
-from router_io.select import get_engine_class
+from router_io.engine_select import get_engine_class
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
 _READ_SIZE = 65536

@@ -42,11 +42,11 @@ def test_the_switch_forces_the_reference(monkeypatch):
 # ---- every real selector, in a fresh interpreter: extensions present, hidden, required ---------
 # (selector import, expression naming the module it chose, compiled module, pure reference)
 SELECTORS = [
-    ("from router_core.select import get_core_class", "get_core_class().__module__",
+    ("from router_core.core_select import get_core_class", "get_core_class().__module__",
      "router_core._core", "router_core.core"),
-    ("from router_io.select import get_engine_class", "get_engine_class().__module__",
+    ("from router_io.engine_select import get_engine_class", "get_engine_class().__module__",
      "router_io._engine", "router_io.engine"),
-    ("from router_core.pathselect import get_path_computer",
+    ("from router_core.pathcomp_select import get_path_computer",
      "get_path_computer().__module__", "router_core._pathcomp", "router_core.pathcomp"),
     ("from router_core import matcher", "matcher.AddressRules.__module__",
      "router_core._addrmatch", "router_core.addrmatch"),
