@@ -51,6 +51,7 @@ cdef extern from *:
 
 # Constants compared on the per-message paths: C ints, not module-global lookups.
 cdef int E_DELIVERY, E_LINK_FLOW, DIR_OUT
+cdef frozenset RARE_EVENTS
 cdef uint64_t STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED
 
 
@@ -280,11 +281,11 @@ cdef class WorkerEngine:
     cpdef process_events(self)
     cdef _on_flow(self, size_t l_ptr)
     cdef _report_flow(self, link)
-    @cython.locals(l_ptr=size_t, settled=bint)
+    @cython.locals(l_ptr=size_t, settled=bint, d_key=object)
     cdef _on_delivery(self, size_t d_ptr)
     cdef _drop_aborted(self, size_t d_ptr, size_t l_ptr)
     cdef _drop_in(self, dlv_id)
-    @cython.locals(state=uint64_t, settled=bint)
+    @cython.locals(state=uint64_t, settled=bint, d_key=object)
     cdef _on_outbound_update(self, size_t d_ptr)
     cpdef _fx_credit(self, fx)
     cpdef _fx_deliver(self, fx)

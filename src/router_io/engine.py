@@ -1212,7 +1212,8 @@ class WorkerEngine:
         if link.direction == DIR_OUT:
             self._on_outbound_update(d_ptr)
             return
-        dlv_id = self.in_ids.get(d_ptr)
+        d_key = d_ptr  # compiled: the address as a Python int once, for the three maps below
+        dlv_id = self.in_ids.get(d_key)
         if dlv_id is not None:  # a delivery we already forwarded: the sender settled it
             if _pn_delivery_settled(d_ptr):
                 self._drop_in(dlv_id)
@@ -1270,8 +1271,8 @@ class WorkerEngine:
         if settled:
             _pn_delivery_settle(d_ptr)
         else:
-            self.in_dlvs[dlv_id] = (d_ptr, link)
-            self.in_ids[d_ptr] = dlv_id
+            self.in_dlvs[dlv_id] = (d_key, link)
+            self.in_ids[d_key] = dlv_id
         self.outbox.append(cmd)
 
     def _oversize(self, d_ptr: Any, link: Link) -> bool:
@@ -1325,7 +1326,8 @@ class WorkerEngine:
         self.in_ids.pop(ptr, None)
 
     def _on_outbound_update(self, d_ptr: Any) -> None:
-        dlv_id = self.out_ids.get(d_ptr)
+        d_key = d_ptr  # compiled: the address as a Python int once
+        dlv_id = self.out_ids.get(d_key)
         if dlv_id is None:
             return
         state = _pn_delivery_remote_state(d_ptr)
@@ -1335,7 +1337,7 @@ class WorkerEngine:
             info = self._remote_info(_cdata("pn_delivery_t *", d_ptr), state)
         if settled:
             del self.out_dlvs[dlv_id]
-            del self.out_ids[d_ptr]
+            del self.out_ids[d_key]
             _pn_delivery_settle(d_ptr)
         self.outbox.append(_command(Disposition, (dlv_id, state, settled, info)))
 

@@ -82,7 +82,7 @@ def test_the_compiled_module_is_engine_py():
     import router_io._engine as engine_c
     assert engine_c.__file__.endswith(".so")
     pxd = ENGINE_PXD.read_text()
-    c_globals = set(re.findall(r"^cdef (?:int|uint64_t) (.*)$", pxd, re.MULTILINE))
+    c_globals = set(re.findall(r"^cdef (?:int|uint64_t|frozenset) (.*)$", pxd, re.MULTILINE))
     c_globals = {n.strip() for line in c_globals for n in line.split(",")}
     cdef_methods = set(re.findall(r"^    cdef \w+\(self", pxd, re.MULTILINE))
     cdef_methods = {re.match(r"    cdef (\w+)", m).group(1) for m in cdef_methods}
