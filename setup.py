@@ -21,7 +21,7 @@ GENERATED = "build/cython_src"
 # Each compiled module and the pure-Python reference it must agree with.
 EXTENSIONS = {
     "router_core._core": f"{GENERATED}/router_core/_core.py",  # = router_core/core.py + .pxd
-    "router_io._amqpscan": "cython/_amqpscan.pyx",    # reference: router_io/amqpscan_py.py
+    "router_io._amqpscan": "cython/_amqpscan.pyx",    # reference: router_io/amqpscan.py
     "router_io._engine": f"{GENERATED}/router_io/_engine.py",  # = router_io/engine.py + .pxd
     "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: router_core/addrmatch.py
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py

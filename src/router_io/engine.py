@@ -51,8 +51,8 @@ from router_core.ipc import (
     DIR_OUT, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver, Disposition, Drained,
     LinkCredit, LinkFlow, RouterDeliver, RouterTransfer, SettleIn, SettleOut, Transfer, UpdateIn)
 from router_core.heap import HeapTrimmer
-from router_io import amqpscan, frameguard, policy as vpolicy
-from router_io.amqpscan_py import user_id as _message_user_id
+from router_io import amqpscan_select as scanner, frameguard, policy as vpolicy
+from router_io.amqpscan import user_id as _message_user_id
 from agent import security
 
 PRODUCT = "qpid-dispatch-router"
@@ -1238,8 +1238,8 @@ class WorkerEngine:
             return
         settled = bool(_pn_delivery_settled(d_ptr))
         try:  # the routing fields only (~0.2 us compiled); the body is never decoded
-            scan = amqpscan.scan(payload)
-        except amqpscan.MessageFormatError as exc:
+            scan = scanner.scan(payload)
+        except scanner.MessageFormatError as exc:
             self.log("warning", f"[C{link.conn.conn_id}] rejecting malformed message: {exc}")
             self._reject_local(_cdata("pn_delivery_t *", d_ptr), "amqp:decode-error", str(exc))
             return
@@ -1255,7 +1255,7 @@ class WorkerEngine:
             has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
                                       or scan.ma_ingress is not None or scan.ma_phase is not None)
             if has_router_annotations and link.conn.strip_in:
-                payload = amqpscan.rewrite_annotations(payload, scan, strip=True)
+                payload = scanner.rewrite_annotations(payload, scan, strip=True)
                 to = scan.to if link.anonymous else None
             elif link.anonymous:
                 to = scan.ma_to if scan.ma_to is not None else scan.to
@@ -1527,16 +1527,16 @@ class WorkerEngine:
         A message without router annotations going to a stripping connection is untouched.
         """
         try:
-            scan = amqpscan.scan(payload)
-        except amqpscan.MessageFormatError:
+            scan = scanner.scan(payload)
+        except scanner.MessageFormatError:
             return payload  # it was scanned on the way in; never block a delivery here
         if conn.strip_out:
             if (scan.ma_to is None and scan.ma_trace is None and scan.ma_ingress is None
                     and scan.ma_phase is None):
                 return payload
-            return amqpscan.rewrite_annotations(payload, scan, strip=True)
+            return scanner.rewrite_annotations(payload, scan, strip=True)
         me = self.node_tag
-        return amqpscan.rewrite_annotations(
+        return scanner.rewrite_annotations(
             payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me)
 
     def _router_egress(self, payload: Any, to_override: Optional[str], phase: int) -> Any:
@@ -1544,14 +1544,14 @@ class WorkerEngine:
         absent, this router appended to the trace, ``x-opt-qd.to`` set unless ``to_override`` is
         None, ``x-opt-qd.phase`` set unless ``phase`` is -1. Only that section is rewritten."""
         try:
-            scan = amqpscan.scan(payload)
-        except amqpscan.MessageFormatError:
+            scan = scanner.scan(payload)
+        except scanner.MessageFormatError:
             return payload  # it was scanned on the way in; never block a delivery here
         me = self.node_tag
-        return amqpscan.rewrite_annotations(
+        return scanner.rewrite_annotations(
             payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me,
-            to_override=amqpscan.KEEP if to_override is None else to_override,
-            phase=amqpscan.KEEP if phase == -1 else phase)
+            to_override=scanner.KEEP if to_override is None else to_override,
+            phase=scanner.KEEP if phase == -1 else phase)
 
     def _fx_update_in(self, fx: ipc.UpdateIn) -> None:
         dlv_id, state, settled, info = _fields(fx)

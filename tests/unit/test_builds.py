@@ -50,8 +50,8 @@ SELECTORS = [
      "get_path_computer().__module__", "router_core._pathcomp", "router_core.pathcomp"),
     ("from router_core import matcher", "matcher.AddressRules.__module__",
      "router_core._addrmatch", "router_core.addrmatch"),
-    ("from router_io import amqpscan", "amqpscan._impl.__name__",
-     "router_io._amqpscan", "router_io.amqpscan_py"),
+    ("from router_io import amqpscan_select", "amqpscan_select._impl.__name__",
+     "router_io._amqpscan", "router_io.amqpscan"),
 ]
 SRC = Path(__file__).resolve().parents[2] / "src"
 
