@@ -5,13 +5,14 @@ ROUTER_ONLY_EXT=router_core._core builds just that one;
 ROUTER_FORCE_REBUILD=1 recompiles even if Cython thinks nothing changed (e.g. after editing a .pxd).
 Generated C goes to build/, never into src/.
 
-router_core._core is compiled from the pure-Python reference itself (Cython's pure-Python mode):
-the core's parts (CORE_PARTS, src/router_core/{records,...,core}.py) are concatenated, in that
-order and without the imports between them (the block each part marks ``core parts``), into
-build/cython_src/router_core/_core.py, with cython/_core.pxd beside it as _core.pxd (Cython only
-finds an augmenting .pxd next to the .py of the same module name), and that pair is cythonized:
-one extension, so every call on a delivery's path is a C call. Generated files are rewritten
-only when their content changed, so an unchanged source is not recompiled.
+router_core._core and router_io._engine are compiled from their pure-Python references themselves
+(Cython's pure-Python mode). The core's parts (CORE_PARTS, src/router_core/{records,...,core}.py)
+are concatenated, in that order and without the imports between them (the block each part marks
+``core parts``), into build/cython_src/router_core/_core.py; src/router_io/engine.py is copied to
+build/cython_src/router_io/_engine.py. Each gets its augmenting .pxd from cython/ beside it (Cython
+only finds an augmenting .pxd next to the .py of the same module name), and each pair is
+cythonized: one extension each, so every call on a delivery's path is a C call. Generated files
+are rewritten only when their content changed, so an unchanged source is not recompiled.
 """
 import os
 from pathlib import Path
@@ -23,8 +24,8 @@ GENERATED = "build/cython_src"
 # Each compiled module and the pure-Python reference it must agree with.
 EXTENSIONS = {
     "router_core._core": f"{GENERATED}/router_core/_core.py",  # = router_core/core.py + .pxd
-    "router_io._amqpscan": "cython/_amqpscan.pyx",    # reference: router_io/amqpscan_py.py
-    "router_io._engine": "cython/_engine.pyx",        # reference: router_io/engine.py
+    "router_io._amqpscan": "cython/_amqpscan.pyx",    # reference: router_io/amqpscan.py
+    "router_io._engine": f"{GENERATED}/router_io/_engine.py",  # = router_io/engine.py + .pxd
     "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: router_core/addrmatch.py
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py
 }
@@ -39,6 +40,9 @@ PURE_MODE_SOURCES = {
     f"{GENERATED}/router_core/_core.py": [f"src/router_core/{part}.py" for part in CORE_PARTS],
     f"{GENERATED}/router_core/_core.pxd": "cython/_core.pxd",
     f"{GENERATED}/router_core/__init__.py": None,  # makes the module name router_core._core
+    f"{GENERATED}/router_io/_engine.py": "src/router_io/engine.py",
+    f"{GENERATED}/router_io/_engine.pxd": "cython/_engine.pxd",
+    f"{GENERATED}/router_io/__init__.py": None,
 }
 
 
@@ -83,6 +87,9 @@ def core_module_text(paths: list) -> bytes:
 EXTRA_DIRECTIVES = {
     # Its annotations document the pure build; the C types come from cython/_core.pxd only.
     "router_core._core": {"annotation_typing": False, "auto_pickle": False},
+    # Plain Python semantics for its indexing (x[-1] on a list): it is mostly cffi-based code.
+    "router_io._engine": {"annotation_typing": False, "auto_pickle": False,
+                          "boundscheck": True, "wraparound": True},
 }
 
 

@@ -15,7 +15,7 @@ from typing import Callable, Dict, List
 
 from proton import Message
 
-from router_io import amqpscan_py
+from router_io import amqpscan
 
 try:
     from router_io import _amqpscan
@@ -40,7 +40,7 @@ def best_ns(fn: Callable[[], object], number: int, repeat: int = 7) -> float:
 
 
 def run(number: int) -> List[dict]:
-    builds = [("python", amqpscan_py)] + ([("cython", _amqpscan)] if _amqpscan else [])
+    builds = [("python", amqpscan)] + ([("cython", _amqpscan)] if _amqpscan else [])
     figures = []
     for name, buf in messages().items():
         for build, mod in builds:

@@ -1,13 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Forwarding-path message scanner, compiled build of ``router_io.amqpscan_py``.
+"""Forwarding-path message scanner, compiled build of ``router_io.amqpscan``.
 
-Owns nothing new: it implements exactly the rules documented in ``amqpscan_py`` (the
+Owns nothing new: it implements exactly the rules documented in ``amqpscan`` (the
 reference) on a raw pointer into the message (``bytes`` directly, anything else through the
 buffer protocol), creating Python objects only for the results. Every read is checked against
 the end of the value's container before it happens. Error classes, ``ScanResult`` and ``KEEP``
 come from ``router_io.amqpscan_types`` so both builds share them.
 
-This module must not import proton, zmq, ``amqpscan_py`` or router_core/agent.
+This module must not import proton, zmq, ``amqpscan`` or router_core/agent.
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -648,7 +648,7 @@ def rewrite_annotations(buf, scan_result, *, ingress=None, trace_append=None, to
                         phase=KEEP, strip=False):
     """Return the message with only its message-annotations section replaced.
 
-    Same contract as ``amqpscan_py.rewrite_annotations``; output is identical byte for byte.
+    Same contract as ``amqpscan.rewrite_annotations``; output is identical byte for byte.
     """
     cdef Py_buffer view
     if type(buf) is bytes:

@@ -4,7 +4,7 @@
 Same API, same rules and an equal ``Routes`` result as the pure-Python reference
 ``src/router_core/pathcomp.py`` (read its docstring for the graph, stand-in and tie rules); the
 types (``Routes``, ``MAX_LINK_COST``) are imported from there. Callers pick a build through
-``router_core.pathselect``. Sans-I/O; imports nothing of the router but ``router_core.pathcomp``
+``router_core.pathcomp_select``. Sans-I/O; imports nothing of the router but ``router_core.pathcomp``
 and must not import zmq, proton or sockets.
 
 How it is fast: router ids are mapped once to ints in sorted-id order, so comparing indices is

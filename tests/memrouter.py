@@ -13,8 +13,8 @@ import proton
 from proton import Message
 
 from router_core import ipc
-from router_core.select import get_core_class
-from router_io.select import get_engine_class
+from router_core.core_select import get_core_class
+from router_io.engine_select import get_engine_class
 
 LISTENER = {"name": "test-listener", "host": "127.0.0.1", "port": "0", "role": "normal",
             "linkCapacity": 250, "saslMechanisms": "ANONYMOUS", "idleTimeoutSeconds": 0}

@@ -1,7 +1,8 @@
 """Throughput metrics from core snapshots: interval records and Prometheus text. Pure, no I/O.
 
 Owns the "router-metrics/1" record shape (read by the Spark jobs in ``pipelines/``) and the
-Prometheus exposition (text format 0.0.4). Input is a core snapshot as returned by
+Prometheus exposition (text format 0.0.4, written by ``prometheus_client`` from a custom
+collector). Input is a core snapshot as returned by
 ``router_core.corestate.management_snapshot``: ``{"router": {...}, "links": [...],
 "addresses": [...], "connections": [...], "gone": [...], "now": t}`` with Qpid Dispatch
 management attribute names; ``gone`` holds the final views of removed addresses, links and
@@ -69,8 +70,10 @@ Record keys ("router-metrics/1"; stable: add keys, never rename or drop them)
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Iterable, Optional
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
 
 from router_core.addressing import mobile_text
 
@@ -283,52 +286,26 @@ _LINK_METRICS = (
 )
 
 
-def escape_label_value(value: Any) -> str:
-    """Label value escaping of the text format: backslash, double quote and line feed."""
-    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def format_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    value = float(value)
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return repr(value)
-
-
-def _labels(pairs: Iterable[tuple[str, Any]]) -> str:
-    return "{" + ",".join(f'{name}="{escape_label_value(v)}"' for name, v in pairs) + "}"
-
-
-class _Exposition:
-    """Collects samples per metric family so each family is written once, HELP/TYPE first."""
+class _Families:
+    """Samples collected per metric family (each family written once, HELP/TYPE first, in the
+    order of its first sample), handed to prometheus_client as a custom collector."""
 
     def __init__(self) -> None:
-        self.families: dict[str, tuple[str, str, list[str]]] = {}
+        self.families: dict[str, Metric] = {}
 
     def add(self, name: str, kind: str, help_text: str, labels: list[tuple[str, Any]],
             value: Any) -> None:
         if value is None:
             return
-        family = self.families.setdefault(name, (kind, help_text, []))
-        family[2].append(f"{name}{_labels(labels)} {format_value(value)}")
+        family = self.families.get(name)
+        if family is None:
+            # a counter family's name is without _total (OpenMetrics): the text format adds it
+            family = self.families[name] = Metric(
+                name[:-len("_total")] if kind == "counter" else name, help_text, kind)
+        family.add_sample(name, {k: str(v) for k, v in labels}, value)
 
-    def text(self) -> str:
-        out: list[str] = []
-        for name, (kind, help_text, samples) in self.families.items():
-            out.append(f"# HELP {name} {_escape_help(help_text)}")
-            out.append(f"# TYPE {name} {kind}")
-            out.extend(samples)
-        return "\n".join(out) + "\n"
+    def collect(self) -> Iterable[Metric]:
+        return self.families.values()
 
 
 def prometheus_text(snapshot: dict, router_id: str, uptime_s: float,
@@ -337,7 +314,7 @@ def prometheus_text(snapshot: dict, router_id: str, uptime_s: float,
     PROMETHEUS_CONTENT_TYPE). Families: router-wide (label ``router``), per address (``router``,
     ``address`` = the address key) and per link (``router``, ``link``, ``address``, ``dir``).
     ``restarts``: how often the supervisor restarted each child process (``worker0``, ...)."""
-    exp = _Exposition()
+    exp = _Families()
     router = snapshot.get("router", {})
     rl = [("router", router_id)]
     for process, count in sorted((restarts or {}).items()):
@@ -365,4 +342,6 @@ def prometheus_text(snapshot: dict, router_id: str, uptime_s: float,
             exp.add("qdr_link_outcomes_total", "counter",
                     "Settled deliveries on the link, by outcome.", ll + [("outcome", outcome)],
                     link.get(attr))
-    return exp.text()
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(exp)
+    return generate_latest(registry).decode()

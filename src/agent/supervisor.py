@@ -361,6 +361,7 @@ class Supervisor:
     # --- SIGHUP: reload the configuration file (agent/reload.py) --------------------------------
     def _start_reload(self) -> None:
         notify.reloading()
+        self.log.reopen()  # logrotate's postrotate SIGHUP (the other processes notice by stat)
         path = self.config_path
         self.log.log("SERVER", "notice", f"Reloading configuration from {path}")
         try:

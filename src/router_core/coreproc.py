@@ -34,12 +34,15 @@ import zmq
 from router_core import ipc, listenfds
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
-from router_core.select import get_core_class
+from router_core.core_select import get_core_class
 
 _MAX_BATCHES_PER_LOOP = 512
 _MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult, ipc.PeerLost)
-_TYPE_PREFIX = "org.apache.qpid.dispatch."
 NOT_SUPPORTED = "not supported"
+
+
+class _NotSupported(Exception):
+    """A ConfigChange this core cannot make: ConfigResult status NOT_SUPPORTED (501)."""
 GONE_QUERY = "snapshot+gone>"  # CoreQuery.what: a snapshot with the removed entities after N
 
 
@@ -78,9 +81,7 @@ class CoreProcess:
             self.log.log("ROUTER_CORE", "error", f"runtime changes not recovered: {exc}")
             return
         for change in changes:
-            entity_type = str(change.get("type", ""))
-            if entity_type.startswith(_TYPE_PREFIX):
-                entity_type = entity_type[len(_TYPE_PREFIX):]
+            entity_type = ipc.short_type(str(change.get("type", "")))
             attributes = dict(change.get("attributes") or {})
             try:
                 if entity_type in ("router.config.address", "address"):
@@ -207,21 +208,21 @@ class CoreProcess:
         return {"error": f"unknown query '{what}'"}
 
     def _config_change(self, peer: int, change: ipc.ConfigChange) -> None:
-        entity_type = change.entity_type
-        if entity_type.startswith(_TYPE_PREFIX):
-            entity_type = entity_type[len(_TYPE_PREFIX):]
-        ok, detail = True, ""
+        entity_type = ipc.short_type(change.entity_type)
+        ok, detail, status = True, "", 0
         try:
             if entity_type in ("router.config.address", "address"):
                 ok, detail = self._change_addresses(change.op, change.attributes)
             elif entity_type == "log" and change.op == "update":
                 self.log.configure(change.attributes)
+        except _NotSupported as exc:
+            ok, detail, status = False, str(exc), ipc.NOT_SUPPORTED
         except Exception as exc:  # the core process must survive a bad change: report it
             ok, detail = False, f"core: {exc}"
         self.flush()  # effects of the change go before the relayed message
         for worker in range(self.worker_count):
             self._send_alone(worker, change)
-        self._send_alone(peer, ipc.ConfigResult(change.request_id, -1, ok, detail))
+        self._send_alone(peer, ipc.ConfigResult(change.request_id, -1, ok, detail, status))
 
     def _change_addresses(self, op: str, attributes: dict) -> tuple:
         identity = attributes.get("identity")
@@ -230,10 +231,10 @@ class CoreProcess:
         elif op == "delete":
             new = [a for a in self.address_config if a.get("identity") != identity]
         else:
-            return False, f"{NOT_SUPPORTED}: {op} of router.config.address"
+            raise _NotSupported(f"{NOT_SUPPORTED}: {op} of router.config.address")
         setter = getattr(self.core, "set_address_config", None)
         if setter is None:
-            return False, f"{NOT_SUPPORTED}: this core cannot change addresses at run time"
+            raise _NotSupported(f"{NOT_SUPPORTED}: this core cannot change addresses at run time")
         setter(new)
         self.address_config = new
         return True, ""

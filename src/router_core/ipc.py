@@ -254,12 +254,31 @@ class ConfigChange(NamedTuple):
     attributes: dict
 
 
+ENTITY_TYPE_PREFIX = "org.apache.qpid.dispatch."
+
+
+def short_type(entity_type: str) -> str:
+    """A ConfigChange's entity type without the management prefix: ``listener`` for
+    ``org.apache.qpid.dispatch.listener`` (a short name is returned as it is)."""
+    if entity_type.startswith(ENTITY_TYPE_PREFIX):
+        return entity_type[len(ENTITY_TYPE_PREFIX):]
+    return entity_type
+
+
 class ConfigResult(NamedTuple):
-    """Worker/core -> agent: the outcome of a ConfigChange on one peer."""
+    """Worker/core -> agent: the outcome of a ConfigChange on one peer.
+
+    status: of a failure, the management status it calls for: NOT_SUPPORTED (501) when that
+    process cannot make such a change, else 0 (an error; the agent answers 500, or 400 when
+    the request asked for something impossible)."""
     request_id: int
     peer: int
     ok: bool
     detail: str
+    status: int = 0
+
+
+NOT_SUPPORTED = 501  # ConfigResult.status: the change is not supported (management's 501)
 
 
 class ReloadRequest(NamedTuple):

@@ -6,17 +6,25 @@ Line format (as Qpid Dispatch 1.x)::
 
 Modules and levels are configured by ``log`` entities: ``enable`` takes ``info+`` (that level and
 above), a comma list (``warning,error``), ``none``, or ``default`` (:func:`parse_enable` is the one
-implementation of that grammar); a module without its own levels follows ``DEFAULT``. Outputs: a file path, ``stderr``, ``stdout`` or ``syslog``.
+implementation of that grammar); a module without its own levels follows ``DEFAULT``.
+
+Outputs are standard ``logging`` handlers with :class:`QpidFormatter`: a file path (a
+``WatchedFileHandler``: a file that logrotate moved away or removed is reopened by every process
+at its next line; :meth:`RouterLog.reopen` reopens at once, which the supervisor does on SIGHUP),
+``stderr``, ``stdout`` or ``syslog`` (ident ``qdrouterd``, facility daemon). The module filtering
+is this module's own: Qpid's per-module level sets are not a threshold.
 
 The sans-I/O core never logs; process loops and the agent do. Must not import zmq or proton.
 """
 from __future__ import annotations
 
 import collections
+import logging
+import logging.handlers
 import re
 import sys
 import time
-from typing import IO, Iterable, Optional
+from typing import Iterable, Optional
 
 LEVELS = ("trace", "debug", "info", "notice", "warning", "error", "critical")
 MODULES = ("ROUTER", "ROUTER_CORE", "ROUTER_HELLO", "ROUTER_LS", "ROUTER_MA", "MESSAGE", "SERVER",
@@ -24,6 +32,10 @@ MODULES = ("ROUTER", "ROUTER_CORE", "ROUTER_HELLO", "ROUTER_LS", "ROUTER_MA", "M
            "DEFAULT")
 _SYSLOG_PRIORITY = {"trace": 7, "debug": 7, "info": 6, "notice": 5, "warning": 4, "error": 3,
                     "critical": 2}
+# Qpid's levels as ``logging`` levels (trace and notice between the standard ones)
+LEVEL_NUMBERS = {"trace": 5, "debug": logging.DEBUG, "info": logging.INFO, "notice": 25,
+                 "warning": logging.WARNING, "error": logging.ERROR,
+                 "critical": logging.CRITICAL}
 
 
 class LogConfigError(ValueError):
@@ -83,33 +95,51 @@ def format_line(module: str, level: str, text: str, *, timestamp: bool = True,
     return f"{line} ({source})" if source else line
 
 
-class _Output:
-    def __init__(self, target: str) -> None:
-        self.target = target
-        self.syslog = None
-        self.stream: Optional[IO[str]] = None
-        if target == "syslog":
-            import syslog
-            syslog.openlog("qdrouterd", 0, syslog.LOG_DAEMON)
-            self.syslog = syslog
-        elif target == "stdout":
-            self.stream = sys.stdout
-        elif target in ("stderr", ""):
-            self.stream = sys.stderr
-        else:
-            try:
-                self.stream = open(target, "a", buffering=1, encoding="utf-8")
-            except OSError as exc:
-                raise LogConfigError(f"cannot open log file '{target}': "
-                                     f"{exc.strerror or exc}") from None
+class QpidFormatter(logging.Formatter):
+    """A record as Qpid Dispatch writes a log line (:func:`format_line`): the record's name is
+    the module, ``qd_level`` the level's name; ``qd_timestamp`` and ``qd_source`` (the module's
+    includeTimestamp/includeSource) say whether the time and ``(file:line)`` are written."""
 
-    def write(self, level: str, line: str) -> None:
-        if self.syslog is not None:
-            self.syslog.syslog(_SYSLOG_PRIORITY[level], line)
-        else:
-            assert self.stream is not None
-            self.stream.write(line + "\n")
-            self.stream.flush()
+    def format(self, record: logging.LogRecord) -> str:
+        source = getattr(record, "qd_source", None)
+        return format_line(record.name, getattr(record, "qd_level", record.levelname.lower()),
+                           record.getMessage(), timestamp=getattr(record, "qd_timestamp", True),
+                           source=source, now=record.created)
+
+
+class _SyslogHandler(logging.Handler):
+    """libc syslog(3), ident ``qdrouterd``, facility daemon (as Qpid Dispatch)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import syslog
+        syslog.openlog("qdrouterd", 0, syslog.LOG_DAEMON)
+        self._syslog = syslog
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._syslog.syslog(_SYSLOG_PRIORITY.get(getattr(record, "qd_level", ""), 6),
+                                self.format(record))
+        except Exception:  # noqa: BLE001 - logging's own rule: a failed line never raises
+            self.handleError(record)
+
+
+def _handler(target: str) -> logging.Handler:
+    """The ``logging`` handler of one output (LogConfigError if a file cannot be opened)."""
+    if target == "syslog":
+        handler: logging.Handler = _SyslogHandler()
+    elif target == "stdout":
+        handler = logging.StreamHandler(sys.stdout)
+    elif target in ("stderr", ""):
+        handler = logging.StreamHandler(sys.stderr)
+    else:
+        try:
+            handler = logging.handlers.WatchedFileHandler(target, "a", encoding="utf-8")
+        except OSError as exc:
+            raise LogConfigError(f"cannot open log file '{target}': "
+                                 f"{exc.strerror or exc}") from None
+    handler.setFormatter(QpidFormatter())
+    return handler
 
 
 class ModuleSettings:
@@ -130,7 +160,7 @@ class RouterLog:
     def __init__(self, entities: Iterable[dict] = (), keep: int = 1000) -> None:
         self.modules: dict[str, ModuleSettings] = {
             "DEFAULT": ModuleSettings(parse_enable(DEFAULT_ENABLE), True, False, "stderr")}
-        self._outputs: dict[str, _Output] = {}
+        self._outputs: dict[str, logging.Handler] = {}
         self.recent: collections.deque = collections.deque(maxlen=keep)
         for entity in entities:
             self.configure(entity)
@@ -154,7 +184,7 @@ class RouterLog:
                 enabled = parse_enable(DEFAULT_ENABLE)
         output = str(entity.get("outputFile") or base.output)
         if output not in self._outputs:
-            self._outputs[output] = _Output(output)
+            self._outputs[output] = _handler(output)
         timestamp = entity.get("includeTimestamp")
         source = entity.get("includeSource")
         self.modules[module] = ModuleSettings(
@@ -182,13 +212,30 @@ class RouterLog:
         settings = self.settings(module)
         if level not in self.levels(module):
             return
-        now = time.time()
-        self.recent.append([module, level, text, source.split(":")[0] if source else None,
-                            int(source.split(":")[1]) if source and ":" in source else None,
-                            int(now)])
-        line = format_line(module, level, text, timestamp=settings.timestamp,
-                           source=source if settings.source else None, now=now)
+        path, _, line = (source or "").partition(":")
+        record = logging.LogRecord(module, LEVEL_NUMBERS[level], path, int(line) if
+                                   line.isdigit() else 0, text, None, None)
+        record.qd_level = level
+        record.qd_timestamp = settings.timestamp
+        record.qd_source = source if settings.source else None
+        self.recent.append([module, level, text, path or None,
+                            int(line) if line.isdigit() else None, int(record.created)])
         out = self._outputs.get(settings.output)
         if out is None:
-            out = self._outputs[settings.output] = _Output(settings.output)
-        out.write(level, line)
+            out = self._outputs[settings.output] = _handler(settings.output)
+        out.handle(record)
+
+    def reopen(self) -> None:
+        """Reopen every log file now (logrotate's postrotate ``kill -HUP``): later lines go to
+        a file of the configured name, whatever happened to the old one."""
+        for out in self._outputs.values():
+            if isinstance(out, logging.FileHandler):
+                out.acquire()
+                try:
+                    if out.stream is not None:
+                        out.stream.close()
+                    out.stream = out._open()
+                    if isinstance(out, logging.handlers.WatchedFileHandler):
+                        out._statstream()
+                finally:
+                    out.release()

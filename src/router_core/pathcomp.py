@@ -3,7 +3,7 @@
 Owns ``compute_routes(my_id, link_states) -> Routes`` and the types both builds share
 (:class:`Routes`, ``MAX_LINK_COST``). The compiled build ``router_core._pathcomp`` has the same API,
 imports these types from here, and must return an equal ``Routes`` for every input; callers pick a
-build through ``router_core.pathselect``. Sans-I/O and clock-free: must not import zmq, proton,
+build through ``router_core.pathcomp_select``. Sans-I/O and clock-free: must not import zmq, proton,
 sockets, logging handlers or any other router module.
 
 The rules (reference doc, "Behaviour: Routes"):

@@ -1,7 +1,7 @@
 """Types shared by both builds of the forwarding-path message scanner.
 
 Owns :class:`MessageFormatError`, :class:`ScanResult` and the :data:`KEEP` sentinel, so the
-pure-Python reference (``amqpscan_py``) and the compiled module (``_amqpscan``) raise the same
+pure-Python reference (``amqpscan``) and the compiled module (``_amqpscan``) raise the same
 exception class and return values that compare equal (they are the *same* classes).
 
 This module must not import proton, zmq, the scanner builds themselves or anything from

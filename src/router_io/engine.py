@@ -13,9 +13,22 @@ It owns no sockets: the worker loop feeds received bytes in with :meth:`Connecti
 bytes to write with :meth:`Connection.output`. That keeps this module testable by pumping bytes
 between a proton client engine and this one in memory.
 
-Hot path discipline: per-delivery work uses ``cproton_ffi.lib`` calls directly (no proton
-wrapper objects), message bytes are read once and handed on untouched; only anonymous links pay
-for a scan of the message's routing fields.
+Hot path discipline: per-delivery work calls proton-C directly (no proton wrapper objects),
+message bytes are read once and handed on untouched; only anonymous links pay for a scan of the
+message's routing fields.
+
+One source, two builds. This file is the pure-Python reference AND the source of the compiled
+build ``router_io._engine``: setup.py hands Cython a copy of it next to ``cython/_engine.pxd``
+(pure-Python mode, as for the router core). The .pxd makes ``WorkerEngine`` a final cdef class
+whose per-message methods are cdef methods with C-typed locals, and declares the proton calls of
+those paths (the ``_pn_*`` names below) as inline C functions calling proton-C through pointers
+taken from cffi at import: proton is bundled inside the cffi module, there is nothing to link.
+Only the block under ``if not cython.compiled`` differs between the builds: it binds the same
+names to cffi for the pure build, and Cython drops it when compiling. Pointers on those paths
+("hot pointers") are cffi pointers in the pure build and native addresses (ints) compiled:
+:func:`_key` turns a cffi pointer from the rest of the code into one, :func:`_cdata` turns one
+back. So: plain classes, ``cython`` imported unconditionally (a runtime dependency: its pure
+module says ``compiled`` is False), no ``from __future__`` import; keep the .pxd in step.
 
 Must not import zmq, sockets or selectors.
 """
@@ -28,14 +41,18 @@ from collections import deque
 from typing import Any, Callable, Optional
 
 import cproton
+import cython
 import proton
 from cproton_ffi import ffi, lib
 from proton import symbol
 
 from router_core import ipc
+from router_core.ipc import (
+    DIR_OUT, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver, Disposition, Drained,
+    LinkCredit, LinkFlow, RouterDeliver, RouterTransfer, SettleIn, SettleOut, Transfer, UpdateIn)
 from router_core.heap import HeapTrimmer
-from router_io import amqpscan, frameguard, policy as vpolicy
-from router_io.amqpscan_py import user_id as _message_user_id
+from router_io import amqpscan_select as scanner, frameguard, policy as vpolicy
+from router_io.amqpscan import user_id as _message_user_id
 from agent import security
 
 PRODUCT = "qpid-dispatch-router"
@@ -66,6 +83,78 @@ LOCAL_CLOSED = lib.PN_LOCAL_CLOSED
 PN_NULL = ffi.NULL
 
 _tag = struct.Struct(">Q").pack
+_tuple_new = tuple.__new__
+
+if not cython.compiled:
+    # The proton calls of the per-message paths, pure build: cffi. Compiled, cython/_engine.pxd
+    # declares every one of these names as an inline C function (same arguments, same result)
+    # and Cython never sees this block. Pointers are "hot pointers" (see the module doc).
+    _pn_collector_peek = lib.pn_collector_peek
+    _pn_collector_pop = lib.pn_collector_pop
+    _pn_event_type = lib.pn_event_type
+    _pn_event_delivery = lib.pn_event_delivery
+    _pn_event_link = lib.pn_event_link
+    _pn_delivery_link = lib.pn_delivery_link
+    _pn_delivery_partial = lib.pn_delivery_partial
+    _pn_delivery_aborted = lib.pn_delivery_aborted
+    _pn_delivery_settled = lib.pn_delivery_settled
+    _pn_delivery_pending = lib.pn_delivery_pending
+    _pn_delivery_settle = lib.pn_delivery_settle
+    _pn_delivery_update = lib.pn_delivery_update
+    _pn_delivery_remote_state = lib.pn_delivery_remote_state
+    _pn_link_advance = lib.pn_link_advance
+    _pn_link_get_drain = lib.pn_link_get_drain
+    _pn_link_credit = lib.pn_link_credit
+    _pn_link_drained = lib.pn_link_drained
+    _pn_link_flow = lib.pn_link_flow
+    _pn_transport_pending = lib.pn_transport_pending
+    _pn_transport_capacity = lib.pn_transport_capacity
+    _pn_transport_pop = lib.pn_transport_pop
+    _pn_transport_closed = lib.pn_transport_closed
+
+    def _pn_delivery_tagged(l_ptr: Any, dlv_id: int) -> Any:
+        """pn_delivery() tagged with the core's id (8 bytes, big-endian)."""
+        return lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
+
+    def _pn_link_recv_message(l_ptr: Any, size: int) -> bytearray:
+        """The ``size`` bytes of the link's current delivery, as a new bytearray."""
+        payload = bytearray(size)
+        if size:
+            lib.pn_link_recv(l_ptr, ffi.from_buffer(payload), size)
+        return payload
+
+    def _pn_link_send_all(l_ptr: Any, payload: Any) -> None:
+        """pn_link_send() of the whole buffer (bytes, bytearray or memoryview)."""
+        lib.pn_link_send(l_ptr, ffi.from_buffer(payload), len(payload))
+
+    def _pn_transport_push_from(t_ptr: Any, data: Any, size: int) -> None:
+        """pn_transport_push() of the first ``size`` bytes of a buffer."""
+        buf = ffi.from_buffer(data)
+        if size < 0 or size > len(buf):
+            raise ValueError(f"push of {size} bytes from a buffer of {len(buf)}")
+        lib.pn_transport_push(t_ptr, buf, size)
+
+    def _pn_transport_peek_into(t_ptr: Any, buf: Any, size: int) -> None:
+        """pn_transport_peek() of ``size`` pending bytes into a writable buffer."""
+        lib.pn_transport_peek(t_ptr, ffi.from_buffer(buf), size)
+
+    def _key(ptr: Any) -> Any:
+        """A cffi pointer as a hot pointer (a hot map key): the pointer itself here."""
+        return ptr
+
+    def _cdata(ctype: str, ptr: Any) -> Any:
+        """A hot pointer as a cffi pointer of ``ctype``, for the cffi-based paths."""
+        return ptr
+
+    def _fields(cmd: Any) -> tuple:
+        """An IPC NamedTuple's fields, to unpack (compiled: unpacked as a plain tuple)."""
+        return cmd
+
+    def _command(cls: type, fields: tuple) -> Any:
+        """``cls(*fields)`` for an IPC NamedTuple, without its Python-level ``__new__``."""
+        return _tuple_new(cls, fields)
+else:
+    _pn_bind(ffi, lib)  # noqa: F821 - compiled: the table of proton-C pointers (the .pxd)
 PN_SASL_OK = 0  # pn_sasl_outcome(): NONE -1, OK 0, AUTH 1, SYS 2, PERM 3, TEMP 4
 
 # Outgoing bytes a connection may have inside proton (handed to pn_link_send, not yet written to
@@ -132,13 +221,15 @@ def _condition_text(cond: Any) -> str:
 class Link:
     """Worker-side state of one link."""
 
-    __slots__ = ("link_id", "ptr", "conn", "direction", "anonymous", "sent", "flow", "open",
-                 "local", "link_type", "router", "queued", "drain_after", "max_size", "check", "capped")
+    __slots__ = ("link_id", "ptr", "key", "conn", "direction", "anonymous", "sent", "flow",
+                 "open", "local", "link_type", "router", "queued", "drain_after", "max_size",
+                 "check", "capped")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
         self.link_id = link_id
-        self.ptr = ptr
+        self.ptr = ptr          # the proton link (cffi), for the cffi-based paths
+        self.key = _key(ptr)    # the same as a hot pointer (the per-message paths, link_ptrs)
         self.conn = conn
         self.direction = direction
         self.anonymous = anonymous
@@ -253,6 +344,7 @@ class Connection:
         self.connection.collect(engine.collector)
         self.transport.bind(self.connection)
         self.t_ptr = self.transport._impl
+        self.t_key = _key(self.t_ptr)  # the transport as a hot pointer (the byte I/O below)
         self.c_ptr = self.connection._impl
         self.links: dict = {}  # link ptr -> Link
         self.reported_open = False
@@ -285,11 +377,11 @@ class Connection:
 
     # --- bytes in and out (the worker loop calls these) ---------------------------------------
     def capacity(self) -> int:
-        return lib.pn_transport_capacity(self.t_ptr)
+        return _pn_transport_capacity(self.t_key)
 
     def push(self, data: bytes | bytearray | memoryview, size: int) -> None:
         if size:
-            lib.pn_transport_push(self.t_ptr, ffi.from_buffer(data), size)
+            _pn_transport_push_from(self.t_key, data, size)
 
     def _guarded_push(self, data: bytes | bytearray | memoryview, size: int) -> None:
         guard = self.guard
@@ -346,19 +438,19 @@ class Connection:
         lib.pn_transport_close_head(self.t_ptr)
 
     def pending(self) -> int:
-        return lib.pn_transport_pending(self.t_ptr)
+        return _pn_transport_pending(self.t_key)
 
     def output(self, buf: bytearray) -> int:
         """Copy up to len(buf) pending output bytes into ``buf``; return how many (or -1 at EOS)."""
-        n = lib.pn_transport_pending(self.t_ptr)
+        n = _pn_transport_pending(self.t_key)
         if n <= 0:
             return n
         n = min(n, len(buf))
-        lib.pn_transport_peek(self.t_ptr, ffi.from_buffer(buf), n)
+        _pn_transport_peek_into(self.t_key, buf, n)
         return n
 
     def consumed(self, n: int) -> None:
-        lib.pn_transport_pop(self.t_ptr, n)
+        _pn_transport_pop(self.t_key, n)
         room = self.out_room + n
         self.out_room = room if room < self.out_budget else self.out_budget
         if self.out_queue and room * 2 >= self.out_budget:
@@ -369,7 +461,7 @@ class Connection:
         return lib.pn_transport_tick(self.t_ptr, now_ms)
 
     def is_closed(self) -> bool:
-        return bool(lib.pn_transport_closed(self.t_ptr))
+        return bool(_pn_transport_closed(self.t_key))
 
     def error_text(self) -> str:
         # raw: proton's descriptions can quote peer bytes (e.g. an unknown SASL mechanism)
@@ -386,6 +478,7 @@ class WorkerEngine:
         self.peer_index = peer_index
         self.collector = proton.Collector()
         self._coll = self.collector._impl
+        self._coll_key = _key(self._coll)
         # a restarted worker (generation > 0) mints ids the core has never seen
         self.new_id = ipc.IdAllocator(peer_index, peer_count, generation)
         self.outbox: list = []
@@ -393,6 +486,7 @@ class WorkerEngine:
         self.conns: dict = {}       # conn ptr -> Connection
         self.conns_by_id: dict = {}
         self.links: dict = {}       # link id -> Link
+        # the hot maps: their pointers are hot pointers (_key)
         self.link_ptrs: dict = {}   # link ptr -> Link
         self.in_dlvs: dict = {}     # inbound delivery id -> (dlv ptr, Link)
         self.in_ids: dict = {}      # dlv ptr -> inbound delivery id
@@ -411,6 +505,7 @@ class WorkerEngine:
         self.dirty: set = set()     # connections that may have output to write
         self.heap = HeapTrimmer()   # freed heap memory goes back to the OS (release_memory)
         self._trim_check = 0.0
+        self._trim_countdown = 0    # process_events calls until the next look at the clock
         self._recv_buf = bytearray(65536)
         self._handlers = {
             ipc.LinkOpen: self._fx_link_open, ipc.LinkRefuse: self._fx_link_refuse,
@@ -659,32 +754,31 @@ class WorkerEngine:
         Connections are marked dirty where their state can change (input read, effects
         applied, timers), not per event: that keeps the per-event cost to a few C calls.
         """
-        now = time.monotonic()
-        if now >= self._trim_check:
-            self.release_memory(now)
-        coll = self._coll
-        peek = lib.pn_collector_peek
-        pop = lib.pn_collector_pop
-        event_type = lib.pn_event_type
+        self._trim_countdown -= 1
+        if self._trim_countdown <= 0:  # a clock read every 256 calls, not every call
+            self._trim_countdown = 256
+            now = time.monotonic()
+            if now >= self._trim_check:
+                self.release_memory(now)
+        coll = self._coll_key
         while True:
-            ev = peek(coll)
+            ev = _pn_collector_peek(coll)
             if not ev:
                 return
-            etype = event_type(ev)
+            etype = _pn_event_type(ev)
             try:  # one connection's failure never escapes (zero cost unless raised)
                 if etype == E_DELIVERY:
-                    self._on_delivery(lib.pn_event_delivery(ev))
+                    self._on_delivery(_pn_event_delivery(ev))
                 elif etype == E_LINK_FLOW:
-                    self._on_flow(lib.pn_event_link(ev))
+                    self._on_flow(_pn_event_link(ev))
                 elif etype in RARE_EVENTS:
-                    self._rare_event(etype, ev)
+                    self._rare_event(etype, _cdata("pn_event_t *", ev))
             except Exception as exc:  # noqa: BLE001 - isolate the connection, keep the worker
-                self.event_failed(ev, exc)
-            pop(coll)
+                self.event_failed(_cdata("pn_event_t *", ev), exc)
+            _pn_collector_pop(coll)
 
     def _rare_event(self, etype: int, ev: Any) -> None:
-        """Lifecycle events (open/close of connections, sessions, links): the one dispatch for
-        both builds (the compiled engine calls this one for every event in RARE_EVENTS)."""
+        """Lifecycle events (open/close of connections, sessions, links), through cffi."""
         if etype == E_LINK_REMOTE_OPEN:
             self._on_link_open(lib.pn_event_link(ev))
         elif etype == E_LINK_REMOTE_CLOSE or etype == E_LINK_REMOTE_DETACH:
@@ -921,7 +1015,7 @@ class WorkerEngine:
             link.router = True
             conn.links[l_ptr] = link
             self.links[link.link_id] = link
-            self.link_ptrs[l_ptr] = link
+            self.link_ptrs[link.key] = link
             self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, name, None,
                                               False, False, conn.link_capacity, link.link_type))
         self.dirty.add(conn)
@@ -971,7 +1065,7 @@ class WorkerEngine:
             link.router = link.link_type != "endpoint" and conn.role == INTER_ROUTER
         conn.links[l_ptr] = link
         self.links[link.link_id] = link
-        self.link_ptrs[l_ptr] = link
+        self.link_ptrs[link.key] = link
         presettled = plink.remote_snd_settle_mode == proton.Link.SND_SETTLED
         self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, name,
                                           address, bool(terminus.dynamic), presettled,
@@ -1052,7 +1146,7 @@ class WorkerEngine:
         return to
 
     def _on_link_close(self, l_ptr: Any, closed: bool) -> None:
-        link = self.link_ptrs.get(l_ptr)
+        link = self.link_ptrs.get(_key(l_ptr))
         if link is None:
             return
         conn = link.conn
@@ -1076,7 +1170,7 @@ class WorkerEngine:
 
     def _forget_link(self, link: Link) -> None:
         self.links.pop(link.link_id, None)
-        self.link_ptrs.pop(link.ptr, None)
+        self.link_ptrs.pop(link.key, None)
         for dlv_id in [i for i, (_, lk) in self.in_dlvs.items() if lk is link]:
             ptr, _ = self.in_dlvs.pop(dlv_id)
             self.in_ids.pop(ptr, None)
@@ -1094,98 +1188,100 @@ class WorkerEngine:
 
     def _on_flow(self, l_ptr: Any) -> None:
         link = self.link_ptrs.get(l_ptr)
-        if link is None or link.direction != ipc.DIR_OUT:
+        if link is None or link.direction != DIR_OUT:
             return
         self._report_flow(link)
 
     def _report_flow(self, link: Link) -> None:
         """LinkFlow(limit, drain) to the core: limit = deliveries sent + the receiver's credit,
         or, while the link is capped, only what the core already gave us (sent + queued)."""
-        l_ptr = link.ptr
-        limit = link.sent + lib.pn_link_credit(l_ptr)
+        l_ptr = link.key
+        limit = link.sent + _pn_link_credit(l_ptr)
         if link.capped:
             limit = min(limit, link.sent + link.queued)
-        flow = (limit, bool(lib.pn_link_get_drain(l_ptr)))
+        flow = (limit, bool(_pn_link_get_drain(l_ptr)))
         if flow != link.flow:
             link.flow = flow
-            self.outbox.append(ipc.LinkFlow(link.link_id, flow[0], flow[1]))
+            self.outbox.append(_command(LinkFlow, (link.link_id, flow[0], flow[1])))
 
     def _on_delivery(self, d_ptr: Any) -> None:
-        l_ptr = lib.pn_delivery_link(d_ptr)
+        l_ptr = _pn_delivery_link(d_ptr)
         link = self.link_ptrs.get(l_ptr)
         if link is None:  # a link we refused or forgot; proton still reports on it
             return
-        if link.direction == ipc.DIR_OUT:
+        if link.direction == DIR_OUT:
             self._on_outbound_update(d_ptr)
             return
-        dlv_id = self.in_ids.get(d_ptr)
+        d_key = d_ptr  # compiled: the address as a Python int once, for the three maps below
+        dlv_id = self.in_ids.get(d_key)
         if dlv_id is not None:  # a delivery we already forwarded: the sender settled it
-            if lib.pn_delivery_settled(d_ptr):
+            if _pn_delivery_settled(d_ptr):
                 self._drop_in(dlv_id)
-                self.outbox.append(ipc.SettleIn(dlv_id, lib.pn_delivery_remote_state(d_ptr)))
-                lib.pn_delivery_settle(d_ptr)
+                self.outbox.append(_command(SettleIn,
+                                            (dlv_id, _pn_delivery_remote_state(d_ptr))))
+                _pn_delivery_settle(d_ptr)
             return
-        if lib.pn_delivery_aborted(d_ptr):
+        if _pn_delivery_aborted(d_ptr):
             self._drop_aborted(d_ptr, l_ptr)
             return
         max_size = link.max_size  # maxMessageSize: one comparison per transfer frame
-        if max_size and (self.oversize or lib.pn_delivery_pending(d_ptr) > max_size):
-            if self._oversize(d_ptr, l_ptr, link):
+        if max_size and (self.oversize or _pn_delivery_pending(d_ptr) > max_size):
+            if self._oversize(_cdata("pn_delivery_t *", d_ptr), link):
                 return
-        if lib.pn_delivery_partial(d_ptr):
+        if _pn_delivery_partial(d_ptr):
             return  # wait for the rest of the message
-        size = lib.pn_delivery_pending(d_ptr)
-        payload = bytearray(size)
-        if size:
-            lib.pn_link_recv(l_ptr, ffi.from_buffer(payload), size)
-        lib.pn_link_advance(l_ptr)
+        payload = _pn_link_recv_message(l_ptr, _pn_delivery_pending(d_ptr))
+        _pn_link_advance(l_ptr)
         if not link.open:
-            lib.pn_delivery_update(d_ptr, ipc.STATE_RELEASED)
-            lib.pn_delivery_settle(d_ptr)
+            _pn_delivery_update(d_ptr, STATE_RELEASED)
+            _pn_delivery_settle(d_ptr)
             return
-        settled = bool(lib.pn_delivery_settled(d_ptr))
+        settled = bool(_pn_delivery_settled(d_ptr))
         try:  # the routing fields only (~0.2 us compiled); the body is never decoded
-            scan = amqpscan.scan(payload)
-        except amqpscan.MessageFormatError as exc:
+            scan = scanner.scan(payload)
+        except scanner.MessageFormatError as exc:
             self.log("warning", f"[C{link.conn.conn_id}] rejecting malformed message: {exc}")
-            self._reject_local(d_ptr, "amqp:decode-error", str(exc))
+            self._reject_local(_cdata("pn_delivery_t *", d_ptr), "amqp:decode-error", str(exc))
             return
         if link.router:  # inter-router link: annotations kept and handed over for routing
             to = scan.ma_to
             trace = scan.ma_trace
+            phase = scan.ma_phase
             dlv_id = self.new_id()
-            cmd = ipc.RouterTransfer(dlv_id, link.link_id, scan.to if to is None else to,
-                                     settled, scan.priority, scan.ma_phase or 0, scan.ma_ingress,
-                                     [] if trace is None else trace, payload)
+            cmd = _command(RouterTransfer, (
+                dlv_id, link.link_id, scan.to if to is None else to, settled, scan.priority,
+                phase if phase else 0, scan.ma_ingress, [] if trace is None else trace, payload))
         else:
             has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
                                       or scan.ma_ingress is not None or scan.ma_phase is not None)
             if has_router_annotations and link.conn.strip_in:
-                payload = amqpscan.rewrite_annotations(payload, scan, strip=True)
+                payload = scanner.rewrite_annotations(payload, scan, strip=True)
                 to = scan.to if link.anonymous else None
             elif link.anonymous:
                 to = scan.ma_to if scan.ma_to is not None else scan.to
             else:
                 to = None
             if link.check:  # vhost policy / multiTenant (set at attach; see _police_transfer)
-                to = self._police_transfer(link, d_ptr, scan, payload, to)
+                to = self._police_transfer(link, _cdata("pn_delivery_t *", d_ptr), scan,
+                                           payload, to)
                 if to is False:
                     return
             dlv_id = self.new_id()
-            cmd = ipc.Transfer(dlv_id, link.link_id, to, settled, scan.priority, payload)
+            cmd = _command(Transfer, (dlv_id, link.link_id, to, settled, scan.priority, payload))
         if settled:
-            lib.pn_delivery_settle(d_ptr)
+            _pn_delivery_settle(d_ptr)
         else:
-            self.in_dlvs[dlv_id] = (d_ptr, link)
-            self.in_ids[d_ptr] = dlv_id
+            self.in_dlvs[dlv_id] = (d_key, link)
+            self.in_ids[d_key] = dlv_id
         self.outbox.append(cmd)
 
-    def _oversize(self, d_ptr: Any, l_ptr: Any, link: Link) -> bool:
+    def _oversize(self, d_ptr: Any, link: Link) -> bool:
         """maxMessageSize: False if the delivery is within the limit. Otherwise its bytes are
         discarded as they come; once it is complete it is settled REJECTED
         (amqp:link:message-size-exceeded), its link closed and the connection closed
         (amqp:connection:forced), as Qpid Dispatch 1.19 does."""
         key = int(ffi.cast("uintptr_t", d_ptr))
+        l_ptr = link.ptr
         if key not in self.oversize:
             if lib.pn_delivery_pending(d_ptr) <= link.max_size:
                 return False
@@ -1216,8 +1312,8 @@ class WorkerEngine:
 
     def _drop_aborted(self, d_ptr: Any, l_ptr: Any) -> None:
         # An aborted transfer is discarded; the sender's credit comes back with the next flow.
-        lib.pn_delivery_settle(d_ptr)
-        lib.pn_link_flow(l_ptr, 1)
+        _pn_delivery_settle(d_ptr)
+        _pn_link_flow(l_ptr, 1)
 
     def _reject_local(self, d_ptr: Any, condition: str, description: str) -> None:
         self._set_condition(lib.pn_disposition_condition(lib.pn_delivery_local(d_ptr)),
@@ -1230,19 +1326,20 @@ class WorkerEngine:
         self.in_ids.pop(ptr, None)
 
     def _on_outbound_update(self, d_ptr: Any) -> None:
-        dlv_id = self.out_ids.get(d_ptr)
+        d_key = d_ptr  # compiled: the address as a Python int once
+        dlv_id = self.out_ids.get(d_key)
         if dlv_id is None:
             return
-        state = lib.pn_delivery_remote_state(d_ptr)
-        settled = bool(lib.pn_delivery_settled(d_ptr))
+        state = _pn_delivery_remote_state(d_ptr)
+        settled = bool(_pn_delivery_settled(d_ptr))
         info = None
-        if state == ipc.STATE_REJECTED or state == ipc.STATE_MODIFIED:
-            info = self._remote_info(d_ptr, state)
+        if state == STATE_REJECTED or state == STATE_MODIFIED:
+            info = self._remote_info(_cdata("pn_delivery_t *", d_ptr), state)
         if settled:
             del self.out_dlvs[dlv_id]
-            del self.out_ids[d_ptr]
-            lib.pn_delivery_settle(d_ptr)
-        self.outbox.append(ipc.Disposition(dlv_id, state, settled, info))
+            del self.out_ids[d_key]
+            _pn_delivery_settle(d_ptr)
+        self.outbox.append(_command(Disposition, (dlv_id, state, settled, info)))
 
     @staticmethod
     def _remote_info(d_ptr: Any, state: int) -> dict:
@@ -1264,7 +1361,21 @@ class WorkerEngine:
 
     # --- effects -> engine --------------------------------------------------------------------
     def apply(self, effect: tuple) -> None:
-        self._handlers[type(effect)](effect)
+        t = type(effect)  # the per-message effects first, the rest through the table
+        if t is Deliver:
+            self._fx_deliver(effect)
+        elif t is RouterDeliver:
+            self._fx_router_deliver(effect)
+        elif t is UpdateIn:
+            self._fx_update_in(effect)
+        elif t is LinkCredit:
+            self._fx_credit(effect)
+        elif t is SettleOut:
+            self._fx_settle_out(effect)
+        elif t is Drained:
+            self._fx_drained(effect)
+        else:
+            self._handlers[t](effect)
 
     def _fx_link_open(self, fx: ipc.LinkOpen) -> None:
         link = self.links.get(fx.link_id)
@@ -1272,7 +1383,7 @@ class WorkerEngine:
             return
         if link.local:  # created open by this router: nothing to answer
             if link.direction == ipc.DIR_OUT:
-                self._on_flow(link.ptr)
+                self._on_flow(link.key)
             return
         plink = proton.Link.wrap(link.ptr)
         plink.source.copy(plink.remote_source)
@@ -1287,7 +1398,7 @@ class WorkerEngine:
         link.open = True
         self.dirty.add(link.conn)
         if link.direction == ipc.DIR_OUT:
-            self._on_flow(link.ptr)  # credit may have arrived with the attach
+            self._on_flow(link.key)  # credit may have arrived with the attach
 
     def _fx_link_refuse(self, fx: ipc.LinkRefuse) -> None:
         link = self.links.get(fx.link_id)
@@ -1301,23 +1412,25 @@ class WorkerEngine:
         self.dirty.add(link.conn)
 
     def _fx_credit(self, fx: ipc.LinkCredit) -> None:
-        link = self.links.get(fx.link_id)
+        link_id, credit = _fields(fx)
+        link = self.links.get(link_id)
         if link is not None:
-            lib.pn_link_flow(link.ptr, fx.credit)
+            _pn_link_flow(link.key, credit)
             self.dirty.add(link.conn)
 
     def _fx_deliver(self, fx: ipc.Deliver) -> None:
-        link = self.links.get(fx.link_id)
+        dlv_id, link_id, settled, payload = _fields(fx)
+        link = self.links.get(link_id)
         if link is None:
             return  # the link went away; the core learns it from our LinkDetach
-        self._send(link, fx.dlv_id, fx.settled, self._egress_annotations(link.conn, fx.payload))
+        self._send(link, dlv_id, settled, self._egress_annotations(link.conn, payload))
 
     def _fx_router_deliver(self, fx: ipc.RouterDeliver) -> None:
-        link = self.links.get(fx.link_id)
+        dlv_id, link_id, settled, to_override, phase, payload = _fields(fx)
+        link = self.links.get(link_id)
         if link is None:
             return  # the link went away; the core learns it from our LinkDetach
-        self._send(link, fx.dlv_id, fx.settled,
-                   self._router_egress(fx.payload, fx.to_override, fx.phase))
+        self._send(link, dlv_id, settled, self._router_egress(payload, to_override, phase))
 
     def _send(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
         """One outbound delivery: tagged with the core's id, sent whole, settled or remembered.
@@ -1328,17 +1441,17 @@ class WorkerEngine:
             self.enqueue(link, dlv_id, settled, payload)
             return
         conn.out_room -= len(payload)
-        l_ptr = link.ptr
-        d_ptr = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
-        lib.pn_link_send(l_ptr, ffi.from_buffer(payload), len(payload))
-        lib.pn_link_advance(l_ptr)
+        l_ptr = link.key
+        d_ptr = _pn_delivery_tagged(l_ptr, dlv_id)
+        _pn_link_send_all(l_ptr, payload)
+        _pn_link_advance(l_ptr)
         link.sent += 1
         if settled:
-            lib.pn_delivery_settle(d_ptr)
+            _pn_delivery_settle(d_ptr)
         else:
             self.out_dlvs[dlv_id] = (d_ptr, link)
             self.out_ids[d_ptr] = dlv_id
-        self.dirty.add(link.conn)
+        self.dirty.add(conn)
 
     def enqueue(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
         """Keep an outbound delivery until the connection's socket drains (see OUT_BUDGET): one
@@ -1402,8 +1515,10 @@ class WorkerEngine:
         self.dirty.add(conn)
 
     def _track_out(self, dlv_id: int, d_ptr: Any, link: Link) -> None:
-        self.out_dlvs[dlv_id] = (d_ptr, link)
-        self.out_ids[d_ptr] = dlv_id
+        """An unsettled delivery ``refill`` handed to proton (``d_ptr`` a cffi pointer)."""
+        d_key = _key(d_ptr)
+        self.out_dlvs[dlv_id] = (d_key, link)
+        self.out_ids[d_key] = dlv_id
 
     def _egress_annotations(self, conn: Connection, payload: Any) -> Any:
         """Strip router annotations for a stripping connection, else add ingress and trace.
@@ -1412,16 +1527,16 @@ class WorkerEngine:
         A message without router annotations going to a stripping connection is untouched.
         """
         try:
-            scan = amqpscan.scan(payload)
-        except amqpscan.MessageFormatError:
+            scan = scanner.scan(payload)
+        except scanner.MessageFormatError:
             return payload  # it was scanned on the way in; never block a delivery here
         if conn.strip_out:
             if (scan.ma_to is None and scan.ma_trace is None and scan.ma_ingress is None
                     and scan.ma_phase is None):
                 return payload
-            return amqpscan.rewrite_annotations(payload, scan, strip=True)
+            return scanner.rewrite_annotations(payload, scan, strip=True)
         me = self.node_tag
-        return amqpscan.rewrite_annotations(
+        return scanner.rewrite_annotations(
             payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me)
 
     def _router_egress(self, payload: Any, to_override: Optional[str], phase: int) -> Any:
@@ -1429,45 +1544,48 @@ class WorkerEngine:
         absent, this router appended to the trace, ``x-opt-qd.to`` set unless ``to_override`` is
         None, ``x-opt-qd.phase`` set unless ``phase`` is -1. Only that section is rewritten."""
         try:
-            scan = amqpscan.scan(payload)
-        except amqpscan.MessageFormatError:
+            scan = scanner.scan(payload)
+        except scanner.MessageFormatError:
             return payload  # it was scanned on the way in; never block a delivery here
         me = self.node_tag
-        return amqpscan.rewrite_annotations(
+        return scanner.rewrite_annotations(
             payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me,
-            to_override=amqpscan.KEEP if to_override is None else to_override,
-            phase=amqpscan.KEEP if phase == -1 else phase)
+            to_override=scanner.KEEP if to_override is None else to_override,
+            phase=scanner.KEEP if phase == -1 else phase)
 
     def _fx_update_in(self, fx: ipc.UpdateIn) -> None:
-        entry = self.in_dlvs.get(fx.dlv_id)
+        dlv_id, state, settled, info = _fields(fx)
+        entry = self.in_dlvs.get(dlv_id)
         if entry is None:
             return
         d_ptr, link = entry
-        if fx.state:
-            if fx.info:
-                disp = lib.pn_delivery_local(d_ptr)
-                if fx.state == ipc.STATE_MODIFIED:
-                    lib.pn_disposition_set_failed(disp, bool(fx.info.get("failed")))
-                    lib.pn_disposition_set_undeliverable(disp, bool(fx.info.get("undeliverable")))
-                elif fx.info.get("condition"):
+        if state:
+            if info:  # conditions and modified flags: rare, through cffi
+                disp = lib.pn_delivery_local(_cdata("pn_delivery_t *", d_ptr))
+                if state == STATE_MODIFIED:
+                    lib.pn_disposition_set_failed(disp, bool(info.get("failed")))
+                    lib.pn_disposition_set_undeliverable(disp, bool(info.get("undeliverable")))
+                elif info.get("condition"):
                     self._set_condition(lib.pn_disposition_condition(disp),
-                                        fx.info["condition"], fx.info.get("description", ""))
-            lib.pn_delivery_update(d_ptr, fx.state)
-        if fx.settled:
-            self._drop_in(fx.dlv_id)
-            lib.pn_delivery_settle(d_ptr)
+                                        info["condition"], info.get("description", ""))
+            _pn_delivery_update(d_ptr, state)
+        if settled:
+            self._drop_in(dlv_id)
+            _pn_delivery_settle(d_ptr)
         self.dirty.add(link.conn)
 
     def _fx_settle_out(self, fx: ipc.SettleOut) -> None:
-        entry = self.out_dlvs.pop(fx.dlv_id, None)
+        dlv_id, state = _fields(fx)
+        entry = self.out_dlvs.pop(dlv_id, None)
         if entry is None:
-            self._settle_queued(fx.dlv_id, fx.state)
+            if self.queued_out:
+                self._settle_queued(dlv_id, state)
             return
         d_ptr, link = entry
         self.out_ids.pop(d_ptr, None)
-        if fx.state:
-            lib.pn_delivery_update(d_ptr, fx.state)
-        lib.pn_delivery_settle(d_ptr)
+        if state:
+            _pn_delivery_update(d_ptr, state)
+        _pn_delivery_settle(d_ptr)
         self.dirty.add(link.conn)
 
     def _settle_queued(self, dlv_id: int, state: int) -> None:
@@ -1478,12 +1596,12 @@ class WorkerEngine:
             entry[6] = state
 
     def _fx_drained(self, fx: ipc.Drained) -> None:
-        link = self.links.get(fx.link_id)
+        link = self.links.get(_fields(fx)[0])
         if link is not None:
             if link.queued:  # the credit left is for what still waits in the out_queue
                 link.drain_after = True
                 return
-            link.sent += lib.pn_link_drained(link.ptr)
+            link.sent += _pn_link_drained(link.key)
             self.dirty.add(link.conn)
 
     def _fx_close_connection(self, fx: ipc.CloseConnection) -> None:

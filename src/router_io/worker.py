@@ -33,7 +33,7 @@ from router_core.listenfds import ListenerError, resolve_port
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
 from router_io.engine import Connection
-from router_io.select import get_engine_class
+from router_io.engine_select import get_engine_class
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
 _READ_SIZE = 65536
@@ -304,19 +304,22 @@ class Worker:
             if type(change) is not ipc.ConfigChange:
                 self.engine.apply(change)
                 continue
+            status = 0
             try:
                 ok, detail = self.apply_config_change(change)
+            except NotImplementedError as exc:
+                ok, detail, status = False, f"not supported: {exc}", ipc.NOT_SUPPORTED
             except Exception as exc:  # a bad change must not take the worker down: report it
                 ok, detail = False, f"{type(exc).__name__}: {exc}"
             self.core.send_multipart(ipc.encode_batch(self.index, [
-                ipc.ConfigResult(change.request_id, self.index, ok, detail)]))
+                ipc.ConfigResult(change.request_id, self.index, ok, detail, status)]))
 
     def apply_config_change(self, change: ipc.ConfigChange) -> tuple:
         """Apply one management change in this worker; return (ok, detail).
 
-        A detail starting with "not supported" makes the agent answer 501.
+        NotImplementedError: a change this worker cannot make (the agent answers 501).
         """
-        kind = change.entity_type.rsplit("org.apache.qpid.dispatch.", 1)[-1]
+        kind = ipc.short_type(change.entity_type)
         attrs = change.attributes
         name = attrs.get("name")
         if kind == "sslProfile":  # used by the connections accepted/made from now on
@@ -357,7 +360,7 @@ class Worker:
                                        "settings": {"name": name}})
                 self.close_connector(str(name))
                 return True, ""
-            return False, "not supported: connectors not supported yet"
+            raise NotImplementedError("connectors not supported yet")
         if kind == "log" and change.op == "update":
             self.log_sink.configure(attrs)
             return True, ""

@@ -27,7 +27,7 @@ from typing import Dict, Iterable, List, Optional, Set, Tuple
 from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine,
                            RoutingTable, Send)
 from agent.routing.messages import HELLO_ADDRESS, decode
-from router_core.pathselect import get_path_computer
+from router_core.pathcomp_select import get_path_computer
 from router_core.addressing import normalize
 
 

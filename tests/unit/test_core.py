@@ -95,15 +95,6 @@ def test_builds_are_what_they_claim():
     assert compiled_core.RouterCore.__module__ == "router_core._core"
 
 
-def test_selector(monkeypatch):
-    from router_core.select import get_core_class
-    monkeypatch.setenv("ROUTER_NO_EXTENSIONS", "1")
-    assert get_core_class() is pure_core.RouterCore
-    monkeypatch.delenv("ROUTER_NO_EXTENSIONS")
-    expected = compiled_core.RouterCore if compiled_core else pure_core.RouterCore
-    assert get_core_class() is expected
-
-
 # ---- attach ----------------------------------------------------------------------------------
 def test_sender_stalls_until_first_consumer(h):
     h.conn(1).sender(10, 1, "q", capacity=5)

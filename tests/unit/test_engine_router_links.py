@@ -13,7 +13,7 @@ from proton import Delivery, Message, symbol
 
 import memrouter
 from router_core import ipc
-from router_io import amqpscan_py
+from router_io import amqpscan
 from router_io import engine as engine_py
 
 ROUTER_ID = "Router.A"
@@ -122,7 +122,7 @@ def _ann(data: bytes) -> dict:
 
 
 def _assert_only_annotations_differ(original: bytes, out: bytes) -> None:
-    a, b = amqpscan_py.scan(original), amqpscan_py.scan(out)
+    a, b = amqpscan.scan(original), amqpscan.scan(out)
     assert out[:b.ma_start] == original[:a.ma_start]   # header, delivery-annotations
     assert out[b.ma_end:] == original[a.ma_end:]       # properties, app-properties, body
 
@@ -329,7 +329,7 @@ def test_router_deliver_keeps_to_and_phase(engine_cls):
     assert _ann(out2) == {"x-opt-qd.ingress": ME, "x-opt-qd.trace": [ME]}
     _assert_only_annotations_differ(annotated, out1)
     _assert_only_annotations_differ(plain, out2)
-    scan = amqpscan_py.scan(out2)
+    scan = amqpscan.scan(out2)
     assert scan.to == "props" and scan.ma_to is None and scan.ma_phase is None
 
 

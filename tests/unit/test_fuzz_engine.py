@@ -265,7 +265,7 @@ def test_an_unexpected_error_closes_only_that_connection(engine_cls):
     bystander = r.client("bystander")
     brcv = bystander.receiver("fine/q", credit=1)
     r.run()
-    ref_open = engine_py.WorkerEngine._on_link_open
+    ref_open = type(engine)._on_link_open  # the method of the build under test
 
     def on_link_open(l_ptr):
         if proton.Link.wrap(l_ptr).name.startswith("snd-boom"):

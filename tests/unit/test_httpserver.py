@@ -273,7 +273,7 @@ def test_metrics_endpoint_answers_from_a_fresh_snapshot():
     _answer(svc, sent)
     status, body, ctype = got[0]
     assert status == 200 and ctype.startswith("text/plain; version=0.0.4")
-    assert b'qdr_address_deliveries_ingress_total{router="R",address="M0q"} 3' in body
+    assert b'qdr_address_deliveries_ingress_total{address="M0q",router="R"} 3.0' in body
     assert b"qdr_uptime_seconds" in body
 
 

@@ -128,3 +128,11 @@ def test_a_restarted_peer_never_mints_its_predecessors_ids():
     new = {restarted() for _ in range(10000)}
     others = {ipc.IdAllocator(p, 3, g)() for p in (0, 2) for g in (0, 1)}
     assert not old & new and not (old | new) & others
+
+
+def test_short_type_strips_the_management_prefix_only():
+    from router_core.ipc import short_type
+    assert short_type("org.apache.qpid.dispatch.listener") == "listener"
+    assert short_type("org.apache.qpid.dispatch.router.config.address") == "router.config.address"
+    assert short_type("listener") == "listener"
+    assert short_type("x.org.apache.qpid.dispatch.listener") == "x.org.apache.qpid.dispatch.listener"

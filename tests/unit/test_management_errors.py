@@ -200,3 +200,26 @@ def test_agent_bind_failure_is_400_and_taken_back():
     assert props["statusCode"] == 400 and "Address already in use" in props["statusDescription"]
     assert plane.of(ipc.ConfigChange, plane.control)[-1].op == "delete"
     assert not any(e.get("name") == "l2" for e in plane.agent.store.of_type(T + "listener"))
+
+
+def _finish_create_listener(results):
+    plane = FakePlane(workers=2)
+    plane.agent.on_credit(ipc.LinkCredit(plane.agent.reply_link, 5), 0.0)
+    deliver(plane, CREATE_LISTENER, {"host": "127.0.0.1", "port": "5999"})
+    [query] = plane.of(ipc.CoreQuery, plane.control)
+    plane.agent.on_core_state(ipc.CoreState(query.request_id, SNAPSHOT), 0.0)
+    [change] = plane.of(ipc.ConfigChange, plane.control)
+    for peer, ok, detail, status in results:
+        plane.agent.on_config_result(
+            ipc.ConfigResult(change.request_id, peer, ok, detail, status), 0.0)
+    return decode(plane.of(ipc.Transfer)[-1].payload).properties
+
+
+def test_agent_answers_501_from_the_results_status_not_their_words():
+    props = _finish_create_listener([(-1, False, "no", ipc.NOT_SUPPORTED),
+                                     (0, False, "cannot", ipc.NOT_SUPPORTED),
+                                     (1, False, "cannot", ipc.NOT_SUPPORTED)])
+    assert props["statusCode"] == 501
+    props = _finish_create_listener([(-1, True, "", 0), (0, True, "", 0),
+                                     (1, False, "not supported: it says so", 0)])
+    assert props["statusCode"] == 500

@@ -161,10 +161,24 @@ TYPE = re.compile(rf"^# TYPE ({_NAME}) (counter|gauge|histogram|summary|untyped)
 LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
+class _Samples(dict):
+    """{(name, labels): value}; the order of the labels does not matter (it has no meaning in
+    the text format)."""
+
+    def __setitem__(self, key, value):
+        super().__setitem__((key[0], frozenset(key[1])), value)
+
+    def __getitem__(self, key):
+        return super().__getitem__((key[0], frozenset(key[1])))
+
+    def __contains__(self, key):
+        return super().__contains__((key[0], frozenset(key[1])))
+
+
 def parse_prometheus(text):
     """A strict little parser of the text format: {(name, labels): value}, {name: type}."""
     assert text.endswith("\n")
-    samples, types, seen_family, current = {}, {}, set(), None
+    samples, types, seen_family, current = _Samples(), {}, set(), None
     for line in text[:-1].split("\n"):
         if m := HELP.match(line):
             assert m.group(1) not in seen_family, f"family {m.group(1)} split"
@@ -235,14 +249,6 @@ def test_prometheus_of_a_real_core_snapshot_parses():
     h.send(10)
     samples, _ = parse_prometheus(prometheus_text(h.snap(), "R1", 3.0))
     assert samples[("qdr_deliveries_ingress_total", (("router", "R1"),))] == 1
-
-
-def test_format_value():
-    assert metrics.format_value(3) == "3"
-    assert metrics.format_value(0.25) == "0.25"
-    assert metrics.format_value(float("inf")) == "+Inf"
-    assert metrics.format_value(float("nan")) == "NaN"
-    assert metrics.format_value(True) == "1"
 
 
 # sink ----------------------------------------------------------------------------------

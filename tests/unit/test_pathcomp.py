@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from router_core import pathcomp, pathselect
+from router_core import pathcomp
 from router_core.pathcomp import MAX_LINK_COST, Routes
 
 try:
@@ -208,14 +208,6 @@ def test_large_costs_do_not_overflow(compute):
     names = [f"R{i:03d}" for i in range(100)]
     r = compute("R000", links(*(f"{a}-{MAX_LINK_COST}-{b}" for a, b in zip(names, names[1:]))))
     assert r.cost["R099"] == 99 * MAX_LINK_COST
-
-
-def test_selector(monkeypatch):
-    monkeypatch.setenv("ROUTER_NO_EXTENSIONS", "1")
-    assert pathselect.get_path_computer() is pathcomp.compute_routes
-    monkeypatch.delenv("ROUTER_NO_EXTENSIONS")
-    expected = _pathcomp.compute_routes if _pathcomp else pathcomp.compute_routes
-    assert pathselect.get_path_computer() is expected
 
 
 # ---- Hypothesis: both builds vs. an oracle with no Dijkstra in it --------------------------

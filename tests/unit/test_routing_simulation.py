@@ -10,7 +10,7 @@ import random
 
 
 from routing_sim import Network, random_topology
-from router_core.pathselect import get_path_computer
+from router_core.pathcomp_select import get_path_computer
 
 HELLO_MAX_AGE = 3.0
 RA_FLUX = 4.0

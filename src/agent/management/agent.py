@@ -44,7 +44,6 @@ LINK_WINDOW = 250
 CHANGE_TIMEOUT = 5.0
 QUERY_TIMEOUT = 5.0
 MAX_QUEUED_REPLIES = 1000
-NOT_SUPPORTED = "not supported"
 # A CREATE that failed for one of these reasons failed because of what the request asked for (an
 # address in use or not on this host, a port below 1024, a host that does not resolve): 400.
 _REQUEST_FAULTS = tuple(os.strerror(e) for e in (errno.EADDRINUSE, errno.EADDRNOTAVAIL,
@@ -195,39 +194,41 @@ class ManagementAgent:
         pending = self.changes.get(fx.request_id)
         if pending is None:
             return
-        pending.results[fx.peer] = (bool(fx.ok), fx.detail)
+        pending.results[fx.peer] = (bool(fx.ok), fx.detail, fx.status)
         if len(pending.results) >= self.workers + 1:
             del self.changes[fx.request_id]
             self._finish(pending)
 
     def _finish(self, pending: _PendingChange) -> None:
         change, results = pending.change, pending.results
-        failures = []
+        failures = []  # (description, the ConfigResult status, 0 for none)
         core = results.get(-1)
         if core is None:
-            failures.append("the router core did not answer in time")
+            failures.append(("the router core did not answer in time", 0))
         elif not core[0]:
-            failures.append(core[1])
+            failures.append((core[1], core[2]))
         worker_results = {p: r for p, r in results.items() if p >= 0}
         missing = [str(p) for p in range(self.workers) if p not in worker_results]
         status = INTERNAL_ERROR
         if change.workers == "all":
-            failures += [f"worker {p}: {d}" for p, (ok, d) in sorted(worker_results.items())
-                         if not ok]
+            failures += [(f"worker {p}: {d}", s) for p, (ok, d, s)
+                         in sorted(worker_results.items()) if not ok]
             if missing:
-                failures.append(f"worker(s) {', '.join(missing)} did not answer in time")
+                failures.append((f"worker(s) {', '.join(missing)} did not answer in time", 0))
         elif change.workers == "any" and not failures:
-            if not any(ok for ok, _ in worker_results.values()):
+            if not any(ok for ok, _, _ in worker_results.values()):
                 status = NOT_FOUND
-                failures.append(f"{change.entity_type.rsplit('.', 1)[-1]} "
-                                f"{change.entity.get('identity')} not found in any I/O worker")
+                failures.append((f"{change.entity_type.rsplit('.', 1)[-1]} "
+                                 f"{change.entity.get('identity')} not found in any I/O worker",
+                                 0))
         if failures:
-            if all(NOT_SUPPORTED in f for f in failures):
+            if all(s == ipc.NOT_SUPPORTED for _, s in failures):
                 status = NOT_IMPLEMENTED
-            elif change.op == "create" and any(fault in f for f in failures
+            elif change.op == "create" and any(fault in f for f, _ in failures
                                                for fault in _REQUEST_FAULTS):
                 status = BAD_REQUEST
-            if change.op == "create" and any(ok for ok, _ in worker_results.values()):
+            failures = [f for f, _ in failures]
+            if change.op == "create" and any(ok for ok, _, _ in worker_results.values()):
                 # some processes applied it: take it back so the router stays consistent
                 self.send_control(ipc.ConfigChange(next(self._ids), "delete", change.entity_type,
                                                    change.attributes))

@@ -10,6 +10,7 @@ Knows nothing about router state. Must not import zmq, router_io or router_core.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, Optional
 
 from proton import Message
@@ -18,9 +19,15 @@ OK, CREATED, NO_CONTENT = 200, 201, 204
 BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND = 400, 401, 403, 404
 INTERNAL_ERROR, NOT_IMPLEMENTED = 500, 501
 
-STATUS_TEXT = {OK: "OK", CREATED: "Created", NO_CONTENT: "No Content", BAD_REQUEST: "Bad Request",
-               UNAUTHORIZED: "Unauthorized", FORBIDDEN: "Forbidden", NOT_FOUND: "Not Found",
-               INTERNAL_ERROR: "Internal Server Error", NOT_IMPLEMENTED: "Not Implemented"}
+
+
+def status_text(status: int) -> str:
+    """The standard reason phrase of an HTTP-like status ("Not Found"), "" if none."""
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
 
 ENTITY_OPERATIONS = ("CREATE", "READ", "UPDATE", "DELETE")
 GLOBAL_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS", "GET-ANNOTATIONS",
@@ -132,7 +139,7 @@ def response(request_reply_to: Optional[str], correlation_id: Any, status: int,
     """The reply message for a request: status properties, correlation id copied, body."""
     return Message(address=request_reply_to, correlation_id=correlation_id,
                    properties={"statusCode": status,
-                               "statusDescription": description or STATUS_TEXT.get(status, "")},
+                               "statusDescription": description or status_text(status)},
                    body=body)
 
 

@@ -2,7 +2,7 @@
 
 Owns the table of known routers (instance, protocol version, mask-bit index, neighbour link,
 pending LSR/MAR requests, when each became an orphan), the route computation over the link-state
-collection (``compute_routes`` through ``router_core.pathselect``) and the ``router.node``
+collection (``compute_routes`` through ``router_core.pathcomp_select``) and the ``router.node``
 management view. Time is the ``now`` argument. Must not import proton, zmq, sockets, clocks, or
 the other engines (it is handed plain data: the link-state collection and the neighbour table).
 
@@ -30,7 +30,7 @@ from typing import Callable, Dict, Hashable, List, Mapping, Optional, Set
 from agent.routing.effects import RoutingTable
 from agent.routing.messages import PROTOCOL_VERSION
 from router_core.pathcomp import Routes
-from router_core.pathselect import get_path_computer
+from router_core.pathcomp_select import get_path_computer
 
 __all__ = ["NodeTable", "Node"]
 

@@ -11,22 +11,29 @@ from __future__ import annotations
 
 import argparse
 import sys
+from http import HTTPStatus
 from typing import Any, Callable, Optional
 
 from proton import Message, ProtonException, SSLDomain, Url
 from proton.utils import BlockingConnection, LinkDetached, SyncRequestResponse
 
 DEFAULT_BUS = "0.0.0.0"
-STATUS_NAMES = {400: "BadRequestStatus", 401: "UnauthorizedStatus", 403: "ForbiddenStatus",
-                404: "NotFoundStatus", 500: "InternalServerErrorStatus",
-                501: "NotImplementedStatus"}
+
+
+def status_name(status: int) -> str:
+    """How the tools name an error status: ``NotFoundStatus`` for 404, ``Status599`` if unknown."""
+    try:
+        name = HTTPStatus(status).name
+    except ValueError:
+        return f"Status{status}"
+    return "".join(word.title() for word in name.split("_")) + "Status"
 
 
 class StatusError(Exception):
     """The agent answered with an error status."""
 
     def __init__(self, status: int, description: str) -> None:
-        super().__init__(f"{STATUS_NAMES.get(status, f'Status{status}')}: {description}")
+        super().__init__(f"{status_name(status)}: {description}")
         self.status = status
         self.description = description
 

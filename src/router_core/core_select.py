@@ -1,7 +1,8 @@
 """Choose the router core build: the compiled ``router_core._core`` or the pure-Python reference.
 
-Owns the one environment switch: ``ROUTER_NO_EXTENSIONS=1`` forces the pure build; a missing
-extension falls back to it. Must not import zmq, proton, sockets or logging handlers.
+Through ``router_core.builds.choose`` (the one environment switch): ``ROUTER_NO_EXTENSIONS=1``
+forces the pure build; a missing extension falls back to it. Must not import zmq, proton, sockets
+or logging handlers.
 """
 from router_core.builds import choose
 

@@ -1,0 +1,301 @@
+# cython: language_level=3
+# Augmenting declarations for the compiled worker engine (pure-Python mode).
+#
+# setup.py copies src/router_io/engine.py to build/cython_src/router_io/_engine.py and this file
+# next to it as _engine.pxd, then compiles the pair as ``router_io._engine``. The .py stays the one
+# source of the engine's behaviour; this file only adds C:
+# * the proton calls of the per-message paths (the ``_pn_*`` names, which engine.py binds to cffi
+#   for the pure build) as inline functions calling proton-C through pointers that cffi gives at
+#   import (_pn.pxd: the exact C signatures; proton is bundled inside cproton_ffi, there is no
+#   library to link against). Pointers there are "hot pointers": native addresses as size_t;
+# * WorkerEngine as a final cdef class: typed attributes for what the per-message paths touch
+#   (the rest lives in its __dict__), those paths cdef/cpdef methods with C-typed locals.
+#
+# Rules for keeping it in step with engine.py:
+# * every ``_pn_*`` name, ``_key``, ``_cdata``, ``_fields`` and ``_command`` defined in engine.py's
+#   ``if not cython.compiled`` block is defined here with the same arguments and result
+#   (tests/unit/test_engine_build.py checks the names);
+# * a method that the dispatch table, the worker or a test reaches by name stays ``def`` (or
+#   ``cpdef``); a test may replace a ``def`` method on an instance (its __dict__ wins), never a
+#   cdef one;
+# * a method declared here with a C argument type is only ever called with a hot pointer.
+# After editing only this file: ROUTER_FORCE_REBUILD=1 (see setup.py).
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
+from libc.stdint cimport uint64_t
+
+from _pn cimport *
+
+
+cdef extern from *:
+    """
+    /* A NamedTuple subclass instance holding the items of ``fields``: what tuple.__new__(cls,
+       fields) does (tuple_subtype_new), without the method call and the temporary tuples. */
+    static PyObject *router_io_named_tuple(PyTypeObject *cls, PyObject *fields) {
+        Py_ssize_t i, n = PyTuple_GET_SIZE(fields);
+        PyObject *obj = cls->tp_alloc(cls, n);
+        if (obj == NULL) return NULL;
+        for (i = 0; i < n; i++) {
+            PyObject *item = PyTuple_GET_ITEM(fields, i);
+            Py_INCREF(item);
+            PyTuple_SET_ITEM(obj, i, item);
+        }
+        return obj;
+    }
+    """
+    object _command "router_io_named_tuple"(type cls, tuple fields)
+    # A tuple subclass (NamedTuple) as ``tuple``, unchecked: the caller knows what it holds.
+    tuple _fields "__Pyx_NewRef"(object cmd)
+
+
+# Constants compared on the per-message paths: C ints, not module-global lookups.
+cdef int E_DELIVERY, E_LINK_FLOW, DIR_OUT
+cdef frozenset RARE_EVENTS
+cdef uint64_t STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED
+
+
+# --- proton-C, natively ---------------------------------------------------------------------
+cdef struct _Pn:
+    pn_collector_peek_f collector_peek
+    pn_collector_pop_f collector_pop
+    pn_event_type_f event_type
+    pn_event_delivery_f event_delivery
+    pn_event_link_f event_link
+    pn_delivery_link_f delivery_link
+    pn_delivery_bool_f delivery_partial
+    pn_delivery_bool_f delivery_aborted
+    pn_delivery_bool_f delivery_settled
+    pn_delivery_pending_f delivery_pending
+    pn_delivery_settle_f delivery_settle
+    pn_delivery_update_f delivery_update
+    pn_delivery_remote_state_f delivery_remote_state
+    pn_delivery_f delivery
+    pn_link_io_f link_recv
+    pn_link_io_f link_send
+    pn_link_bool_f link_advance
+    pn_link_bool_f link_get_drain
+    pn_link_int_f link_credit
+    pn_link_int_f link_drained
+    pn_link_flow_f link_flow
+    pn_transport_io_f transport_push
+    pn_transport_io_f transport_peek
+    pn_transport_pop_f transport_pop
+    pn_transport_size_f transport_pending
+    pn_transport_size_f transport_capacity
+    pn_transport_bool_f transport_closed
+
+
+cdef _Pn pn
+cdef object _ffi  # cproton_ffi.ffi, for _key and _cdata
+
+
+cdef inline size_t _pn_fn(object ffi, object lib, str name) except 0:
+    return <size_t>int(ffi.cast("uintptr_t", ffi.addressof(lib, name)))
+
+
+cdef inline int _pn_bind(object ffi, object lib) except -1:
+    """Fill ``pn`` from cffi; engine.py calls it once at import (compiled build only)."""
+    global _ffi
+    _ffi = ffi
+    pn.collector_peek = <pn_collector_peek_f>_pn_fn(ffi, lib, "pn_collector_peek")
+    pn.collector_pop = <pn_collector_pop_f>_pn_fn(ffi, lib, "pn_collector_pop")
+    pn.event_type = <pn_event_type_f>_pn_fn(ffi, lib, "pn_event_type")
+    pn.event_delivery = <pn_event_delivery_f>_pn_fn(ffi, lib, "pn_event_delivery")
+    pn.event_link = <pn_event_link_f>_pn_fn(ffi, lib, "pn_event_link")
+    pn.delivery_link = <pn_delivery_link_f>_pn_fn(ffi, lib, "pn_delivery_link")
+    pn.delivery_partial = <pn_delivery_bool_f>_pn_fn(ffi, lib, "pn_delivery_partial")
+    pn.delivery_aborted = <pn_delivery_bool_f>_pn_fn(ffi, lib, "pn_delivery_aborted")
+    pn.delivery_settled = <pn_delivery_bool_f>_pn_fn(ffi, lib, "pn_delivery_settled")
+    pn.delivery_pending = <pn_delivery_pending_f>_pn_fn(ffi, lib, "pn_delivery_pending")
+    pn.delivery_settle = <pn_delivery_settle_f>_pn_fn(ffi, lib, "pn_delivery_settle")
+    pn.delivery_update = <pn_delivery_update_f>_pn_fn(ffi, lib, "pn_delivery_update")
+    pn.delivery_remote_state = <pn_delivery_remote_state_f>_pn_fn(ffi, lib,
+                                                                  "pn_delivery_remote_state")
+    pn.delivery = <pn_delivery_f>_pn_fn(ffi, lib, "pn_delivery")
+    pn.link_recv = <pn_link_io_f>_pn_fn(ffi, lib, "pn_link_recv")
+    pn.link_send = <pn_link_io_f>_pn_fn(ffi, lib, "pn_link_send")
+    pn.link_advance = <pn_link_bool_f>_pn_fn(ffi, lib, "pn_link_advance")
+    pn.link_get_drain = <pn_link_bool_f>_pn_fn(ffi, lib, "pn_link_get_drain")
+    pn.link_credit = <pn_link_int_f>_pn_fn(ffi, lib, "pn_link_credit")
+    pn.link_drained = <pn_link_int_f>_pn_fn(ffi, lib, "pn_link_drained")
+    pn.link_flow = <pn_link_flow_f>_pn_fn(ffi, lib, "pn_link_flow")
+    pn.transport_push = <pn_transport_io_f>_pn_fn(ffi, lib, "pn_transport_push")
+    pn.transport_peek = <pn_transport_io_f>_pn_fn(ffi, lib, "pn_transport_peek")
+    pn.transport_pop = <pn_transport_pop_f>_pn_fn(ffi, lib, "pn_transport_pop")
+    pn.transport_pending = <pn_transport_size_f>_pn_fn(ffi, lib, "pn_transport_pending")
+    pn.transport_capacity = <pn_transport_size_f>_pn_fn(ffi, lib, "pn_transport_capacity")
+    pn.transport_closed = <pn_transport_bool_f>_pn_fn(ffi, lib, "pn_transport_closed")
+    return 0
+
+
+cdef inline size_t _pn_collector_peek(size_t c):
+    return <size_t>pn.collector_peek(<pn_collector_t *>c)
+
+cdef inline bint _pn_collector_pop(size_t c):
+    return pn.collector_pop(<pn_collector_t *>c)
+
+cdef inline int _pn_event_type(size_t ev):
+    return pn.event_type(<pn_event_t *>ev)
+
+cdef inline size_t _pn_event_delivery(size_t ev):
+    return <size_t>pn.event_delivery(<pn_event_t *>ev)
+
+cdef inline size_t _pn_event_link(size_t ev):
+    return <size_t>pn.event_link(<pn_event_t *>ev)
+
+cdef inline size_t _pn_delivery_link(size_t d):
+    return <size_t>pn.delivery_link(<pn_delivery_t *>d)
+
+cdef inline bint _pn_delivery_partial(size_t d):
+    return pn.delivery_partial(<pn_delivery_t *>d)
+
+cdef inline bint _pn_delivery_aborted(size_t d):
+    return pn.delivery_aborted(<pn_delivery_t *>d)
+
+cdef inline bint _pn_delivery_settled(size_t d):
+    return pn.delivery_settled(<pn_delivery_t *>d)
+
+cdef inline size_t _pn_delivery_pending(size_t d):
+    return pn.delivery_pending(<pn_delivery_t *>d)
+
+cdef inline void _pn_delivery_settle(size_t d):
+    pn.delivery_settle(<pn_delivery_t *>d)
+
+cdef inline void _pn_delivery_update(size_t d, uint64_t state):
+    pn.delivery_update(<pn_delivery_t *>d, state)
+
+cdef inline uint64_t _pn_delivery_remote_state(size_t d):
+    return pn.delivery_remote_state(<pn_delivery_t *>d)
+
+cdef inline bint _pn_link_advance(size_t l):
+    return pn.link_advance(<pn_link_t *>l)
+
+cdef inline bint _pn_link_get_drain(size_t l):
+    return pn.link_get_drain(<pn_link_t *>l)
+
+cdef inline int _pn_link_credit(size_t l):
+    return pn.link_credit(<pn_link_t *>l)
+
+cdef inline int _pn_link_drained(size_t l):
+    return pn.link_drained(<pn_link_t *>l)
+
+cdef inline void _pn_link_flow(size_t l, int credit):
+    pn.link_flow(<pn_link_t *>l, credit)
+
+cdef inline Py_ssize_t _pn_transport_pending(size_t t):
+    return pn.transport_pending(<pn_transport_t *>t)
+
+cdef inline Py_ssize_t _pn_transport_capacity(size_t t):
+    return pn.transport_capacity(<pn_transport_t *>t)
+
+cdef inline void _pn_transport_pop(size_t t, size_t n):
+    pn.transport_pop(<pn_transport_t *>t, n)
+
+cdef inline bint _pn_transport_closed(size_t t):
+    return pn.transport_closed(<pn_transport_t *>t)
+
+
+cdef inline size_t _pn_delivery_tagged(size_t l, uint64_t dlv_id):
+    """pn_delivery() tagged with the core's id (8 bytes, big-endian)."""
+    cdef unsigned char tag[8]
+    cdef pn_bytes_t tag_bytes
+    cdef int i
+    for i in range(8):
+        tag[7 - i] = <unsigned char>(dlv_id & 0xff)
+        dlv_id >>= 8
+    tag_bytes.size = 8
+    tag_bytes.start = <const char *>tag
+    return <size_t>pn.delivery(<pn_link_t *>l, tag_bytes)
+
+
+cdef inline bytearray _pn_link_recv_message(size_t l, size_t size):
+    """The ``size`` bytes of the link's current delivery, as a new bytearray."""
+    payload = PyByteArray_FromStringAndSize(NULL, size)
+    if size:
+        pn.link_recv(<pn_link_t *>l, PyByteArray_AS_STRING(payload), size)
+    return payload
+
+
+cdef inline int _pn_link_send_all(size_t l, object payload) except -1:
+    """pn_link_send() of the whole buffer (bytes, bytearray or memoryview)."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+    try:
+        pn.link_send(<pn_link_t *>l, <char *>view.buf, <size_t>view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return 0
+
+
+cdef inline int _pn_transport_push_from(size_t t, object data, Py_ssize_t size) except -1:
+    """pn_transport_push() of the first ``size`` bytes of a buffer."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    try:
+        if size < 0 or size > view.len:
+            raise ValueError(f"push of {size} bytes from a buffer of {view.len}")
+        pn.transport_push(<pn_transport_t *>t, <char *>view.buf, <size_t>size)
+    finally:
+        PyBuffer_Release(&view)
+    return 0
+
+
+cdef inline int _pn_transport_peek_into(size_t t, object buf, Py_ssize_t size) except -1:
+    """pn_transport_peek() of ``size`` pending bytes into a writable buffer."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_WRITABLE)
+    try:
+        if size < 0 or size > view.len:
+            raise ValueError(f"peek of {size} bytes into a buffer of {view.len}")
+        pn.transport_peek(<pn_transport_t *>t, <char *>view.buf, <size_t>size)
+    finally:
+        PyBuffer_Release(&view)
+    return 0
+
+
+cdef inline size_t _key(object ptr) except? 0:
+    """A cffi pointer as a hot pointer: its address."""
+    return <size_t>int(_ffi.cast("uintptr_t", ptr))
+
+
+cdef inline object _cdata(str ctype, size_t ptr):
+    """A hot pointer as a cffi pointer of ``ctype``, for the cffi-based paths."""
+    return _ffi.cast(ctype, ptr)
+
+
+# --- the engine -----------------------------------------------------------------------------
+@cython.final
+cdef class WorkerEngine:
+    cdef dict __dict__  # everything not declared here (policy, TLS, the heap trimmer...)
+    cdef public object router_id, node_tag, peer_index, collector, _coll, new_id, log
+    cdef public list outbox
+    cdef public dict conns, conns_by_id, links, link_ptrs, in_dlvs, in_ids, out_dlvs, out_ids
+    cdef public dict queued_out, oversize, _handlers
+    cdef public set dirty
+    cdef public double _trim_check
+    cdef public int _trim_countdown
+    cdef public size_t _coll_key
+
+    @cython.locals(coll=size_t, ev=size_t, etype=int)
+    cpdef process_events(self)
+    cdef _on_flow(self, size_t l_ptr)
+    cdef _report_flow(self, link)
+    @cython.locals(l_ptr=size_t, settled=bint, d_key=object)
+    cdef _on_delivery(self, size_t d_ptr)
+    cdef _drop_aborted(self, size_t d_ptr, size_t l_ptr)
+    cdef _drop_in(self, dlv_id)
+    @cython.locals(state=uint64_t, settled=bint, d_key=object)
+    cdef _on_outbound_update(self, size_t d_ptr)
+    cpdef _fx_credit(self, fx)
+    cpdef _fx_deliver(self, fx)
+    cpdef _fx_router_deliver(self, fx)
+    @cython.locals(l_ptr=size_t, d_ptr=size_t)
+    cdef _send(self, link, dlv_id, bint settled, payload)
+    cdef _egress_annotations(self, conn, payload)
+    cdef _router_egress(self, payload, to_override, phase)
+    @cython.locals(d_ptr=size_t)
+    cpdef _fx_update_in(self, fx)
+    @cython.locals(d_ptr=size_t)
+    cpdef _fx_settle_out(self, fx)
+    cpdef _fx_drained(self, fx)

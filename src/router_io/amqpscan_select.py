@@ -1,0 +1,21 @@
+"""Forwarding-path message scanner: the one import point (selector) for both builds.
+
+Exports the compiled ``router_io._amqpscan`` unless ``ROUTER_NO_EXTENSIONS=1`` is set or it is not
+built, else the pure-Python reference ``router_io.amqpscan``. ``IMPLEMENTATION`` says which
+("cython" or "python"). Both raise the same :class:`MessageFormatError` and return the same
+:class:`ScanResult` type (from ``amqpscan_types``).
+
+Callers import from here only. Must not import proton, zmq or agent (router_core.builds only).
+"""
+from __future__ import annotations
+
+from router_core.builds import choose
+from router_io.amqpscan_types import KEEP, ROUTER_KEY_PREFIX, MessageFormatError, ScanResult
+
+__all__ = ["scan", "rewrite_annotations", "ScanResult", "KEEP", "MessageFormatError",
+           "ROUTER_KEY_PREFIX", "IMPLEMENTATION"]
+
+_impl = choose("router_io._amqpscan", "router_io.amqpscan")
+scan = _impl.scan
+rewrite_annotations = _impl.rewrite_annotations
+IMPLEMENTATION: str = "cython" if _impl.__name__.endswith("._amqpscan") else "python"

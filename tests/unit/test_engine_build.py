@@ -1,0 +1,99 @@
+"""The compiled worker engine is router_io/engine.py itself, compiled: nothing in it can drift.
+
+Its behaviour is tested on both builds by every engine test (the ``engine_cls`` fixture); here:
+the only part the builds do not share, the proton calls of the per-message paths, is one name
+list in two spellings (engine.py's ``if not cython.compiled`` block for cffi, cython/_engine.pxd's
+inline C functions), and each plain alias names the same proton function in both.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+from conftest import compiled_engine
+
+from router_io import engine as engine_py
+
+ROOT = Path(__file__).resolve().parents[2]
+ENGINE_PY = ROOT / "src" / "router_io" / "engine.py"
+ENGINE_PXD = ROOT / "cython" / "_engine.pxd"
+
+
+def _pure_block() -> ast.If:
+    tree = ast.parse(ENGINE_PY.read_text())
+    blocks = [node for node in tree.body if isinstance(node, ast.If)
+              and ast.unparse(node.test) == "not cython.compiled"]
+    assert len(blocks) == 1, "engine.py must have exactly one `if not cython.compiled:` block"
+    return blocks[0]
+
+
+def _pure_names() -> dict:
+    """name -> the proton function it aliases (None for a function defined in the block)."""
+    names = {}
+    for node in _pure_block().body:
+        if isinstance(node, ast.Assign):
+            target, = node.targets
+            value = ast.unparse(node.value)
+            names[target.id] = value[len("lib."):] if value.startswith("lib.") else value
+        elif isinstance(node, ast.FunctionDef):
+            names[node.name] = None
+        else:
+            pytest.fail(f"unexpected statement in the pure-only block: {ast.unparse(node)}")
+    return names
+
+
+def _pxd_names() -> dict:
+    """name -> the ``pn.`` field its body calls (for every inline function and extern alias)."""
+    text = ENGINE_PXD.read_text()
+    names = {}
+    for match in re.finditer(r"^cdef inline [^(]*?\b(\w+)\(.*?\n((?:    .*\n|\n)*)", text,
+                             re.MULTILINE):
+        name, body = match.groups()
+        called = re.findall(r"\bpn\.(\w+)\(", body)
+        names[name] = called
+    for name in re.findall(r'^\s+\w+ (\w+) "[^"]+"\(', text, re.MULTILINE):
+        names[name] = []
+    return names
+
+
+def test_the_pure_only_block_and_the_pxd_define_the_same_names():
+    pure = _pure_names()
+    native = {n for n in _pxd_names() if not n.startswith("_pn_bind") and n != "_pn_fn"}
+    assert set(pure) == native
+
+
+def test_each_alias_calls_the_same_proton_function_in_both_builds():
+    native = _pxd_names()
+    aliases = {name: fn for name, fn in _pure_names().items() if fn is not None}
+    assert len(aliases) >= 20
+    for name, fn in aliases.items():
+        assert name == "_" + fn, f"{name} is bound to lib.{fn}"
+        assert native[name] == [fn[len("pn_"):]], f"the compiled {name} calls {native[name]}"
+
+
+def test_the_compiled_module_is_engine_py():
+    """Every module-level name and every WorkerEngine/Connection method of engine.py is in the
+    compiled module, except the pure-only block's (inline C there) and what the .pxd turns into
+    C (constants, cdef methods); and nothing else is."""
+    if compiled_engine() is None:  # conftest stops the run here under ROUTER_REQUIRE_EXTENSIONS
+        pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
+    import router_io._engine as engine_c
+    assert engine_c.__file__.endswith(".so")
+    pxd = ENGINE_PXD.read_text()
+    c_globals = set(re.findall(r"^cdef (?:int|uint64_t|frozenset) (.*)$", pxd, re.MULTILINE))
+    c_globals = {n.strip() for line in c_globals for n in line.split(",")}
+    cdef_methods = set(re.findall(r"^    cdef \w+\(self", pxd, re.MULTILINE))
+    cdef_methods = {re.match(r"    cdef (\w+)", m).group(1) for m in cdef_methods}
+    pure_only = set(_pure_names()) | {"cython"}  # cython: a compile-time module when compiled
+    expected = {n for n in vars(engine_py) if not n.startswith("__")} - pure_only - c_globals
+    got = {n for n in vars(engine_c) if not n.startswith("__")}
+    assert expected - got == set()
+    assert got - expected <= {"_pn_bind"}, got - expected
+    for cls in ("WorkerEngine", "Connection", "Link"):
+        ref = {n for n in vars(getattr(engine_py, cls)) if not n.startswith("__")}
+        comp = {n for n in dir(getattr(engine_c, cls)) if not n.startswith("__")}
+        missing = ref - comp - (cdef_methods if cls == "WorkerEngine" else set())
+        assert missing == set(), f"{cls}: {missing}"
+    assert engine_c.WorkerEngine.__module__ == "router_io._engine"
