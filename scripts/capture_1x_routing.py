@@ -50,7 +50,8 @@ class Capture(Handler):
     # ---- set-up --------------------------------------------------------------------------------
     def on_reactor_init(self, event):
         c = event.container
-        self.conn = c.connect(f"amqp://{self.args.host}:{self.args.port}", allowed_mechs="ANONYMOUS")
+        self.conn = c.connect(f"amqp://{self.args.host}:{self.args.port}",
+                              allowed_mechs="ANONYMOUS")
         self.conn.container = self.args.id
         self.conn.offered_capabilities = [symbol("ANONYMOUS-RELAY")]
         self.conn.desired_capabilities = [symbol("ANONYMOUS-RELAY")]

@@ -23,8 +23,8 @@ from agent.schema import (EntityType, SchemaError, listen_addresses_clash, load_
                           normalize_attribute_name, reference_problem)
 from agent.security import connection_problem, ssl_profile_problem
 
-__all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config", "default_router_id",
-           "router_id_problem"]
+__all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config",
+           "default_router_id", "router_id_problem"]
 
 ROUTER_ID_MAX_LEN = 127
 
@@ -122,7 +122,8 @@ def router_id_problem(router_id: str) -> str | None:
                 f"({ROUTER_ID_MAX_LEN} characters)")
     for ch in router_id:
         if unicodedata.category(ch)[0] in "CZ":
-            return f"Router id attribute containing character '{ch}' in id '{router_id}' is disallowed."
+            return (f"Router id attribute containing character '{ch}' in id '{router_id}' is "
+                    f"disallowed.")
     return None
 
 

@@ -188,7 +188,8 @@ class Worker:
         ``[Cn] Connection to HOST:PORT failed: proton:io WHY - ACTION HOST:PORT`` (each attempt
         is a connection of its own there), then retried."""
         where = f"{connector.host}:{connector.settings.get('port', connector.port)}"
-        text = f"[C{self.engine.new_id()}] Connection to {where} failed: proton:io {why} - {action} {where}"
+        text = (f"[C{self.engine.new_id()}] Connection to {where} failed: proton:io {why} - "
+                f"{action} {where}")
         self._log_server("info", text)
         connector.retry_later(now, text)
 
