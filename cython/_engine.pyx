@@ -394,14 +394,8 @@ cdef class NativeWorkerEngine:
         d_key, link = entry
         d = <pn_delivery_t *><size_t>d_key
         if state:
-            if info:  # rare: conditions and modified flags, through cffi as the reference does
-                disp = lib.pn_delivery_local(_d_cffi(d_key))
-                if state == ST_MODIFIED:
-                    lib.pn_disposition_set_failed(disp, bool(info.get("failed")))
-                    lib.pn_disposition_set_undeliverable(disp, bool(info.get("undeliverable")))
-                elif info.get("condition"):
-                    self._set_condition(lib.pn_disposition_condition(disp),
-                                        info["condition"], info.get("description", ""))
+            if info:  # rare: conditions, modified flags and annotations, as the reference does
+                self._local_info(lib.pn_delivery_local(_d_cffi(d_key)), state, info)
             pn.delivery_update(d, <uint64_t>state)
         if settled:
             self._drop_in(dlv_id)
