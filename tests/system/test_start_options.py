@@ -94,3 +94,15 @@ def test_connector_to_an_unresolvable_host_logs_and_retries(router_factory):
     while router.proc.output().count(text) < 2:        # it keeps trying
         assert time.monotonic() < deadline, router.proc.output()
         time.sleep(0.2)
+
+
+def test_deprecated_attribute_name_is_read_and_warned_about(router_factory):
+    router = router_factory("""
+        log {
+            module: ROUTER
+            enable: info+
+            source: false
+        }
+        """)
+    router.proc.wait_for_line("AGENT (warning) Attribute 'source' of entity 'log' has been "
+                              "deprecated. Use 'includeSource' instead")
