@@ -33,14 +33,20 @@ def _alive(pid: int) -> bool:
 def test_daemon_detaches_completely_and_writes_the_pid_file(tmp_path):
     port = free_port()
     pidfile = tmp_path / "qdrouterd.pid"
-    # run() waits for EOF on stdout/stderr: it returns only if the daemon let go of them
-    result = subprocess.run([sys.executable, "-m", "agent.supervisor", "-d", "-P", str(pidfile),
-                             "-c", _conf(tmp_path, port)], capture_output=True, text=True,
-                            timeout=60, stdin=subprocess.DEVNULL)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "" and result.stderr == ""
-    pid = int(pidfile.read_text().strip())
+    pid = None
     try:
+        # run() waits for EOF on stdout/stderr: it returns only if the daemon let go of them
+        try:
+            result = subprocess.run([sys.executable, "-m", "agent.supervisor", "-d", "-P",
+                                     str(pidfile), "-c", _conf(tmp_path, port)],
+                                    capture_output=True, text=True, timeout=60,
+                                    stdin=subprocess.DEVNULL)
+        finally:
+            if pidfile.exists() and pidfile.read_text().strip():
+                pid = int(pidfile.read_text().strip())
+        assert result.returncode == 0, result.stderr
+        assert result.stdout == "" and result.stderr == ""
+        assert pid is not None
         assert _alive(pid)
         assert os.getsid(pid) != os.getsid(0)          # a session of its own, no terminal
         assert os.getsid(pid) != pid                   # not its leader: can't get one back
@@ -50,14 +56,19 @@ def test_daemon_detaches_completely_and_writes_the_pid_file(tmp_path):
         with socket.create_connection(("127.0.0.1", port), timeout=10):
             pass                                       # operational before the launcher exited
     finally:
-        if _alive(pid):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _alive(pid):
-            os.kill(pid, signal.SIGKILL)
+        if pid is not None:
+            _stop(pid)
     assert not _alive(pid)
+
+
+def _stop(pid: int) -> None:
+    if _alive(pid):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_daemon_start_failure_is_reported_by_the_launcher(tmp_path):
