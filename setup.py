@@ -6,10 +6,12 @@ ROUTER_FORCE_REBUILD=1 recompiles even if Cython thinks nothing changed (e.g. af
 Generated C goes to build/, never into src/.
 
 router_core._core is compiled from the pure-Python reference itself (Cython's pure-Python mode):
-src/router_core/core.py is copied to build/cython_src/router_core/_core.py with
-cython/_core.pxd beside it as _core.pxd (Cython only finds an augmenting .pxd next to the .py of
-the same module name), and that pair is cythonized. Copies are rewritten only when their content
-changed, so an unchanged source is not recompiled.
+the core's parts (CORE_PARTS, src/router_core/{records,...,core}.py) are concatenated, in that
+order and without the imports between them (the block each part marks ``core parts``), into
+build/cython_src/router_core/_core.py, with cython/_core.pxd beside it as _core.pxd (Cython only
+finds an augmenting .pxd next to the .py of the same module name), and that pair is cythonized:
+one extension, so every call on a delivery's path is a C call. Generated files are rewritten
+only when their content changed, so an unchanged source is not recompiled.
 """
 import os
 from pathlib import Path
@@ -26,12 +28,57 @@ EXTENSIONS = {
     "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: router_core/addrmatch.py
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py
 }
-# Compiled from a copy of the reference: generated file -> its source.
+# The parts of the router core, in dependency order (see src/router_core/core.py).
+CORE_PARTS = ["records", "addrkeys", "settlement", "transfer", "relay", "forwarders", "ingress",
+              "lifecycle", "core"]
+PARTS_BEGIN = ("# --- core parts (the compiled build is one module: setup.py drops these imports)"
+               " ---")
+PARTS_END = "# --- end core parts ---"
+# Compiled from copies of the reference: generated file -> its source(s).
 PURE_MODE_SOURCES = {
-    f"{GENERATED}/router_core/_core.py": "src/router_core/core.py",
+    f"{GENERATED}/router_core/_core.py": [f"src/router_core/{part}.py" for part in CORE_PARTS],
     f"{GENERATED}/router_core/_core.pxd": "cython/_core.pxd",
     f"{GENERATED}/router_core/__init__.py": None,  # makes the module name router_core._core
 }
+
+
+def _defined_names(path: str, text: str) -> set:
+    """Module-level names ``path`` defines (functions, classes, assignments; not imports)."""
+    import ast
+    names = set()
+    for node in ast.parse(text, path).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+    return names
+
+
+def core_module_text(paths: list) -> bytes:
+    """The parts as one module: each part's text without its imports of the other parts.
+    Two parts defining the same name would silently become one in the compiled build: refused."""
+    out = []
+    owner: dict = {}
+    for path in paths:
+        text = (HERE / path).read_text(encoding="utf-8")
+        for name in _defined_names(path, text):
+            if name in owner:
+                raise SystemExit(f"{path}: {name} is defined in {owner[name]} too (the compiled "
+                                 "core is one module: a name must be defined once)")
+            owner[name] = path
+        blocks = (text.count(PARTS_BEGIN), text.count(PARTS_END))
+        if blocks == (0, 0):  # imports no other part
+            out.append(f"# ===== {path} =====\n" + text)
+            continue
+        if blocks != (1, 1):
+            raise SystemExit(f"{path}: at most one '{PARTS_BEGIN}' ... '{PARTS_END}' block")
+        head, rest = text.split(PARTS_BEGIN, 1)
+        block, tail = rest.split(PARTS_END, 1)
+        # keep the line count, so a traceback's line is easy to find in the part
+        out.append(f"# ===== {path} =====\n" + head + PARTS_BEGIN
+                   + "\n" * block.count("\n") + PARTS_END + tail)
+    return "".join(out).encode("utf-8")
 
 EXTRA_DIRECTIVES = {
     # Its annotations document the pure build; the C types come from cython/_core.pxd only.
@@ -42,7 +89,10 @@ EXTRA_DIRECTIVES = {
 def generate_pure_mode_sources() -> None:
     for dest, src in PURE_MODE_SOURCES.items():
         dest_path = HERE / dest
-        data = (HERE / src).read_bytes() if src else b""
+        if isinstance(src, list):
+            data = core_module_text(src)
+        else:
+            data = (HERE / src).read_bytes() if src else b""
         if dest_path.exists() and dest_path.read_bytes() == data:
             continue
         dest_path.parent.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,7 @@ import contextlib
 import csv
 import io
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -80,7 +81,9 @@ def table(rows: list[list[str]]) -> list[dict]:
 def remote_count(port: int, address: str) -> int:
     for row in table(qdstat(port, "-a")):
         if row.get("addr") == address:
-            return int(row.get("remote") or 0)
+            # a 1.x router's answer may come back typed, e.g. "uint(1)"
+            digits = re.sub(r"^\w+\((\d+)\)$", r"\1", row.get("remote") or "0")
+            return int(digits) if digits.isdigit() else 0
     return 0
 
 
@@ -139,8 +142,10 @@ class Network:
     every connector finds its peer listening and none has to retry (back-off 1, 2, 4 s)."""
 
     def __init__(self, workdir: Path, names: list[str], links: list[tuple[str, str, int]],
-                 workers: int, router_cmd: Optional[str] = None) -> None:
+                 workers: int, router_cmd: Optional[str] = None,
+                 extra_env: Optional[dict[str, str]] = None) -> None:
         self.workdir = workdir
+        self.extra_env = dict(extra_env or {})   # e.g. a 1.x router's PYTHONPATH
         workdir.mkdir(parents=True, exist_ok=True)
         self.names = list(names)
         self.links = links
@@ -157,7 +162,7 @@ class Network:
             conf = interior_conf(f"Router.{name}", self.ports[name], self.ir_ports[name],
                                  self.workers, connect_to)
             # the runtime directory (IPC sockets) inside workdir: a killed router's goes with it
-            env = {"RUNTIME_DIRECTORY": str(self.workdir)}
+            env = {"RUNTIME_DIRECTORY": str(self.workdir), **self.extra_env}
             router = rb.Router(self.workdir, self.ports[name], self.workers, self.router_cmd, env,
                                conf_text=conf, name=name, new_session=True)
             self.routers[name] = router
@@ -205,10 +210,11 @@ class Chain(Network):
     """R1 -> R2 -> ... -> RN, sender on R1, receiver on RN (the interface run_once needs)."""
 
     def __init__(self, workdir: Path, n: int, workers: int,
-                 router_cmd: Optional[str] = None) -> None:
+                 router_cmd: Optional[str] = None,
+                 extra_env: Optional[dict[str, str]] = None) -> None:
         names = [f"R{i}" for i in range(1, n + 1)]
         links = [(names[i], names[i + 1], 1) for i in range(n - 1)]
-        super().__init__(workdir, names, links, workers, router_cmd)
+        super().__init__(workdir, names, links, workers, router_cmd, extra_env)
 
     def client_urls(self) -> tuple[str, str]:
         return (f"127.0.0.1:{self.ports[self.names[0]]}",

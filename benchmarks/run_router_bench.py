@@ -39,6 +39,8 @@ import time
 from pathlib import Path
 from typing import Optional, Sequence
 
+import cloadgen  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+
 HERE = Path(__file__).resolve().parent
 LOADGEN = HERE / "loadgen.py"
 READY_TIMEOUT = 30.0
@@ -301,7 +303,9 @@ def wait_all(procs: list[subprocess.Popen], timeout: float) -> list[str]:
 
 def client_cmd(role: str, url: str, address: str, args: argparse.Namespace, out: Path,
                ready: Path, run_id: str, presettled: bool, listen: bool = False) -> list[str]:
-    cmd = [sys.executable, str(LOADGEN), role, "--url", url, "--address", address,
+    exe = [str(cloadgen.build())] if getattr(args, "client", "py") == "c" \
+        else [sys.executable, str(LOADGEN)]
+    cmd = exe + [role, "--url", url, "--address", address,
            "--count", str(args.count), "--body-size", str(args.body_size),
            "--timeout", str(args.timeout), "--out", str(out), "--run-id", run_id,
            "--ready-file", str(ready)]
@@ -310,10 +314,14 @@ def client_cmd(role: str, url: str, address: str, args: argparse.Namespace, out:
             cmd.append("--presettled")
         if args.window:
             cmd += ["--window", str(args.window)]
+        if getattr(args, "rate", 0):
+            cmd += ["--rate", str(args.rate)]
     else:
         cmd += ["--credit", str(args.credit)]
         if args.shared_address or (args.receivers > 1 and args.distribution != "multicast"):
             cmd += ["--idle-timeout", "2"]  # anycast shares the messages: stop when idle
+        elif getattr(args, "idle_timeout", None):
+            cmd += ["--idle-timeout", str(args.idle_timeout)]
         if listen:
             cmd.append("--listen")
     return cmd
@@ -485,6 +493,11 @@ def add_load_options(p: argparse.ArgumentParser) -> argparse._MutuallyExclusiveG
     mode.add_argument("--unsettled", dest="modes", action="store_const", const=["unsettled"])
     p.add_argument("--credit", type=int, default=250, help="receiver credit window")
     p.add_argument("--window", type=int, default=0, help="sender max unsettled (0: credit only)")
+    p.add_argument("--rate", type=float, default=0,
+                   help="each sender sends at most this many msg/s (0: unpaced; for latency)")
+    p.add_argument("--client", choices=["py", "c"], default="py",
+                   help="load generator: loadgen.py, or the compiled cloadgen (cloadgen.py "
+                        "builds it; never slower than the router)")
     return mode
 
 

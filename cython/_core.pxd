@@ -1,20 +1,26 @@
 # cython: language_level=3
 # Augmenting declarations for the compiled router core (pure-Python mode).
 #
-# setup.py copies src/router_core/core.py to build/cython_src/router_core/_core.py and this file
-# next to it as _core.pxd, then compiles the pair as ``router_core._core``. The .py stays the
+# setup.py concatenates the core's parts (src/router_core/records.py ... core.py, see
+# CORE_PARTS) into build/cython_src/router_core/_core.py and copies this file next to it as
+# _core.pxd, then compiles the pair as ``router_core._core``: one extension, so a delivery's whole
+# path (ingress -> forwarder -> transfer -> settlement) is C calls. The .py parts stay the
 # readable pure-Python reference; this file only adds C types: the records become final cdef
-# classes with typed fields, the per-message methods cdef methods with typed locals.
+# classes with typed fields, the forwarders cdef classes with a cdef ``forward`` (a C virtual
+# call; Cython 3.3 rejects @cython.final on the subclasses: "Overriding final methods is not
+# allowed"), the functions of the parts cdef functions with a typed ``RouterCore core`` and
+# typed locals, the codes C ints.
 #
-# Rules for keeping it in step with core.py:
+# Rules for keeping it in step with the parts:
 # * every attribute of a record or of RouterCore must be declared here (cdef classes have no
 #   __dict__); what corestate.management_snapshot or callers read is ``public``/``readonly``;
+# * every function of a part that takes ``core`` is declared here (untyped, it could not reach
+#   RouterCore's cdef methods and fields); the command handlers RouterCore._dispatch holds are
+#   ``cpdef`` (a dict holds Python objects), the rest ``cdef``;
 # * ids (link, connection, delivery) and peers stay Python objects: they are dict keys and effect
 #   fields, so boxing them once on the way in is cheaper than on every use;
 # * commands arrive as NamedTuples, which Cython's ``tuple`` type rejects (exact check): keep them
-#   ``object``;
-# * a method the dispatch table or a caller reaches by name stays ``def``; anything only called
-#   from inside this module may be ``cdef``.
+#   ``object``.
 # After editing only this file: ROUTER_FORCE_REBUILD=1 (see setup.py).
 cimport cython
 
@@ -39,26 +45,42 @@ cdef extern from *:
     # A tuple subclass (NamedTuple) as ``tuple``, unchecked: the caller knows what it holds.
     tuple _as_tuple "__Pyx_NewRef"(object cmd)
 
+cdef class Forwarder
+cdef class Address
+cdef class Link
+cdef class InDelivery
+cdef class OutDelivery
+cdef class RouterCore
+
+# --- records.py --------------------------------------------------------------------------------
 cdef bint _COMPILED
+# Codes compared on the per-message path: C ints, not module-global lookups and boxing.
+cdef int DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED
+cdef int DIST_CLOSEST, DIST_BALANCED, DIST_MULTICAST, DIST_UNAVAILABLE
+cdef int ROLE_NORMAL, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, ROLE_EDGE, ROLE_INTERNAL
+cdef int LINK_ENDPOINT, LINK_CONTROL, LINK_DATA
+cdef int MODE_STANDALONE, MODE_INTERIOR, MODE_EDGE
+cdef int KEY_MOBILE, KEY_LOCAL, KEY_TOPOLOGICAL, KEY_ROUTER, KEY_AREA, KEY_OTHER
+cdef int CONTROL_PRIORITY, PRIORITIES
+cdef dict MCAST_RANK
+cdef list FORWARDERS
+
 cdef object _effect(type cls, tuple fields)
 cdef tuple _fields(cmd)
 cdef object _own(payload)
+cdef set_treatment(Address addr, int dist, int priority)
 @cython.locals(dlv=InDelivery)
 cdef InDelivery _in_delivery(dlv_id, Link link, bint settled, payload, Address addr,
                              bint multicast)
 @cython.locals(out=OutDelivery)
 cdef OutDelivery _out_delivery(out_id, Link link, InDelivery in_dlv)
 
-# Constants compared on the per-message path: C ints, not module-global lookups and boxing.
-cdef int DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED
-cdef int DIST_CLOSEST, DIST_MULTICAST, DIST_UNAVAILABLE
-cdef dict MCAST_RANK
-
 
 @cython.final
 cdef class Connection:
-    cdef public object peer, conn_id, role, direction, host, container, listener, user, sasl
+    cdef public object peer, conn_id, direction, host, container, listener, user, sasl
     cdef public object encrypted, link_capacity, cost
+    cdef public int role
     cdef public dict links
     cdef public long long data_in, data_out
     cdef public double opened_at, last_delivery_at
@@ -69,9 +91,9 @@ cdef class Connection:
 
 @cython.final
 cdef class Link:
-    cdef public object link_id, peer, name, address, link_type
+    cdef public object link_id, peer, name, address
     cdef public Connection conn
-    cdef public int direction
+    cdef public int direction, link_type
     cdef public Address addr
     cdef public long long capacity
     cdef public bint presettled, closed, from_container, to_container, credited, router
@@ -89,7 +111,8 @@ cdef class Link:
 @cython.final
 cdef class Address:
     cdef public object key
-    cdef public int dist, priority
+    cdef public int cls, phase, dist, priority
+    cdef public Forwarder fwd
     cdef public list consumers, waiting, queues
     cdef public long long held, rr, refs, container_count
     cdef public long long ingress, egress, to_container, from_container, transit
@@ -110,6 +133,7 @@ cdef class InDelivery:
     cdef public list copies, targets
     cdef public object to_override
     cdef public int phase
+    cdef public Link queued_on
 
 
 @cython.final
@@ -122,9 +146,177 @@ cdef class OutDelivery:
     cdef public bint done
 
 
+# --- addrkeys.py --------------------------------------------------------------------------------
+cdef key_of(RouterCore core, address)
+cdef phase_key(rules, key, int direction)
+cdef tuple treatment(RouterCore core, key)
+@cython.locals(addr=Address)
+cdef Address address_of(RouterCore core, key)
+@cython.locals(addr=Address)
+cdef reapply_rules(RouterCore core)
+cdef unref(RouterCore core, Address addr)
+cdef tuple new_temp(RouterCore core, bint target)
+cdef trace_ids(trace)
+
+# --- settlement.py ------------------------------------------------------------------------------
+cdef count_outcome(RouterCore core, Link link, int state, bint router_wide)
+@cython.locals(link=Link)
+cdef settle_in(RouterCore core, InDelivery dlv, int state, info)
+@cython.locals(dlv=InDelivery)
+cdef forget_out(RouterCore core, OutDelivery out)
+@cython.locals(out=OutDelivery)
+cdef copy_done(RouterCore core, InDelivery dlv, int state, info)
+cdef unhold(RouterCore core, InDelivery dlv)
+cdef copy_unqueued(RouterCore core, InDelivery dlv)
+cdef release_waiting(RouterCore core, InDelivery dlv)
+@cython.locals(out=OutDelivery, dlv=InDelivery, terminal=cython.bint, settled=cython.bint,
+               state=cython.int)
+cdef on_disposition(RouterCore core, peer, cmd)
+@cython.locals(dlv=InDelivery, link=Link, out=OutDelivery, consumer=Link, state=cython.int,
+               out_link=Link)
+cdef on_settle_in(RouterCore core, peer, cmd)
+
+# --- transfer.py --------------------------------------------------------------------------------
+@cython.locals(out_id=cython.longlong, addr=Address)
+cdef OutDelivery send(RouterCore core, Link link, InDelivery dlv, bint settled, payload)
+@cython.locals(out_id=cython.longlong)
+cdef send_router(RouterCore core, Link link, dlv, bint settled, payload, to_override, int phase)
+@cython.locals(out=OutDelivery)
+cdef OutDelivery track_out(RouterCore core, Link link, InDelivery dlv, bint settled, out_id)
+cdef send_copy(RouterCore core, Link link, InDelivery dlv)
+@cython.locals(dlv=InDelivery)
+cdef send_local(RouterCore core, Link link, Link target, dlv_id, bint settled, payload,
+                Address addr)
+cdef unroutable(RouterCore core, Link link, dlv_id, bint settled)
+@cython.locals(dlv=InDelivery)
+cdef hold(RouterCore core, Link link, dlv_id, bint settled, int priority, payload, Address addr)
+@cython.locals(link=Link, settled=cython.bint, out=OutDelivery)
+cdef forward_multicast(RouterCore core, list targets, InDelivery dlv)
+@cython.locals(dlv=InDelivery)
+cdef drain_queue(RouterCore core, Link link)
+@cython.locals(link=Link, addr=Address, dlv=InDelivery, p=cython.int, drain=cython.bint)
+cdef on_flow(RouterCore core, peer, cmd)
+cdef release_held(RouterCore core, Address addr)
+cdef release_queue(RouterCore core, Link link)
+@cython.locals(out=OutDelivery, dlv=InDelivery)
+cdef fail_outbound(RouterCore core, Link link)
+
+# --- relay.py -----------------------------------------------------------------------------------
+@cython.locals(link=Link)
+cdef Link data_link(conn, int prio)
+cdef list next_hop_links(RouterCore core, router_ids, exclude, int prio)
+@cython.locals(out=Link)
+cdef pick_remote(RouterCore core, Address addr, bint closest, origin, exclude, int prio)
+@cython.locals(dlv=InDelivery)
+cdef send_anycast_remote(RouterCore core, Link link, dlv_id, bint settled, payload, addr,
+                         Link out, to_override, int phase)
+@cython.locals(out=Link)
+cdef route_topo(RouterCore core, Link link, dlv_id, bint settled, int priority, payload, key,
+                exclude)
+cdef control_in(RouterCore core, Link link, dlv_id, bint settled, key, exclude, payload)
+cdef control_toward(RouterCore core, router_id, payload, exclude)
+cpdef on_control_send(RouterCore core, peer, cmd)
+cdef flood_control(RouterCore core, payload, exclude)
+cdef send_control(RouterCore core, Link link, payload)
+cpdef on_route_update(RouterCore core, peer, cmd)
+@cython.locals(addr=Address)
+cpdef on_remote_address(RouterCore core, peer, cmd)
+cdef bint reachable(RouterCore core, Address addr)
+@cython.locals(sender=Link)
+cdef credit_waiting(RouterCore core, Address addr)
+cdef announce(RouterCore core, Address addr, bint present)
+
+# --- forwarders.py ------------------------------------------------------------------------------
+cdef route(RouterCore core, Link link, dlv_id, bint settled, int priority, payload, Address addr,
+           key, origin, exclude)
+
+
+cdef class Forwarder:
+    cdef forward(self, RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
+                 Address addr, origin, exclude)
+    cdef Link pick(self, Address addr)
+
+
+cdef class ClosestForwarder(Forwarder):
+    @cython.locals(target=Link)
+    cdef forward(self, RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
+                 Address addr, origin, exclude)
+    @cython.locals(consumers=list, n=cython.Py_ssize_t, start=cython.Py_ssize_t,
+                   k=cython.Py_ssize_t, i=cython.Py_ssize_t, link=Link)
+    cdef Link pick(self, Address addr)
+
+
+cdef class BalancedForwarder(Forwarder):
+    @cython.locals(target=Link)
+    cdef forward(self, RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
+                 Address addr, origin, exclude)
+    @cython.locals(consumers=list, n=cython.Py_ssize_t, start=cython.Py_ssize_t,
+                   k=cython.Py_ssize_t, i=cython.Py_ssize_t,
+                   link=Link, best=Link, best_i=cython.Py_ssize_t, best_out=cython.Py_ssize_t,
+                   best_cap=cython.longlong, out=cython.Py_ssize_t, cap=cython.longlong)
+    cdef Link pick(self, Address addr)
+
+
+cdef class MulticastForwarder(Forwarder):
+    @cython.locals(dlv=InDelivery, phase=cython.int)
+    cdef forward(self, RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
+                 Address addr, origin, exclude)
+
+
+cdef class UnavailableForwarder(Forwarder):
+    pass
+
+
+cdef int _remote_priority(Address addr, int priority)
+cdef tuple _remote_fields(Link link, Address addr)
+@cython.locals(local=Link, phase=cython.int)
+cdef _forward_anycast(RouterCore core, Forwarder fwd, bint closest, Link link, dlv_id,
+                      bint settled, int priority, payload, Address addr, origin, exclude)
+
+# --- ingress.py ---------------------------------------------------------------------------------
+@cython.locals(link=Link, addr=Address, settled=cython.bint, priority=cython.int)
+cdef on_transfer(RouterCore core, peer, cmd)
+@cython.locals(link=Link, settled=cython.bint, priority=cython.int, phase=cython.int)
+cdef on_router_transfer(RouterCore core, peer, cmd)
+
+# --- lifecycle.py -------------------------------------------------------------------------------
+cdef protocol_error(RouterCore core, text)
+cpdef on_conn_opened(RouterCore core, peer, cmd)
+@cython.locals(conn=Connection)
+cpdef on_conn_closed(RouterCore core, peer, cmd)
+@cython.locals(link=Link)
+cdef _close(RouterCore core, Connection conn)
+@cython.locals(conn=Connection)
+cdef _close_offending(RouterCore core, peer, conn_id, text)
+@cython.locals(link=Link)
+cdef close_connection_of(RouterCore core, peer, cmd, text)
+@cython.locals(conn=Connection)
+cpdef on_attach(RouterCore core, peer, cmd)
+cdef _refuse_offending(RouterCore core, peer, link_id, text)
+@cython.locals(link=Link, addr=Address)
+cdef attach_endpoint(RouterCore core, Connection conn, link_id, int direction, name, address,
+                     dynamic, presettled, capacity)
+@cython.locals(link=Link)
+cdef attach_router_link(RouterCore core, Connection conn, link_id, int direction, name,
+                        presettled, capacity, int link_type)
+@cython.locals(link=Link)
+cpdef on_detach(RouterCore core, peer, cmd)
+cdef detach_offending(RouterCore core, Link link, text)
+@cython.locals(addr=Address)
+cdef drop_link(RouterCore core, Link link)
+@cython.locals(conn=Connection)
+cdef _drop_router_link(RouterCore core, Link link)
+@cython.locals(conn=Connection, addr=Address)
+cpdef on_hello(RouterCore core, peer, cmd)
+cdef check_router_up(RouterCore core, Connection conn)
+cdef router_down(RouterCore core, Connection conn)
+cpdef on_policy_event(RouterCore core, peer, cmd)
+
+# --- core.py ------------------------------------------------------------------------------------
 @cython.final
 cdef class RouterCore:
-    cdef readonly object router_id, area, mode
+    cdef readonly object router_id, area
+    cdef readonly int mode
     cdef public int default_distribution
     cdef readonly object rules
     cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled
@@ -136,6 +328,8 @@ cdef class RouterCore:
     cdef readonly object gone
     cdef readonly long long gone_seq
     cdef readonly object policy_counts
+    cdef readonly list errors
+    cdef readonly Py_ssize_t batch_pos
     cdef public double now
     cdef long long _next_out
     cdef dict _key_cache, _effects, _dispatch
@@ -146,61 +340,4 @@ cdef class RouterCore:
     cdef _emit(self, peer, effect)
     cdef _credit(self, Link link, long long credit)
     cdef _replenish(self, Link link)
-    cdef _key(self, address)
-    @cython.locals(addr=Address)
-    cdef Address _address(self, key)
-    cdef tuple _treatment(self, key)
-    cdef _unref(self, Address addr)
     cdef _record_gone(self, kind, obj)
-    @cython.locals(addr=Address, out=OutDelivery, dlv=InDelivery)
-    cdef _drop_link(self, Link link)
-    @cython.locals(link=Link, addr=Address, target=Link, dlv=InDelivery, settled=cython.bint,
-                   priority=cython.int)
-    cdef _on_transfer(self, peer, cmd)
-    @cython.locals(consumers=list, n=cython.Py_ssize_t, start=cython.Py_ssize_t,
-                   k=cython.Py_ssize_t, i=cython.Py_ssize_t,
-                   link=Link, best=Link, best_i=cython.Py_ssize_t, best_out=cython.Py_ssize_t,
-                   best_cap=cython.longlong, out=cython.Py_ssize_t, cap=cython.longlong)
-    cdef Link _pick(self, Address addr)
-    @cython.locals(out_id=cython.longlong, addr=Address)
-    cdef OutDelivery _send(self, Link link, InDelivery dlv, bint settled, payload)
-    @cython.locals(out=OutDelivery)
-    cdef OutDelivery _track_out(self, Link link, InDelivery dlv, bint settled, out_id)
-    cdef _copy_unqueued(self, InDelivery dlv)
-    @cython.locals(link=Link, addr=Address, dlv=InDelivery, p=cython.int, drain=cython.bint)
-    cdef _on_flow(self, peer, cmd)
-    cdef _route(self, Link link, dlv_id, bint settled, int priority, payload, Address addr, key,
-                origin, exclude)
-    cdef _unroutable(self, Link link, dlv_id, bint settled)
-    @cython.locals(dlv=InDelivery)
-    cdef _send_local(self, Link link, Link target, dlv_id, bint settled, payload, Address addr)
-    @cython.locals(dlv=InDelivery)
-    cdef _hold(self, Link link, dlv_id, bint settled, int priority, payload, Address addr)
-    @cython.locals(link=Link, settled=cython.bint, out=OutDelivery)
-    cdef _forward_multicast(self, list targets, InDelivery dlv)
-    @cython.locals(dlv=InDelivery)
-    cdef _drain_queue(self, Link link)
-    cdef _send_copy(self, Link link, InDelivery dlv)
-    @cython.locals(out_id=cython.longlong)
-    cdef _send_router(self, Link link, dlv, bint settled, payload, to_override, int phase)
-    cdef _release_held(self, Address addr)
-    cdef _unhold(self, InDelivery dlv)
-    cdef _release_waiting(self, InDelivery dlv)
-    cdef _count_outcome(self, Link link, int state, bint router_wide)
-    @cython.locals(link=Link)
-    cdef _settle_in(self, InDelivery dlv, int state, info)
-    @cython.locals(dlv=InDelivery)
-    cdef _forget_out(self, OutDelivery out)
-    @cython.locals(out=OutDelivery)
-    cdef _copy_done(self, InDelivery dlv, int state, info)
-    @cython.locals(out=OutDelivery, dlv=InDelivery, terminal=cython.bint, settled=cython.bint,
-                   state=cython.int)
-    cdef _on_disposition(self, peer, cmd)
-    @cython.locals(dlv=InDelivery, link=Link, out=OutDelivery, consumer=Link, state=cython.int)
-    cdef _on_settle_in(self, peer, cmd)
-    @cython.locals(link=Link, addr=Address, settled=cython.bint, priority=cython.int,
-                   phase=cython.int)
-    cdef _on_router_transfer(self, peer, cmd)
-    @cython.locals(dlv=InDelivery)
-    cdef _send_anycast_remote(self, Link link, dlv_id, bint settled, payload, addr, Link out,
-                              to_override, int phase)

@@ -11,6 +11,8 @@ extras=""
 [ "${1:-}" = "--test" ] && extras="[test]"
 
 packages="gcc g++ pkg-config patch libssl-dev libsasl2-dev libsasl2-modules sasl2-bin python3-dev python3-venv openjdk-17-jre-headless"
+# --test: proton-C's headers for the compiled load generator (benchmarks/cloadgen.c)
+[ "${1:-}" = "--test" ] && packages="$packages libqpid-proton11-dev"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -13,6 +13,11 @@ answered for the core as ConfigResult(peer=-1), and relayed to every worker, who
 ConfigResults are relayed back to the agent. Contract: management messages travel in their own
 batches (the agent and the workers send them apart from data-path commands), so the hot path
 only looks at the first message of a batch.
+
+A command the core cannot handle (an unknown type, a malformed field) is logged and the
+connection it concerns closed (``RouterCore.command_failed``); the rest of its batch is handled
+and the process goes on. Protocol errors the core detected itself (``core.errors``, see
+lifecycle.py) are logged once per loop.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import os
 import signal
 import sys
 import time
+import traceback
 from typing import Any, Optional
 
 import zmq
@@ -113,11 +119,17 @@ class CoreProcess:
                 if commands and type(commands[0]) in _MANAGEMENT:
                     self.management_batch(peer, commands, now)
                 else:
-                    core.handle_batch(peer, commands, now)
+                    try:
+                        core.handle_batch(peer, commands, now)
+                    except Exception as exc:  # noqa: BLE001 - the core outlives a bad command
+                        self._batch_failed(peer, commands, now, exc)
             # the last batch's frames (a big message's bytes) must not live on in this frame
             # until the next batch arrives: the core keeps only what it holds on purpose
             frames = commands = None
             core.tick(now)
+            if core.errors:  # peers' protocol errors (router_core/lifecycle.py)
+                for text in core.take_errors():
+                    self.log.log("ROUTER_CORE", "error", f"protocol error: {text}")
             if core.policy_counts.logs:  # the router-wide policy decisions (policycount.py)
                 for level, text in core.policy_counts.take_logs():
                     self.log.log("POLICY", level, text)
@@ -133,6 +145,28 @@ class CoreProcess:
                 continue
             self.sock.send_multipart([identity, *ipc.encode_batch(-1, effects)])
 
+    def _batch_failed(self, peer: int, commands: list, now: float, exc: Exception) -> None:
+        """A command of ``peer``'s batch raised ``exc``: log it, close the connection it
+        concerns (the core's ``command_failed``) and handle the rest of the batch. Never
+        raises: no peer input may stop the core process."""
+        core = self.core
+        while True:
+            pos = core.batch_pos
+            cmd = commands[pos]
+            text = f"{type(cmd).__name__} from peer {peer} not handled: {exc!r}"
+            self.log.log("ROUTER_CORE", "error", text)
+            self.log.log("ROUTER_CORE", "debug", "".join(traceback.format_exception(exc)))
+            try:
+                core.command_failed(peer, cmd, text)
+            except Exception as exc2:  # noqa: BLE001
+                self.log.log("ROUTER_CORE", "error", f"closing after {text}: {exc2!r}")
+            commands = commands[pos + 1:]
+            try:
+                core.handle_batch(peer, commands, now)
+                return
+            except Exception as next_exc:  # noqa: BLE001 - the next bad one, same treatment
+                exc = next_exc
+
     # --- management plumbing (off the hot path) --------------------------------------------------
     def management_batch(self, peer: int, commands: list, now: float) -> None:
         for cmd in commands:
@@ -146,7 +180,10 @@ class CoreProcess:
             elif kind is ipc.PeerLost:
                 self._peer_lost(cmd)
             else:
-                self.core.handle(peer, cmd, now)
+                try:
+                    self.core.handle_batch(peer, [cmd], now)
+                except Exception as exc:  # noqa: BLE001 - the core outlives a bad command
+                    self._batch_failed(peer, [cmd], now, exc)
 
     def _peer_lost(self, cmd: ipc.PeerLost) -> None:
         """A dead peer's connections close now, so its in-flight deliveries settle at once.

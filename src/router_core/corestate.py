@@ -3,7 +3,7 @@
 Owns: the distribution codes, the multicast outcome precedence, and :func:`management_snapshot`,
 which renders a core's state with Qpid Dispatch's management attribute names (router,
 router.link, router.address, connection). The records themselves (connections, links, addresses,
-deliveries) live in core.py: they are the core's typed state and are compiled with it (cdef
+deliveries) live in records.py: they are the core's typed state and are compiled with it (cdef
 classes in the compiled build), so this module only reads their attributes and must not build
 them. It is plain Python in both builds: snapshots are taken between batches, off the hot path.
 
@@ -13,6 +13,7 @@ from typing import Any
 
 from router_core.ipc import (
     DIR_IN, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED)
+from router_core.records import LINK_TYPE_NAMES, MODE_NAMES, ROLE_NAMES
 
 DIST_CLOSEST = 0
 DIST_BALANCED = 1
@@ -47,7 +48,7 @@ def _link_view(link: Any) -> dict:
         priority = DEFAULT_LINK_PRIORITY
     return {
         "identity": str(link.link_id), "name": link.name, "linkName": link.name,
-        "linkType": link.link_type, "linkDir": "in" if inbound else "out",
+        "linkType": LINK_TYPE_NAMES[link.link_type], "linkDir": "in" if inbound else "out",
         "owningAddr": addr.key if addr is not None else None, "capacity": link.capacity,
         "connectionId": link.conn.conn_id,
         "priority": priority,
@@ -80,7 +81,7 @@ def _connection_view(conn: Any, now: float) -> dict:
         "uptimeSeconds": int(now - conn.opened_at),
         "lastDlvSeconds": int(now - last) if last >= 0 else None,
         "identity": str(conn.conn_id), "container": conn.container, "host": conn.host,
-        "dir": conn.direction, "role": conn.role, "sasl": conn.sasl, "user": conn.user,
+        "dir": conn.direction, "role": ROLE_NAMES[conn.role], "sasl": conn.sasl, "user": conn.user,
         "isAuthenticated": bool(conn.sasl) and conn.sasl.upper() != "ANONYMOUS",
         "isEncrypted": bool(conn.encrypted), "opened": True, "listener": conn.listener,
         "cost": conn.cost, "ssl": bool(conn.encrypted), "sslProto": None, "sslCipher": None,
@@ -138,7 +139,7 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
     oldest first, as gone_view dicts (None: none; only the metrics sink asks, and it asks for
     what it has not seen, so a snapshot stays small); reading them does not remove them.
     ``goneSeq``: the newest seq (lower than a reader's last one: the core restarted)."""
-    router = {"id": core.router_id, "area": core.area, "mode": core.mode,
+    router = {"id": core.router_id, "area": core.area, "mode": MODE_NAMES[core.mode],
               "addrCount": len(core.addrs), "linkCount": len(core.links),
               "connectionCount": len(core.conns)}
     router.update(core.counters)

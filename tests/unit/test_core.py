@@ -683,3 +683,16 @@ def test_connection_uptime_and_last_delivery_from_core_time(core_cls):
     h.core.tick(145.0)
     (conn,) = h.snap()["connections"]
     assert conn["uptimeSeconds"] == 45 and conn["lastDlvSeconds"] == 5
+
+
+def test_an_address_allocates_its_held_queues_only_when_it_holds(h):
+    h.conn(1).receiver(20, 1, "q").sender(10, 1, "q")
+    h.conn(2).sender(11, 2, "other")
+    assert h.core.addrs["M0q"].queues is None
+    assert h.core.addrs["M0other"].queues is None
+    first = h.send(10)  # the receiver has no credit: held at the address
+    assert len(h.core.addrs["M0q"].queues) == 10
+    assert h.core.addrs["M0other"].queues is None
+    h.flat()
+    h.do(LinkFlow(20, 1, False))
+    assert [e.payload for e in h.flat() if type(e) is Deliver] == [b"m%d" % first]

@@ -13,7 +13,7 @@ import pytest
 from router_core.ipc import (
     STATE_ACCEPTED, STATE_MODIFIED, STATE_RELEASED, ConnClosed, ControlIn, ControlSend, Deliver,
     Disposition, LinkCredit, LinkFlow, LocalAddress, PeerHello, RemoteAddress, RouteUpdate,
-    RouterDeliver, RouterLinkDown, RouterLinkUp, RouterTransfer, UpdateIn)
+    RouterDeliver, RouterLinkDown, RouterLinkUp, RouterTransfer, SettleIn, UpdateIn)
 from tests.unit.test_core import Harness, _inter_router_links, core_cls  # noqa: F401
 
 AGENT = 1
@@ -291,3 +291,19 @@ def test_a_restarted_agent_hears_of_the_router_links_and_addresses_again(net):
     assert LocalAddress("M0orders", True, 3) in told
     # the routes the dead agent computed still stand: traffic to R4 still goes through R3
     assert net.core.routers["R4"].next_hop == "R3"
+
+
+def test_sender_settling_a_delivery_queued_toward_a_router_takes_it_off_that_link(net):
+    net.do(RemoteAddress("M0q", "R2", True, 2), peer=AGENT)
+    net.conn(9).sender(10, 9, None, capacity=5)
+    net.flat()
+    net.do(LinkFlow(data_out(100), 0, False))  # no credit toward R2: deliveries wait there
+    first = net.send(10, to="q")
+    second = net.send(10, to="q")
+    assert of(net.flat(), RouterDeliver) == []
+    assert net.link(data_out(100))["undeliveredCount"] == 2
+    net.do(SettleIn(first, STATE_ACCEPTED))
+    assert of(net.flat(), LinkCredit) == [LinkCredit(10, 1)]  # its credit back at once
+    assert net.link(data_out(100))["undeliveredCount"] == 1
+    net.do(LinkFlow(data_out(100), 10, False))
+    assert [e.payload for e in of(net.flat(), RouterDeliver)] == [b"m%d" % second]

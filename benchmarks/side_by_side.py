@@ -1,0 +1,265 @@
+"""Our router next to a Qpid Dispatch 1.x ``qdrouterd``, same cases, same clients, alternating.
+
+Every case runs once on each router, in turn (ours, 1.x, ours, 1.x, ... ``--repeat`` times), with
+the compiled load generator (``cloadgen``: proton-C, several times faster than either router, so
+the routers are measured); fresh routers (or chains of routers) for every run. The table gives the
+medians and the ratio ours / 1.x:
+
+* msgs/s received (all pairs), router CPU µs per message (every process of every router of the
+  case, from /proc), latency p50/p99/p99.9 (worst pair, µs), peak RSS of the routers (sum of every
+  process's VmHWM, MB), pre-settled messages lost (sent - received);
+* cases (``--cases``, comma separated): ``1r-unsettled``, ``1r-presettled`` (1 router),
+  ``1r-unsettled-4p``, ``1r-presettled-4p`` (4 pairs), ``2r-unsettled``, ``3r-unsettled`` (chains
+  of interior routers, sender on the first, receiver on the last), ``lat-10k`` (1 router, unsettled,
+  10,000 msg/s paced), ``lat-half`` (paced at half of the 1.x router's median 1r-unsettled rate,
+  measured first in the same invocation when that case is also asked for, else ``--half-rate``).
+
+The 1.x router: ``--qdrouterd-1x DIR`` is an install prefix (``DIR/sbin/qdrouterd``; its Python
+path is derived from ``DIR/lib``, plus Debian's ``/usr/lib/python3/dist-packages`` for proton's
+binding), built outside this repository. Config for both: the same generated ``qdrouterd.conf``
+(``workerThreads`` ``--workers``, default 4; linkCapacity default 250; ANONYMOUS listener).
+
+    python benchmarks/side_by_side.py --qdrouterd-1x /opt/qpid-dispatch-1.19 --repeat 3
+    python benchmarks/side_by_side.py --qdrouterd-1x DIR --cases 1r-unsettled,lat-10k --count 200000
+
+Output: the table on stdout and one ``side-by-side/1`` JSON line per run appended to ``--out``
+(default ``benchmarks/results/side-by-side-<UTC time>.jsonl``). Every process started here is
+stopped here; every wait is bounded; only 127.0.0.1 is used.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+import bench_network as bn
+import cloadgen
+import run_router_bench as rb
+
+HERE = Path(__file__).resolve().parent
+CASES = ("1r-unsettled", "1r-presettled", "1r-unsettled-4p", "1r-presettled-4p", "2r-unsettled",
+         "3r-unsettled", "lat-10k", "lat-half")
+DEFAULT_CASES = "1r-unsettled,1r-presettled,2r-unsettled,lat-10k,lat-half"
+
+
+def env_1x(prefix: Path) -> dict[str, str]:
+    """PYTHONPATH for a 1.x install prefix: its own modules, then Debian's proton binding."""
+    parts = sorted(glob.glob(str(prefix / "lib" / "python3*" / "site-packages" / "*.egg")))
+    parts += sorted(glob.glob(str(prefix / "lib" / "python3*" / "site-packages")))
+    parts += [str(prefix / "lib" / "qpid-dispatch" / "python"), "/usr/lib/python3/dist-packages"]
+    return {"PYTHONPATH": os.pathsep.join(p for p in parts if os.path.exists(p))}
+
+
+def peak_rss_mb(roots: list[int]) -> Optional[float]:
+    total = 0
+    for pid in rb.process_trees(roots):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return round(total / 1024, 1) if total else None
+
+
+class Spec:
+    """What one case asks for."""
+
+    def __init__(self, name: str, half_rate: float) -> None:
+        self.name = name
+        self.routers = int(name[0]) if name[0].isdigit() else 1
+        self.presettled = "presettled" in name
+        self.pairs = 4 if name.endswith("-4p") else 1
+        self.rate = 10_000.0 if name == "lat-10k" else (half_rate if name == "lat-half" else 0.0)
+
+
+def load_args(args: argparse.Namespace, spec: Spec) -> argparse.Namespace:
+    """The namespace ``run_router_bench.run_once`` reads."""
+    count = args.count
+    if spec.rate:      # a paced run lasts --paced-seconds
+        count = int(spec.rate * args.paced_seconds)
+    return argparse.Namespace(
+        pairs=spec.pairs, count=count, body_size=args.body_size, credit=args.credit,
+        window=0, rate=spec.rate, client="c", shared_address=False, receivers=1,
+        distribution=None, timeout=args.timeout, router_cmd=None, workers=args.workers,
+        # a router may drop pre-settled messages (1.19 does under load): stop 2 s after the last
+        idle_timeout=2.0 if spec.presettled else None)
+
+
+def start(kind: str, spec: Spec, args: argparse.Namespace, workdir: Path):
+    cmd = None if kind == "ours" else f"{args.qdrouterd_1x / 'sbin' / 'qdrouterd'} -c {{conf}}"
+    env = {} if kind == "ours" else env_1x(args.qdrouterd_1x)
+    if spec.routers == 1:
+        router = rb.Router(workdir, rb.free_port(), args.workers, cmd, env, name=kind,
+                           new_session=True)
+        try:
+            router.wait_ready()
+        except Exception:
+            router.stop()
+            raise
+        return router, [router.proc.pid]
+    chain = bn.Chain(workdir / f"{kind}-chain", spec.routers, args.workers, cmd, extra_env=env)
+    try:
+        chain.start()
+    except Exception:
+        chain.stop()
+        raise
+    return chain, chain.pids()
+
+
+def run_case(kind: str, spec: Spec, args: argparse.Namespace, workdir: Path, rep: int) -> dict:
+    run_id = f"{kind}-{spec.name}-{rep}"
+    rundir = workdir / run_id
+    rundir.mkdir()
+    target, pids = start(kind, spec, args, rundir)
+    try:
+        summary, clients = rb.run_once(load_args(args, spec), rundir, target, run_id,
+                                       spec.presettled, kind, None)
+        rss = peak_rss_mb(pids)
+    finally:
+        target.stop()
+    rcv = [c for c in clients if c["role"] == "receiver"]
+    errors = summary["errors"]
+    if spec.presettled:     # dropped pre-settled messages are counted as "lost", not an error
+        errors = [e for e in errors if "idle for" not in e]
+    p999 = [c.get("lat_p999_us") for c in rcv if c.get("lat_p999_us") is not None]
+    return {
+        "schema": "side-by-side/1", "run_id": run_id, "router": kind, "case": spec.name,
+        "repeat": rep, "routers": spec.routers, "pairs": spec.pairs, "rate": spec.rate or None,
+        "presettled": spec.presettled, "sent": summary["sent"], "received": summary["received"],
+        "lost": (summary["sent"] - summary["received"]) if spec.presettled else None,
+        "msgs_per_s": summary["msgs_per_s"], "router_cpu_us_per_msg":
+            summary["router_cpu_us_per_msg"], "lat_p50_us": summary["lat_p50_us"],
+        "lat_p99_us": summary["lat_p99_us"], "lat_p999_us": max(p999) if p999 else None,
+        "peak_rss_mb": rss, "errors": errors,
+    }
+
+
+def median(rows: list[dict], key: str) -> Optional[float]:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+FIELDS = (("msgs/s", "msgs_per_s", "{:,.0f}"), ("router us/msg", "router_cpu_us_per_msg", "{:.2f}"),
+          ("p50 us", "lat_p50_us", "{:,.0f}"), ("p99 us", "lat_p99_us", "{:,.0f}"),
+          ("p99.9 us", "lat_p999_us", "{:,.0f}"), ("peak RSS MB", "peak_rss_mb", "{:.0f}"),
+          ("lost", "lost", "{:.0f}"))
+
+
+def fmt(fmt_: str, v: Optional[float]) -> str:
+    return "-" if v is None else fmt_.format(v)
+
+
+def print_table(results: list[dict], cases: list[str], repeat: int) -> None:
+    print(f"medians of {repeat} alternating run(s); ratio = ours / 1.x "
+          f"(msgs/s: higher is better; the others: lower is better)")
+    print(f"{'case':18} {'figure':14} {'ours':>12} {'1.x':>12} {'ratio':>7}")
+    for case in cases:
+        ours = [r for r in results if r["case"] == case and r["router"] == "ours"]
+        other = [r for r in results if r["case"] == case and r["router"] == "1x"]
+        rate = next((r["rate"] for r in ours + other if r["rate"]), None)
+        label = case + (f" @{rate:,.0f}/s" if rate else "")
+        for title, key, f in FIELDS:
+            a, b = median(ours, key), median(other, key)
+            if a is None and b is None:
+                continue
+            ratio = f"{a / b:.2f}" if a is not None and b else "-"
+            print(f"{label:18} {title:14} {fmt(f, a):>12} {fmt(f, b):>12} {ratio:>7}")
+            label = ""
+        for r in ours + other:
+            for e in r["errors"]:
+                print(f"    ! {r['router']} run {r['repeat']}: {e}")
+
+
+def machine() -> str:
+    cpus = os.cpu_count()
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next((line.split(":", 1)[1].strip() for line in f
+                          if line.startswith("model name")), "")
+    except OSError:
+        pass
+    return f"{cpus} CPUs, {model}, load average {os.getloadavg()[0]:.2f} at start"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--qdrouterd-1x", type=Path, required=True,
+                   help="install prefix of a Qpid Dispatch 1.x build (DIR/sbin/qdrouterd)")
+    p.add_argument("--cases", default=DEFAULT_CASES, help=f"comma separated, of {', '.join(CASES)}")
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--count", type=int, default=200_000, help="messages per sender (unpaced)")
+    p.add_argument("--paced-seconds", type=float, default=5.0, help="length of a paced run")
+    p.add_argument("--half-rate", type=float, default=80_000.0,
+                   help="lat-half rate when 1r-unsettled is not run")
+    p.add_argument("--body-size", type=int, default=100)
+    p.add_argument("--credit", type=int, default=1000, help="receiver credit")
+    p.add_argument("--workers", type=int, default=4, help="workerThreads of every router")
+    p.add_argument("--timeout", type=float, default=120.0, help="bound per client process")
+    p.add_argument("--out", help="JSON lines file")
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    cases = [c for c in args.cases.split(",") if c]
+    unknown = [c for c in cases if c not in CASES]
+    if unknown:
+        print(f"unknown case(s): {', '.join(unknown)}", file=sys.stderr)
+        return 2
+    if not (args.qdrouterd_1x / "sbin" / "qdrouterd").exists():
+        print(f"no {args.qdrouterd_1x / 'sbin' / 'qdrouterd'}", file=sys.stderr)
+        return 2
+    try:
+        cloadgen.build()
+    except cloadgen.BuildError as e:
+        print(f"side_by_side: {e}", file=sys.stderr)
+        return 2
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    out = Path(args.out) if args.out else HERE / "results" / f"side-by-side-{stamp}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {machine()}", flush=True)
+    # lat-half needs the 1.x peak: run 1r-unsettled first when both are asked for
+    order = sorted(cases, key=lambda c: (c != "1r-unsettled", c == "lat-half"))
+    results: list[dict] = []
+    half_rate = args.half_rate
+    with tempfile.TemporaryDirectory(prefix="side-by-side-") as tmp:
+        workdir = Path(tmp)
+        for case in order:
+            if case == "lat-half" and "1r-unsettled" in cases:
+                peak = median([r for r in results if r["case"] == "1r-unsettled"
+                               and r["router"] == "1x"], "msgs_per_s")
+                half_rate = round(peak / 2) if peak else args.half_rate
+            spec = Spec(case, half_rate)
+            for rep in range(args.repeat):
+                for kind in ("ours", "1x") if rep % 2 == 0 else ("1x", "ours"):
+                    try:
+                        row = run_case(kind, spec, args, workdir, rep)
+                    except RuntimeError as e:
+                        row = {"schema": "side-by-side/1", "router": kind, "case": case,
+                               "repeat": rep, "rate": spec.rate or None,
+                               "errors": [str(e).splitlines()[0]]}
+                    results.append(row)
+                    with open(out, "a", encoding="utf-8") as f:
+                        f.write(json.dumps(row, separators=(",", ":")) + "\n")
+                    print(f"{case} {kind} #{rep}: {row.get('msgs_per_s')} msg/s, "
+                          f"{row.get('router_cpu_us_per_msg')} us/msg, p50 "
+                          f"{row.get('lat_p50_us')} p99 {row.get('lat_p99_us')}"
+                          + (f", errors {row['errors']}" if row["errors"] else ""),
+                          file=sys.stderr, flush=True)
+    print_table(results, cases, args.repeat)
+    print(f"results: {out}")
+    return 0 if all(not r["errors"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

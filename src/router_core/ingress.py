@@ -1,0 +1,94 @@
+"""Ingress: where a delivery enters the core (Transfer from a client link, RouterTransfer from
+another router).
+
+Owns: checking the inbound link, the ingress counters, resolving the delivery's address (the
+link's target, else its ``to``; from another router ``x-opt-qd.to`` with its phase), its origin
+and trace, and handing it to the forwarders (or, for the routing protocol's own addresses, to
+relay.control_in).
+
+Part of the core (functions of the RouterCore ``core``; compiled with the other parts, see
+core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
+"""
+from typing import Any
+
+from router_core.addressing import CLASS_MOBILE
+from router_core.ipc import DIR_IN, STATE_RELEASED, RouterTransfer, UpdateIn
+# --- core parts (the compiled build is one module: setup.py drops these imports) ---
+from router_core.addrkeys import key_of, phase_key, phased, trace_ids
+from router_core.forwarders import route
+from router_core.records import LINK_CONTROL, _effect, _fields
+from router_core.relay import CONTROL_FLOOD, CONTROL_LOCAL, control_in
+from router_core.transfer import unroutable
+# --- end core parts ---
+
+
+def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
+    dlv_id, link_id, to, settled, priority, payload = _fields(cmd)
+    link = core.links.get(link_id)
+    if link is None or link.direction != DIR_IN:
+        if not settled:
+            core._emit(peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
+        return
+    if link.router:  # a worker that reports router links as plain transfers
+        on_router_transfer(core, peer, RouterTransfer(dlv_id, link_id, to, settled, priority,
+                                                      0, None, [], payload))
+        return
+    link.received += 1
+    link.delivery_count += 1
+    link.conn.last_delivery_at = core.now
+    core.ingress += 1
+    if link.from_container:
+        core.ingress_container += 1
+    addr = link.addr
+    key = None
+    if addr is None:
+        if to is None:  # a sender targeted at a topological address (see lifecycle.attach)
+            to = link.address
+        if to is not None:
+            key = phase_key(core.rules, key_of(core, to), DIR_IN)
+            addr = core.addrs.get(key)
+    if settled:
+        link.presettled_count += 1
+        core.presettled += 1
+    else:
+        link.in_unsettled += 1
+    if addr is not None:
+        addr.ingress += 1
+        if link.from_container:
+            addr.from_container += 1
+        addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
+    else:
+        route(core, link, dlv_id, settled, priority, payload, None, key, None, None)
+
+
+def on_router_transfer(core: Any, peer: Any, cmd: Any) -> None:
+    dlv_id, link_id, to, settled, priority, phase, ingress, trace, payload = _fields(cmd)
+    link = core.links.get(link_id)
+    if link is None or link.direction != DIR_IN:
+        if not settled:
+            core._emit(peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
+        return
+    link.received += 1
+    link.delivery_count += 1
+    link.conn.last_delivery_at = core.now
+    if settled:
+        link.presettled_count += 1
+        core.presettled += 1
+    else:
+        link.in_unsettled += 1
+    if to is None:
+        unroutable(core, link, dlv_id, settled)
+        return
+    key = key_of(core, to)
+    exclude = trace_ids(trace)
+    if link.link_type == LINK_CONTROL or key in CONTROL_LOCAL or key in CONTROL_FLOOD:
+        control_in(core, link, dlv_id, settled, key, exclude, payload)
+        return
+    if phase and key[:1] == CLASS_MOBILE:
+        key = phased(key, phase)
+    if ingress is not None and ingress[:2] == "0/":
+        origin = ingress[2:]
+    else:
+        origin = link.conn.container
+    route(core, link, dlv_id, settled, priority, payload, core.addrs.get(key), key, origin,
+          exclude)

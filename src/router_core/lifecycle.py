@@ -1,0 +1,436 @@
+"""Lifecycles of connections and links: open/close, attach/detach, as explicit transition tables.
+
+Owns: what each ConnOpened, ConnClosed, LinkAttach and LinkDetach does, looked up in the tables
+below by the state of the object it names and the event; which links a connection of each role
+may attach (ATTACH_RULES); attaching endpoint links (addresses, consumers, credit for senders)
+and router links (control and data links of an inter-router connection, RouterLinkUp/Down to
+the agent); and what dropping a link leaves behind (see transfer.fail_outbound).
+
+A (state, event) without an entry, or a role or link type the core has no code for, is a
+protocol error of the peer that sent it: the offending link is refused (or detached) or the
+offending connection closed, with ``amqp:internal-error`` and a description, and the text is
+kept for the core process to log (``core.errors``). It never raises: no peer input may stop
+the core. The tables are complete for every code the IPC schema defines (tests check that).
+
+Part of the core (functions of the RouterCore ``core``; compiled with the other parts, see
+core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
+"""
+from collections import deque
+from typing import Any
+
+from router_core.addressing import CLASS_ROUTER, CLASS_TOPOLOGICAL
+from router_core.ipc import (
+    DIR_IN, DIR_OUT, CloseConnection, DetachLink, LinkOpen, LinkRefuse,
+    RouterLinkDown, RouterLinkUp)
+from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
+# --- core parts (the compiled build is one module: setup.py drops these imports) ---
+from router_core.addrkeys import address_of, key_of, new_temp, phase_key, unref
+from router_core.records import (
+    CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
+    LINK_TYPE_NAMES, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
+    ROLE_NAMES, ROLE_NORMAL, ROLE_ROUTE_CONTAINER, Connection, Link)
+from router_core.relay import announce, credit_waiting, reachable
+from router_core.transfer import fail_outbound, release_held
+# --- end core parts ---
+
+PROTOCOL_ERROR = "amqp:internal-error"
+ERRORS_MAX = 100  # protocol errors kept for the core process to log, at most
+
+# Object states
+ABSENT = 0      # the core has no such connection / link (never opened, or gone)
+OPEN = 1        # a connection the core knows
+ATTACHED = 1    # a link the core knows
+CONN_STATES = {ABSENT: "absent", OPEN: "open"}
+LINK_STATES = {ABSENT: "absent", ATTACHED: "attached"}
+
+# Events (the command that names the object)
+EV_OPENED = 0   # ConnOpened
+EV_CLOSED = 1   # ConnClosed
+EV_ATTACH = 2   # LinkAttach
+EV_DETACH = 3   # LinkDetach
+
+# Actions
+A_OPEN = 1               # register the connection (policy may deny it: CloseConnection)
+A_REOPEN = 2             # a known id opened again: close the old one first, then A_OPEN
+A_CLOSE = 3              # drop every link of it (their deliveries settle), router link down
+A_FORGET = 4             # not known (denied by policy, closed already): release policy counts
+A_ATTACH = 5             # go on to the link's own table
+A_REFUSE_NO_CONN = 6     # LinkRefuse amqp:not-found
+A_REFUSE_DUPLICATE = 7   # LinkRefuse amqp:internal-error
+A_ATTACH_ENDPOINT = 8    # an endpoint link (attach_endpoint)
+A_ATTACH_ROUTER = 9      # a control or data link of an inter-router connection
+A_REFUSE_ROLE = 10       # LinkRefuse amqp:not-allowed: no links on such connections here
+A_REFUSE_ROUTER_LINK = 11  # LinkRefuse amqp:not-allowed: router links on a client connection
+A_REFUSE_ENDPOINT = 12   # LinkRefuse amqp:not-allowed: endpoint link on an inter-router one
+A_DETACH = 13            # drop the link
+A_IGNORE = 14            # nothing (a link refused at attach, or gone with its connection)
+
+# Connection: (state, event) -> action
+CONN_TRANSITIONS = {
+    (ABSENT, EV_OPENED): A_OPEN,
+    (OPEN, EV_OPENED): A_REOPEN,
+    (OPEN, EV_CLOSED): A_CLOSE,
+    (ABSENT, EV_CLOSED): A_FORGET,
+    (OPEN, EV_ATTACH): A_ATTACH,
+    (ABSENT, EV_ATTACH): A_REFUSE_NO_CONN,
+}
+
+# Link: (state, event) -> action
+LINK_TRANSITIONS = {
+    (ABSENT, EV_ATTACH): A_ATTACH,   # -> ATTACH_RULES
+    (ATTACHED, EV_ATTACH): A_REFUSE_DUPLICATE,
+    (ATTACHED, EV_DETACH): A_DETACH,
+    (ABSENT, EV_DETACH): A_IGNORE,
+}
+
+# Attach: (connection role, link type, interior mode) -> action
+_CLIENT_ROLES = (ROLE_NORMAL, ROLE_ROUTE_CONTAINER, ROLE_INTERNAL)
+ATTACH_RULES = {}
+for _interior in (False, True):
+    for _role in _CLIENT_ROLES:
+        ATTACH_RULES[(_role, LINK_ENDPOINT, _interior)] = A_ATTACH_ENDPOINT
+        ATTACH_RULES[(_role, LINK_CONTROL, _interior)] = A_REFUSE_ROUTER_LINK
+        ATTACH_RULES[(_role, LINK_DATA, _interior)] = A_REFUSE_ROUTER_LINK
+    for _type in (LINK_ENDPOINT, LINK_CONTROL, LINK_DATA):
+        ATTACH_RULES[(ROLE_EDGE, _type, _interior)] = A_REFUSE_ROLE  # no edge support yet
+ATTACH_RULES[(ROLE_INTER_ROUTER, LINK_ENDPOINT, True)] = A_REFUSE_ENDPOINT
+ATTACH_RULES[(ROLE_INTER_ROUTER, LINK_CONTROL, True)] = A_ATTACH_ROUTER
+ATTACH_RULES[(ROLE_INTER_ROUTER, LINK_DATA, True)] = A_ATTACH_ROUTER
+ATTACH_RULES[(ROLE_INTER_ROUTER, LINK_ENDPOINT, False)] = A_REFUSE_ROLE
+ATTACH_RULES[(ROLE_INTER_ROUTER, LINK_CONTROL, False)] = A_REFUSE_ROLE
+ATTACH_RULES[(ROLE_INTER_ROUTER, LINK_DATA, False)] = A_REFUSE_ROLE
+
+
+def protocol_error(core: Any, text: str) -> None:
+    """Keep ``text`` for the core process's log (bounded: the oldest go first)."""
+    errors = core.errors
+    if len(errors) >= ERRORS_MAX:
+        del errors[0]
+    errors.append(text)
+
+
+# --- connections ---------------------------------------------------------------------------------
+def on_conn_opened(core: Any, peer: Any, cmd: Any) -> None:
+    conn_id = cmd[0]
+    state = OPEN if conn_id in core.conns else ABSENT
+    action = CONN_TRANSITIONS.get((state, EV_OPENED))
+    if action == A_REOPEN:
+        _close(core, core.conns[conn_id])
+    elif action != A_OPEN:
+        _close_offending(core, peer, conn_id, f"ConnOpened for connection {conn_id} "
+                                              f"({CONN_STATES[state]})")
+        return
+    role = ROLE_CODES.get(cmd[1], -1)
+    if role < 0:
+        _close_offending(core, peer, conn_id, f"connection {conn_id}: unknown role {cmd[1]!r}")
+        return
+    if cmd[11] is not None:  # policy: counted router-wide here; a denied one is closed
+        reason = core.policy_counts.admit(conn_id, cmd[3], cmd[11])  # and never registered
+        if reason is not None:
+            core._emit(peer, CloseConnection(conn_id, RESOURCE_LIMIT_EXCEEDED, reason))
+            return
+    conn = Connection(peer, conn_id, role, *cmd[2:11])
+    conn.opened_at = core.now
+    core.conns[conn_id] = conn
+
+
+def on_conn_closed(core: Any, peer: Any, cmd: Any) -> None:
+    conn_id = cmd[0]
+    conn = core.conns.get(conn_id)
+    action = CONN_TRANSITIONS.get((ABSENT if conn is None else OPEN, EV_CLOSED))
+    if action == A_FORGET:
+        core.policy_counts.release(conn_id)
+    elif action == A_CLOSE:
+        _close(core, conn)
+    else:
+        _close_offending(core, peer, conn_id, f"ConnClosed for connection {conn_id} "
+                                              f"({CONN_STATES[ABSENT if conn is None else OPEN]})")
+
+
+def _close(core: Any, conn: Connection) -> None:
+    """Forget ``conn``: its links are dropped (their deliveries settle as for a lost receiver
+    or sender), the agent hears RouterLinkDown, its policy counts are released."""
+    core.policy_counts.release(conn.conn_id)
+    del core.conns[conn.conn_id]
+    links = list(conn.links.values())
+    for link in links:  # first, so no effect goes to a link of this connection
+        link.closed = True
+    for link in links:
+        drop_link(core, link)
+        core._record_gone("link", link)
+    router_down(core, conn)
+    core._record_gone("connection", conn)
+
+
+def _close_offending(core: Any, peer: Any, conn_id: Any, text: str) -> None:
+    """A protocol error on a connection: the peer closes it (CloseConnection), the core
+    forgets it now (its links' deliveries settle as for a lost connection)."""
+    protocol_error(core, text)
+    conn = core.conns.get(conn_id)
+    core._emit(peer if conn is None else conn.peer,
+               CloseConnection(conn_id, PROTOCOL_ERROR, text))
+    if conn is not None:
+        _close(core, conn)
+
+
+def close_connection_of(core: Any, peer: Any, cmd: Any, text: str) -> None:
+    """A command the core could not handle (coreproc caught the exception): close the
+    connection it concerns, if it names one the core knows (by connection or link id)."""
+    conn_id = None
+    fields = getattr(type(cmd), "_fields", ())
+    if fields[:1] == ("conn_id",):
+        conn_id = cmd[0]
+    elif fields[:2] == ("link_id", "conn_id"):
+        conn_id = cmd[1]
+    elif "link_id" in fields:
+        link = core.links.get(cmd[fields.index("link_id")])
+        if link is not None:
+            conn_id = link.conn.conn_id
+    if conn_id is not None and conn_id in core.conns:
+        _close_offending(core, peer, conn_id, text)
+    else:
+        protocol_error(core, text)
+
+
+# --- links ---------------------------------------------------------------------------------------
+def on_attach(core: Any, peer: Any, cmd: Any) -> None:
+    link_id, conn_id, direction, name, address, dynamic, presettled, capacity, link_type = cmd
+    conn = core.conns.get(conn_id)
+    conn_state = ABSENT if conn is None else OPEN
+    action = CONN_TRANSITIONS.get((conn_state, EV_ATTACH))
+    if action == A_REFUSE_NO_CONN:
+        core._emit(peer, LinkRefuse(link_id, "amqp:not-found", "unknown connection"))
+        return
+    if action != A_ATTACH:
+        _refuse_offending(core, peer, link_id, f"LinkAttach {link_id} on connection {conn_id} "
+                                               f"({CONN_STATES[conn_state]})")
+        return
+    link_state = ATTACHED if link_id in core.links else ABSENT
+    action = LINK_TRANSITIONS.get((link_state, EV_ATTACH))
+    if action == A_REFUSE_DUPLICATE:
+        core._emit(conn.peer, LinkRefuse(link_id, "amqp:internal-error", "duplicate link id"))
+        return
+    if action != A_ATTACH:
+        _refuse_offending(core, conn.peer, link_id, f"LinkAttach {link_id} "
+                                                    f"({LINK_STATES[link_state]})")
+        return
+    type_code = LINK_TYPE_CODES.get(link_type, -1)
+    action = ATTACH_RULES.get((conn.role, type_code, core.mode == MODE_INTERIOR), 0)
+    if action == A_ATTACH_ENDPOINT:
+        attach_endpoint(core, conn, link_id, direction, name, address, dynamic, presettled,
+                        capacity)
+    elif action == A_ATTACH_ROUTER:
+        attach_router_link(core, conn, link_id, direction, name, presettled, capacity,
+                           type_code)
+    elif action == A_REFUSE_ENDPOINT:
+        core._emit(conn.peer, LinkRefuse(
+            link_id, "amqp:not-allowed",
+            "endpoint links are not allowed on inter-router connections"))
+    elif action == A_REFUSE_ROLE:
+        core._emit(conn.peer, LinkRefuse(
+            link_id, "amqp:not-allowed",
+            f"links on {ROLE_NAMES[conn.role]} connections are not supported by this router"))
+    elif action == A_REFUSE_ROUTER_LINK:
+        core._emit(conn.peer, LinkRefuse(
+            link_id, "amqp:not-allowed",
+            f"{LINK_TYPE_NAMES[type_code]} links are only allowed on inter-router connections"))
+    else:
+        _refuse_offending(core, conn.peer, link_id,
+                          f"link {link_id}: no attach rule for a {link_type!r} link on a "
+                          f"{ROLE_NAMES.get(conn.role, conn.role)} connection")
+
+
+def _refuse_offending(core: Any, peer: Any, link_id: Any, text: str) -> None:
+    """A protocol error in an attach: the link is refused with amqp:internal-error."""
+    protocol_error(core, text)
+    core._emit(peer, LinkRefuse(link_id, PROTOCOL_ERROR, text))
+
+
+def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, name: str,
+                    address: Any, dynamic: Any, presettled: Any, capacity: int) -> None:
+    if direction == DIR_OUT and address is None and not dynamic:
+        core._emit(conn.peer, LinkRefuse(link_id, "qd:no-route-to-dest",
+                                         "No route to the destination node"))
+        return
+    link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
+    if dynamic:
+        address, key = new_temp(core, direction == DIR_IN)
+        link.address = address
+    elif address is not None:
+        key = phase_key(core.rules, key_of(core, address), direction)
+    else:
+        key = None
+    core.links[link_id] = link
+    conn.links[link_id] = link
+    core._emit(conn.peer, LinkOpen(link_id, address))
+    interior = core.mode == MODE_INTERIOR
+    if key is None or (direction == DIR_IN and interior
+                       and (key[:1] == CLASS_ROUTER or key[:1] == CLASS_TOPOLOGICAL)):
+        # an anonymous sender, or one targeted at another router (routed per delivery by
+        # its link address, like an anonymous sender's `to`)
+        link.credited = True
+        core._credit(link, capacity)
+        return
+    addr = address_of(core, key)
+    link.addr = addr
+    addr.refs += 1
+    if direction == DIR_OUT:
+        addr.consumers.append(link)
+        if link.to_container:
+            addr.container_count += 1
+        if addr.waiting:
+            credit_waiting(core, addr)
+        if not addr.announced and interior and addr.cls == KEY_MOBILE:
+            announce(core, addr, True)
+    elif addr.consumers or (addr.remotes and reachable(core, addr)):
+        link.credited = True
+        core._credit(link, capacity)
+    else:
+        addr.waiting.append(link)
+
+
+def attach_router_link(core: Any, conn: Connection, link_id: Any, direction: int, name: str,
+                       presettled: Any, capacity: int, link_type: int) -> None:
+    """A control or data link on an inter-router connection (interior mode).
+
+    Data links get their priority by attach order, per direction (the connecting side
+    creates them in ascending priority order). Inbound router links get their whole
+    capacity as credit at once, given back in slices as deliveries leave the core (see
+    ``credit_batch``). Once both control links are attached the agent hears RouterLinkUp and
+    starts its HELLOs on the connection.
+    """
+    link = Link(link_id, conn, direction, name, None, bool(presettled), capacity)
+    link.link_type = link_type
+    link.router = True
+    if link_type == LINK_DATA:
+        if direction == DIR_IN:
+            priority = conn.data_in
+            conn.data_in += 1
+        else:
+            priority = conn.data_out
+            conn.data_out += 1
+        link.priority = priority if priority < 9 else 9
+        if direction == DIR_OUT and conn.data_links[link.priority] is None:
+            conn.data_links[link.priority] = link
+    else:
+        link.priority = CONTROL_PRIORITY
+        if direction == DIR_IN:
+            conn.control_in = link
+        else:
+            conn.control_out = link
+    core.links[link_id] = link
+    conn.links[link_id] = link
+    core._emit(conn.peer, LinkOpen(link_id, None))
+    if direction == DIR_IN:
+        link.credited = True
+        core._credit(link, capacity)
+        # Credit comes back in slices of an eighth of the window: the sending router then
+        # moves deliveries in batches instead of one per credit frame (the sender always
+        # keeps at least 7/8 of its window, so nothing can stall on the owed part).
+        link.credit_batch = capacity // 8 if capacity >= 8 else 1
+    check_router_up(core, conn)
+
+
+def on_detach(core: Any, peer: Any, cmd: Any) -> None:
+    link = core.links.get(cmd[0])
+    link_state = ABSENT if link is None else ATTACHED
+    action = LINK_TRANSITIONS.get((link_state, EV_DETACH))
+    if action == A_DETACH:
+        link.closed = True
+        drop_link(core, link)
+        core._record_gone("link", link)
+    elif action != A_IGNORE:
+        text = f"LinkDetach {cmd[0]} ({LINK_STATES[link_state]})"
+        if link is None:  # nothing to drop; the peer detaches it if it has it
+            protocol_error(core, text)
+            core._emit(peer, DetachLink(cmd[0], PROTOCOL_ERROR, text))
+        else:
+            detach_offending(core, link, text)
+
+
+def detach_offending(core: Any, link: Link, text: str) -> None:
+    """A protocol error on a link: the peer detaches it with an error, the core drops it."""
+    protocol_error(core, text)
+    core._emit(link.peer, DetachLink(link.link_id, PROTOCOL_ERROR, text))
+    link.closed = True
+    drop_link(core, link)
+    core._record_gone("link", link)
+
+
+def drop_link(core: Any, link: Link) -> None:
+    core.links.pop(link.link_id, None)
+    link.conn.links.pop(link.link_id, None)
+    addr = link.addr
+    if link.router:  # not attached to any address
+        _drop_router_link(core, link)
+        return
+    if link.direction == DIR_IN:
+        if addr is not None:
+            if link in addr.waiting:
+                addr.waiting.remove(link)
+            unref(core, addr)
+        return
+    addr.consumers.remove(link)
+    if link.to_container:
+        addr.container_count -= 1
+    fail_outbound(core, link)
+    if not addr.consumers and addr.held:
+        release_held(core, addr)
+    if not addr.consumers and addr.announced:
+        announce(core, addr, False)
+    unref(core, addr)
+
+
+def _drop_router_link(core: Any, link: Link) -> None:
+    conn = link.conn
+    if link.link_type == LINK_CONTROL:
+        if conn.control_in is link:
+            conn.control_in = None
+        if conn.control_out is link:
+            conn.control_out = None
+            link.queue = deque()  # routing messages: raw payloads, nothing to settle
+        router_down(core, conn)
+    elif link.direction == DIR_OUT and conn.data_links[link.priority] is link:
+        conn.data_links[link.priority] = None
+    if link.direction == DIR_OUT:
+        fail_outbound(core, link)
+
+
+# --- router links up and down, the agent ---------------------------------------------------------
+def on_hello(core: Any, peer: Any, cmd: Any) -> None:
+    core.peers[peer] = cmd[1]
+    if cmd[1] == "agent":
+        core.agent_peer = peer
+        # what happened before the agent was there (workers may start first), and for a
+        # restarted agent the router links its predecessor had been told of
+        for conn in core.conns.values():
+            if conn.router_up:
+                core._emit(peer, RouterLinkUp(conn.conn_id, conn.cost, conn.container))
+            else:
+                check_router_up(core, conn)
+        if core.mode == MODE_INTERIOR:
+            for addr in core.addrs.values():
+                if addr.consumers and addr.cls == KEY_MOBILE:
+                    announce(core, addr, True)
+
+
+def check_router_up(core: Any, conn: Connection) -> None:
+    """Tell the agent once a connection has both control links (and the agent is there)."""
+    if (not conn.router_up and conn.control_in is not None and conn.control_out is not None
+            and core.agent_peer is not None):
+        conn.router_up = True
+        core.neighbour_conns[conn.container] = conn
+        core._emit(core.agent_peer, RouterLinkUp(conn.conn_id, conn.cost, conn.container))
+
+
+def router_down(core: Any, conn: Connection) -> None:
+    if conn.router_up:
+        conn.router_up = False
+        if core.neighbour_conns.get(conn.container) is conn:
+            del core.neighbour_conns[conn.container]
+        if core.agent_peer is not None:
+            core._emit(core.agent_peer, RouterLinkDown(conn.conn_id))
+
+
+def on_policy_event(core: Any, peer: Any, cmd: Any) -> None:
+    core.policy_counts.event(cmd[0], cmd[1], cmd[2])

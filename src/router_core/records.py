@@ -1,0 +1,311 @@
+"""The core's records and codes: connections, links, addresses, deliveries (state, no behaviour).
+
+Owns: the integer codes the core compares on its per-message path (connection roles, link types,
+router modes, address-key classes: strings at the IPC edge, converted once when a connection
+opens, a link attaches or an address is created), the records, and the small helpers every part
+of the core uses to build effects and records. Part of the core: setup.py compiles this file
+together with the other parts (see core.py) into ``router_core._core``, where the records are
+final cdef classes (``cython/_core.pxd``). So: plain classes with ``__slots__``, no
+``from __future__`` import, and every attribute declared in the .pxd too.
+
+corestate.management_snapshot reads the records (and turns the codes back into the names
+management shows); nothing outside the core builds them.
+
+Must not import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
+"""
+from collections import deque
+from typing import Any, Optional
+
+try:
+    import cython
+    _COMPILED = cython.compiled
+except ImportError:  # Cython builds the compiled core; the pure build does not need it
+    _COMPILED = False
+
+from router_core import addressing
+from router_core.ipc import DIR_IN
+
+# ----------------------------------------------------------------------------------------------
+# Codes (declared as C ints in cython/_core.pxd; the names are what the IPC and management use)
+# ----------------------------------------------------------------------------------------------
+# Connection roles (ConnOpened.role)
+ROLE_NORMAL = 0
+ROLE_INTER_ROUTER = 1
+ROLE_ROUTE_CONTAINER = 2
+ROLE_EDGE = 3
+ROLE_INTERNAL = 4
+ROLE_CODES = {"normal": ROLE_NORMAL, "inter-router": ROLE_INTER_ROUTER,
+              "route-container": ROLE_ROUTE_CONTAINER, "edge": ROLE_EDGE,
+              "internal": ROLE_INTERNAL}
+ROLE_NAMES = {code: name for name, code in ROLE_CODES.items()}
+
+# Link types (LinkAttach.link_type, from the terminus capabilities qd.router / qd.router-data)
+LINK_ENDPOINT = 0
+LINK_CONTROL = 1
+LINK_DATA = 2
+LINK_TYPE_CODES = {"endpoint": LINK_ENDPOINT, "router-control": LINK_CONTROL,
+                   "inter-router": LINK_DATA}
+LINK_TYPE_NAMES = {code: name for name, code in LINK_TYPE_CODES.items()}
+
+# Router modes (router.mode)
+MODE_STANDALONE = 0
+MODE_INTERIOR = 1
+MODE_EDGE = 2
+MODE_CODES = {"standalone": MODE_STANDALONE, "interior": MODE_INTERIOR, "edge": MODE_EDGE}
+MODE_NAMES = {code: name for name, code in MODE_CODES.items()}
+
+# Address-key classes: the first character of a hash key (addressing.CLASS_*)
+KEY_MOBILE = 0
+KEY_LOCAL = 1
+KEY_TOPOLOGICAL = 2
+KEY_ROUTER = 3
+KEY_AREA = 4
+KEY_OTHER = 5  # not a key this router makes (e.g. a remote router's MAU naming a new class)
+KEY_CLASSES = {addressing.CLASS_MOBILE: KEY_MOBILE, addressing.CLASS_LOCAL: KEY_LOCAL,
+               addressing.CLASS_TOPOLOGICAL: KEY_TOPOLOGICAL,
+               addressing.CLASS_ROUTER: KEY_ROUTER, addressing.CLASS_AREA: KEY_AREA}
+
+CONTROL_PRIORITY = 9  # control messages travel at the highest priority
+PRIORITIES = 10       # message priorities 0..9: one data link and one held queue each
+
+_tuple_new = tuple.__new__
+
+
+def _effect(cls: type, fields: tuple) -> Any:
+    """``cls(*fields)`` for an IPC NamedTuple, without running its Python-level ``__new__``
+    (~0.4 µs)."""
+    if _COMPILED:  # allocate and fill in C (declared in cython/_core.pxd), ~4x cheaper
+        return _named_tuple(cls, fields)  # noqa: F821 - declared in the .pxd
+    return _tuple_new(cls, fields)
+
+
+def _own(payload: Any) -> Any:
+    """A payload the core is going to hold, as its own bytes when it is a slice of a much
+    larger IPC batch frame: a held slice would keep the whole frame (every message of the
+    batch) alive. Only on the holding paths; forwarding passes the slice on untouched."""
+    if type(payload) is memoryview and payload.nbytes * 2 < len(payload.obj):
+        return bytes(payload)
+    return payload
+
+
+def _fields(cmd: Any) -> tuple:
+    """A command's fields, to unpack. Compiled, the NamedTuple is then unpacked as a plain tuple
+    (direct item access) instead of through the iterator protocol Cython uses for subclasses."""
+    if _COMPILED:
+        return _as_tuple(cmd)  # noqa: F821 - declared in the .pxd
+    return cmd
+
+
+# ----------------------------------------------------------------------------------------------
+# Records
+# ----------------------------------------------------------------------------------------------
+class Connection:
+    __slots__ = ("peer", "conn_id", "role", "direction", "host", "container", "listener", "user",
+                 "sasl", "encrypted", "link_capacity", "cost", "links", "opened_at",
+                 "last_delivery_at", "data_in", "data_out", "control_in", "control_out",
+                 "data_links", "router_up")
+
+    def __init__(self, peer: int, conn_id: int, role: int, direction: str, host: str,
+                 container: str, listener: str, user: str, sasl: str, encrypted: bool,
+                 link_capacity: int, cost: int = 1) -> None:
+        self.peer = peer
+        self.conn_id = conn_id
+        self.role = role  # ROLE_*
+        self.direction = direction
+        self.host = host
+        self.container = container
+        self.listener = listener
+        self.user = user
+        self.sasl = sasl
+        self.encrypted = encrypted
+        self.link_capacity = link_capacity
+        self.cost = cost
+        self.links = {}  # link_id -> Link, in attach order
+        # inter-router: data links attached so far per direction (the k-th has priority k)
+        self.data_in = 0
+        self.data_out = 0
+        # inter-router: the control links, the outbound data link of each priority 0..9, and
+        # whether the agent was told the connection is up (both control links attached)
+        self.control_in = None
+        self.control_out = None
+        self.data_links = [None] * PRIORITIES
+        self.router_up = False
+        self.opened_at = 0.0         # core time of the open (for uptimeSeconds)
+        self.last_delivery_at = -1.0  # core time of the last delivery in or out, -1: none yet
+
+
+class Link:
+    __slots__ = ("link_id", "conn", "peer", "direction", "name", "address", "addr", "capacity",
+                 "presettled", "closed", "from_container", "to_container",
+                 # LINK_*; router: a control or data link on an inter-router connection (it
+                 # carries other routers' traffic, client messages included, and has no
+                 # address); priority: of a router link, else -1
+                 "link_type", "router", "priority",
+                 # inbound: credit granted in total, deliveries received, held in the core,
+                 # unsettled inbound deliveries; credited once the initial window was granted;
+                 # credit not yet flushed and the slot of its LinkCredit in the peer's effects
+                 "granted", "received", "held", "in_unsettled", "credited", "credit_pending",
+                 "credit_slot",
+                 # replenished credit not granted yet, and how much is granted at once (1 for
+                 # client links; a slice of the window on inter-router links)
+                 "credit_owed", "credit_batch",
+                 # outbound: credit limit from the receiver, deliveries sent (delivery count),
+                 # per-link queue (multicast copies; on a router link also anycast deliveries
+                 # and routing messages), unsettled outbound deliveries out_id -> OutDelivery
+                 "limit", "delivered", "queue", "unsettled",
+                 # management counters
+                 "delivery_count", "presettled_count", "dropped_presettled_count", "accepted",
+                 "rejected", "released", "modified")
+
+    def __init__(self, link_id: int, conn: Connection, direction: int, name: str,
+                 address: Optional[str], presettled: bool, capacity: int) -> None:
+        self.link_id = link_id
+        self.conn = conn
+        self.peer = conn.peer
+        self.direction = direction
+        self.name = name
+        self.address = address
+        self.addr = None
+        self.capacity = capacity
+        self.presettled = presettled
+        self.closed = False
+        container = conn.role == ROLE_ROUTE_CONTAINER
+        self.from_container = container and direction == DIR_IN
+        self.to_container = container and direction != DIR_IN
+        self.link_type = LINK_ENDPOINT
+        self.router = False
+        self.priority = -1
+        self.granted = 0
+        self.received = 0
+        self.held = 0
+        self.in_unsettled = 0
+        self.credited = False
+        self.credit_pending = 0
+        self.credit_slot = -1   # -1: no LinkCredit placeholder in this flush
+        self.credit_owed = 0
+        self.credit_batch = 1
+        self.limit = 0
+        self.delivered = 0
+        self.queue = deque()
+        self.unsettled = {}
+        self.delivery_count = 0
+        self.presettled_count = 0
+        self.dropped_presettled_count = 0
+        self.accepted = 0
+        self.rejected = 0
+        self.released = 0
+        self.modified = 0
+
+
+class Address:
+    __slots__ = ("key", "cls", "phase", "dist", "fwd", "priority", "consumers", "waiting",
+                 "queues", "held", "rr", "refs", "container_count", "ingress", "egress",
+                 "to_container", "from_container", "remotes", "transit", "announced")
+
+    def __init__(self, key: str, dist: int, priority: int) -> None:
+        self.key = key
+        cls = KEY_CLASSES.get(key[:1], KEY_OTHER)
+        self.cls = cls              # KEY_*
+        # the phase of a mobile key (``M1queue``: 1), else 0
+        self.phase = ord(key[1]) - 48 if cls == KEY_MOBILE and len(key) > 1 else 0
+        self.dist = dist            # DIST_* (corestate)
+        self.fwd = FORWARDERS[dist]  # the Forwarder of ``dist``: see set_treatment
+        self.priority = priority
+        self.consumers = []         # outbound links, in attach order
+        self.waiting = []           # targeted inbound links not yet given credit
+        # anycast deliveries held for want of credit, one FIFO per priority 0..9; allocated by
+        # the first delivery held (most addresses, e.g. those learned from other routers, never
+        # hold one)
+        self.queues = None
+        self.held = 0
+        self.rr = 0
+        self.refs = 0               # links whose terminus resolves to this address
+        self.container_count = 0
+        self.ingress = 0
+        self.egress = 0
+        self.to_container = 0
+        self.from_container = 0
+        self.remotes = {}           # interior: router id -> hint, routers with a destination
+        self.transit = 0
+        self.announced = False      # interior: the agent was told we have a local destination
+
+
+# The Forwarder of each distribution code (DIST_*), one stateless instance each: filled in by
+# forwarders.py when it is imported (core.py imports it before any address exists).
+FORWARDERS = [None, None, None, None]
+
+
+def set_treatment(addr: Address, dist: int, priority: int) -> None:
+    """Give ``addr`` a distribution (and with it its forwarder) and a priority: when it is
+    created, and when the address rules or another router's advertisement change them."""
+    addr.dist = dist
+    addr.fwd = FORWARDERS[dist]
+    addr.priority = priority
+
+
+def _held_queues() -> list:
+    return [deque() for _ in range(PRIORITIES)]
+
+
+class RemoteRouter:
+    """Another router of the network, as the last route computation (RouteUpdate) gave it."""
+
+    __slots__ = ("router_id", "next_hop", "conn", "cost", "valid_origins")
+
+    def __init__(self, router_id: str, next_hop: str, conn: Any, cost: int,
+                 valid_origins: Any) -> None:
+        self.router_id = router_id
+        self.next_hop = next_hop      # the neighbour router id toward it
+        self.conn = conn              # the inter-router Connection to that neighbour (or None)
+        self.cost = cost
+        self.valid_origins = valid_origins  # frozenset of router ids
+
+
+# The two per-message records are built by a function rather than ``__init__``: compiled,
+# ``cls.__new__(cls)`` is a direct allocation (from a free list) with no argument tuple.
+class InDelivery:
+    """An inbound delivery the core still has to hold or settle. Built by :func:`_in_delivery`."""
+
+    __slots__ = ("dlv_id", "link", "settled", "payload", "addr", "multicast", "priority",
+                 "pending", "out", "open", "copies", "outcome", "info", "targets", "to_override",
+                 "phase", "queued_on")
+
+
+def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Address,
+                 multicast: bool) -> InDelivery:
+    dlv = InDelivery.__new__(InDelivery)
+    dlv.dlv_id = dlv_id
+    dlv.link = link
+    dlv.settled = settled
+    dlv.payload = payload
+    dlv.addr = addr
+    dlv.multicast = multicast
+    dlv.priority = 0
+    dlv.pending = 0        # copies still queued in the core (not yet sent)
+    dlv.out = None         # anycast: the OutDelivery
+    dlv.open = 0           # multicast: copies without an outcome yet
+    dlv.copies = None      # multicast: OutDelivery of every copy sent
+    dlv.outcome = 0        # multicast: aggregated outcome so far
+    dlv.info = None
+    dlv.targets = None     # multicast: the links its copies go to
+    dlv.to_override = None  # toward another router: x-opt-qd.to to set (None: keep)
+    dlv.phase = -1          # toward another router: x-opt-qd.phase to set (-1: keep)
+    dlv.queued_on = None    # anycast toward another router: the data link it waits on
+    return dlv
+
+
+class OutDelivery:
+    """One copy of an inbound delivery sent on an outbound link. Built by :func:`_out_delivery`."""
+
+    __slots__ = ("out_id", "link", "in_dlv", "state", "info", "done")
+
+
+def _out_delivery(out_id: int, link: Link, in_dlv: InDelivery) -> OutDelivery:
+    out = OutDelivery.__new__(OutDelivery)
+    out.out_id = out_id
+    out.link = link
+    out.in_dlv = in_dlv
+    out.state = 0     # last terminal state from the receiver (0 = none)
+    out.info = None
+    out.done = False  # multicast: this copy's outcome was already counted
+    return out

@@ -1,0 +1,178 @@
+"""Settlement: pairing outbound copies with their inbound delivery and carrying outcomes back.
+
+Owns: dispositions from receivers (Disposition -> UpdateIn to the sender), settlement by the
+sender (SettleIn -> SettleOut to every copy, or dropping what the core still holds), the
+multicast outcome precedence, and the outcome counters. Also the two ways a held delivery stops
+waiting (:func:`unhold`, :func:`copy_unqueued`), which give the sender its credit back.
+
+A held delivery is found where it waits without searching: held at its address (its priority's
+queue), or queued on one router data link (``InDelivery.queued_on``), or, multicast, on its
+``targets``.
+
+Part of the core (functions of the RouterCore ``core``; compiled with the other parts, see
+core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
+"""
+from typing import Any
+
+from router_core.corestate import MCAST_RANK
+from router_core.ipc import (
+    STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, SettleOut, UpdateIn)
+# --- core parts (the compiled build is one module: setup.py drops these imports) ---
+from router_core.records import InDelivery, Link, OutDelivery, _effect, _fields
+# --- end core parts ---
+
+
+def count_outcome(core: Any, link: Link, state: int, router_wide: bool) -> None:
+    if state == STATE_ACCEPTED:
+        link.accepted += 1
+        if router_wide:
+            core.accepted += 1
+    elif state == STATE_RELEASED:
+        link.released += 1
+        if router_wide:
+            core.released += 1
+    elif state == STATE_MODIFIED:
+        link.modified += 1
+        if router_wide:
+            core.modified += 1
+    elif state == STATE_REJECTED:
+        link.rejected += 1
+        if router_wide:
+            core.rejected += 1
+
+
+def settle_in(core: Any, dlv: InDelivery, state: int, info: Any) -> None:
+    """Final outcome of an unsettled inbound delivery: tell its sender (if still there)."""
+    if core.in_unsettled.pop(dlv.dlv_id, None) is None:
+        return
+    link = dlv.link
+    link.in_unsettled -= 1
+    count_outcome(core, link, state, True)
+    if not link.closed:
+        core._emit(link.peer, _effect(UpdateIn, (dlv.dlv_id, state, True, info)))
+
+
+def forget_out(core: Any, out: OutDelivery) -> None:
+    del core.out_unsettled[out.out_id]
+    del out.link.unsettled[out.out_id]
+    dlv = out.in_dlv
+    if dlv.out is out:  # anycast: break the dlv <-> out cycle, or only the GC frees them
+        dlv.out = None
+    if out.state:
+        count_outcome(core, out.link, out.state, False)
+
+
+def copy_done(core: Any, dlv: InDelivery, state: int, info: Any) -> None:
+    """One copy of an unsettled multicast delivery reached its outcome."""
+    if MCAST_RANK.get(state, 3) > MCAST_RANK.get(dlv.outcome, 0):
+        dlv.outcome = state if state in MCAST_RANK else STATE_ACCEPTED
+        dlv.info = info
+    dlv.open -= 1
+    if dlv.open > 0:
+        return
+    settle_in(core, dlv, dlv.outcome, dlv.info)
+    for out in dlv.copies:
+        if out.out_id in core.out_unsettled:
+            forget_out(core, out)
+            if not out.link.closed:
+                core._emit(out.link.peer, _effect(SettleOut, (out.out_id, out.state)))
+    dlv.copies = []
+
+
+def unhold(core: Any, dlv: InDelivery) -> None:
+    """An anycast delivery the core held (at its address, or queued toward another router)
+    stops waiting: sent, settled by its sender, or released. Its sender gets the credit."""
+    dlv.pending = 0
+    dlv.payload = None
+    dlv.queued_on = None
+    dlv.link.held -= 1
+    core._replenish(dlv.link)
+
+
+def copy_unqueued(core: Any, dlv: InDelivery) -> None:
+    """One queued multicast copy left its queue (sent or dropped)."""
+    dlv.pending -= 1
+    if dlv.pending == 0:
+        dlv.payload = None
+        dlv.link.held -= 1
+        core._replenish(dlv.link)
+
+
+def release_waiting(core: Any, dlv: InDelivery) -> None:
+    """A held anycast delivery can go nowhere: RELEASED if unsettled, else dropped."""
+    if dlv.settled:
+        dlv.link.dropped_presettled_count += 1
+        core.dropped_presettled += 1
+    else:
+        settle_in(core, dlv, STATE_RELEASED, None)
+    unhold(core, dlv)
+
+
+def on_disposition(core: Any, peer: Any, cmd: Any) -> None:
+    out_id, state, settled, info = _fields(cmd)
+    out = core.out_unsettled.get(out_id)
+    if out is None:
+        return
+    terminal = state in MCAST_RANK
+    if terminal:
+        out.state = state
+        out.info = info
+    dlv = out.in_dlv
+    if dlv.multicast:
+        if settled:
+            if not out.state:
+                out.state = STATE_ACCEPTED
+            forget_out(core, out)
+        if not out.done and (terminal or settled):
+            out.done = True
+            copy_done(core, dlv, out.state, out.info)
+        return
+    if settled:
+        # Settled with no outcome ever given: the receiver consumed it (its default outcome).
+        if not out.state:
+            out.state = STATE_ACCEPTED
+        forget_out(core, out)
+        settle_in(core, dlv, out.state, out.info)
+    elif terminal:
+        if dlv.link.closed:  # nobody upstream will ever settle: settle here
+            forget_out(core, out)
+            settle_in(core, dlv, state, info)
+            core._emit(out.link.peer, _effect(SettleOut, (out_id, state)))
+        else:
+            core._emit(dlv.link.peer, _effect(UpdateIn, (dlv.dlv_id, state, False, info)))
+
+
+def on_settle_in(core: Any, peer: Any, cmd: Any) -> None:
+    dlv_id, state = _fields(cmd)
+    dlv = core.in_unsettled.pop(dlv_id, None)
+    if dlv is None:
+        return
+    link = dlv.link
+    link.in_unsettled -= 1
+    count_outcome(core, link, state, True)
+    if dlv.pending:
+        if dlv.multicast:
+            for consumer in dlv.targets:
+                queue = consumer.queue
+                while dlv in queue:
+                    queue.remove(dlv)
+                    copy_unqueued(core, dlv)
+        else:
+            out_link = dlv.queued_on
+            if out_link is not None:  # queued toward another router
+                if dlv in out_link.queue:
+                    out_link.queue.remove(dlv)
+            elif dlv.addr is not None and dlv.addr.queues is not None:  # held at its address
+                held = dlv.addr.queues[dlv.priority]
+                if dlv in held:
+                    held.remove(dlv)
+                    dlv.addr.held -= 1
+            unhold(core, dlv)
+    outs = dlv.copies if dlv.multicast else ([dlv.out] if dlv.out is not None else [])
+    for out in outs:
+        if out.out_id in core.out_unsettled:
+            forget_out(core, out)
+            if not out.link.closed:
+                core._emit(out.link.peer, _effect(SettleOut, (out.out_id, state)))
+    dlv.copies = []
+    dlv.out = None

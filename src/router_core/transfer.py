@@ -1,0 +1,255 @@
+"""Transfer and credit on outbound links: sending, holding, draining, and losing a receiver.
+
+Owns: sending a delivery on a client link (Deliver) or a router link (RouterDeliver) and
+tracking it until the receiver settles it; holding an anycast delivery at its address when no
+consumer has credit; queueing multicast copies per link; the receivers' credit (LinkFlow,
+Drained) and what waits for it; and what happens to queued and unsettled deliveries when an
+outbound link goes away (released, or the receiver's outcome, or MODIFIED in doubt).
+The senders' side of credit (LinkCredit, coalesced per flush, replenished as deliveries leave the
+core) is RouterCore's ``_credit``/``_replenish`` (core.py): every part gives credit back.
+
+Part of the core (functions of the RouterCore ``core``; compiled with the other parts, see
+core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
+"""
+from collections import deque
+from typing import Any, Optional
+
+from router_core.ipc import (
+    DIR_OUT, STATE_MODIFIED, STATE_RELEASED, Deliver, Drained, RouterDeliver, UpdateIn)
+# --- core parts (the compiled build is one module: setup.py drops these imports) ---
+from router_core.records import (
+    LINK_CONTROL, LINK_DATA, Address, InDelivery, Link, OutDelivery, _effect, _fields,
+    _held_queues, _in_delivery, _out_delivery, _own)
+from router_core.settlement import (
+    copy_done, copy_unqueued, count_outcome, forget_out, release_waiting, settle_in, unhold)
+# --- end core parts ---
+
+_MODIFIED_FAILED = {"failed": True, "undeliverable": False}
+
+
+def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
+         payload: Any) -> Optional[OutDelivery]:
+    """``payload`` on the client link ``link`` (which has credit)."""
+    out_id = core._next_out
+    core._next_out = out_id + 1
+    link.delivered += 1
+    link.delivery_count += 1
+    link.conn.last_delivery_at = core.now
+    addr = link.addr
+    addr.egress += 1
+    core.egress += 1
+    if link.to_container:
+        addr.to_container += 1
+        core.egress_container += 1
+    core._emit(link.peer, _effect(Deliver, (out_id, link.link_id, settled, payload)))
+    return track_out(core, link, dlv, settled, out_id)
+
+
+def send_router(core: Any, link: Link, dlv: Any, settled: bool, payload: Any,
+                to_override: Any, phase: int) -> Any:
+    """``payload`` on the router link ``link`` (which has credit)."""
+    out_id = core._next_out
+    core._next_out = out_id + 1
+    link.delivered += 1
+    link.delivery_count += 1
+    link.conn.last_delivery_at = core.now
+    if link.link_type == LINK_DATA:
+        core.transit += 1
+    core._emit(link.peer, _effect(RouterDeliver, (out_id, link.link_id, settled, to_override,
+                                                  phase, payload)))
+    return track_out(core, link, dlv, settled, out_id)
+
+
+def track_out(core: Any, link: Link, dlv: Any, settled: bool, out_id: Any) -> Any:
+    """After sending ``out_id`` on ``link``: count it (pre-settled) or remember it until
+    the receiver settles it."""
+    if settled:
+        link.presettled_count += 1
+        return None
+    out = _out_delivery(out_id, link, dlv)
+    core.out_unsettled[out_id] = out
+    link.unsettled[out_id] = out
+    return out
+
+
+def send_copy(core: Any, link: Link, dlv: InDelivery) -> Any:
+    """``dlv``'s message on ``link``, a client link or one toward another router; the
+    OutDelivery to track (None when pre-settled)."""
+    track = None if dlv.settled else dlv
+    if link.router:
+        return send_router(core, link, track, dlv.settled, dlv.payload, dlv.to_override,
+                           dlv.phase)
+    return send(core, link, track, dlv.settled, dlv.payload)
+
+
+def send_local(core: Any, link: Link, target: Link, dlv_id: Any, settled: bool, payload: Any,
+               addr: Address) -> None:
+    """One anycast delivery to the local consumer ``target`` (which has credit)."""
+    if settled:
+        send(core, target, None, True, payload)
+    else:
+        dlv = _in_delivery(dlv_id, link, False, None, addr, False)
+        core.in_unsettled[dlv_id] = dlv
+        dlv.out = send(core, target, dlv, False, payload)
+    core._replenish(link)
+
+
+def unroutable(core: Any, link: Link, dlv_id: Any, settled: bool) -> None:
+    """No destination: a pre-settled delivery is dropped, an unsettled one RELEASED."""
+    if settled:
+        link.dropped_presettled_count += 1
+        core.dropped_presettled += 1
+    else:
+        link.in_unsettled -= 1
+        count_outcome(core, link, STATE_RELEASED, True)
+        if not link.closed:
+            core._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
+    core._replenish(link)
+
+
+def hold(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
+         addr: Address) -> None:
+    """Local consumers, none with credit: hold the delivery at the address."""
+    dlv = _in_delivery(dlv_id, link, settled, _own(payload), addr, False)
+    if not settled:
+        core.in_unsettled[dlv_id] = dlv
+    if addr.priority >= 0:
+        priority = addr.priority
+    dlv.priority = 9 if priority > 9 else (0 if priority < 0 else priority)
+    if addr.queues is None:
+        addr.queues = _held_queues()
+    addr.queues[dlv.priority].append(dlv)
+    addr.held += 1
+    dlv.pending = 1
+    link.held += 1
+
+
+def forward_multicast(core: Any, targets: list, dlv: InDelivery) -> None:
+    """One copy of ``dlv`` to every link of ``targets`` (local consumers, and one data
+    link per next-hop router), queued on a link without credit."""
+    settled = dlv.settled
+    dlv.targets = targets
+    if not settled:
+        core.in_unsettled[dlv.dlv_id] = dlv
+        dlv.open = len(targets)
+        dlv.copies = []
+    for link in targets:
+        if link.queue or link.limit <= link.delivered:
+            if not dlv.pending:
+                dlv.payload = _own(dlv.payload)
+            link.queue.append(dlv)
+            dlv.pending += 1
+        else:
+            out = send_copy(core, link, dlv)
+            if not settled:
+                dlv.copies.append(out)
+    if dlv.pending:
+        dlv.link.held += 1
+    else:
+        dlv.payload = None
+        core._replenish(dlv.link)
+
+
+def drain_queue(core: Any, link: Link) -> None:
+    """Send what waits on an outbound link, as far as its credit goes: multicast copies
+    (client or router link), anycast deliveries toward another router, or raw routing
+    messages on a control link."""
+    queue = link.queue
+    if link.link_type == LINK_CONTROL:
+        while queue and link.limit > link.delivered:
+            send_router(core, link, None, True, queue.popleft(), None, -1)
+        return
+    while queue and link.limit > link.delivered:
+        dlv = queue.popleft()
+        sent = send_copy(core, link, dlv)
+        if dlv.multicast:
+            if not dlv.settled:
+                dlv.copies.append(sent)
+            copy_unqueued(core, dlv)
+        else:
+            if not dlv.settled:
+                dlv.out = sent
+            unhold(core, dlv)
+
+
+def on_flow(core: Any, peer: Any, cmd: Any) -> None:
+    link_id, limit, drain = _fields(cmd)
+    link = core.links.get(link_id)
+    if link is None or link.direction != DIR_OUT:
+        return
+    link.limit = limit
+    addr = link.addr
+    if addr is None:  # a router link
+        if link.queue:
+            drain_queue(core, link)
+        if drain and (link.limit > link.delivered or not link.queue):
+            core._emit(link.peer, Drained(link_id))
+            if link.limit > link.delivered:
+                link.delivered = link.limit
+        return
+    if link.queue:
+        drain_queue(core, link)
+    elif addr.held:  # anycast deliveries held at the address (whatever its dist is now)
+        queues = addr.queues
+        while addr.held and link.limit > link.delivered:
+            for p in range(9, -1, -1):
+                if queues[p]:
+                    dlv = queues[p].popleft()
+                    break
+            addr.held -= 1
+            if dlv.settled:
+                send(core, link, None, True, dlv.payload)
+            else:
+                dlv.out = send(core, link, dlv, False, dlv.payload)
+            unhold(core, dlv)
+    if drain and (link.limit > link.delivered or not (link.queue or addr.held)):
+        core._emit(link.peer, Drained(link_id))
+        if link.limit > link.delivered:
+            link.delivered = link.limit
+
+
+def release_held(core: Any, addr: Address) -> None:
+    """No consumer left: every delivery held at the address is released or dropped."""
+    if addr.queues is None:
+        return
+    for queue in addr.queues:
+        while queue:
+            addr.held -= 1
+            release_waiting(core, queue.popleft())
+
+
+def release_queue(core: Any, link: Link) -> None:
+    """Everything queued on an outbound link (not sent yet) is released: unsettled
+    deliveries go back RELEASED, pre-settled ones are dropped; their senders get the
+    credit back."""
+    queue = link.queue
+    link.queue = deque()
+    for dlv in queue:
+        if dlv.multicast:
+            copy_unqueued(core, dlv)
+            if not dlv.settled:
+                copy_done(core, dlv, STATE_RELEASED, None)
+        else:
+            release_waiting(core, dlv)
+
+
+def fail_outbound(core: Any, link: Link) -> None:
+    """An outbound link is gone: what was queued for it is released (an anycast delivery
+    toward another router), what was sent and not settled gets the receiver's outcome if it
+    gave one, else MODIFIED (in doubt)."""
+    release_queue(core, link)
+    for out in list(link.unsettled.values()):
+        if out.out_id not in core.out_unsettled:
+            continue
+        forget_out(core, out)
+        dlv = out.in_dlv
+        if out.state:
+            state, info = out.state, out.info
+        else:
+            state, info = STATE_MODIFIED, dict(_MODIFIED_FAILED)  # effects are not shared
+        if dlv.multicast:
+            if not out.done:
+                out.done = True
+                copy_done(core, dlv, state, info)
+        else:
+            settle_in(core, dlv, state, info)
