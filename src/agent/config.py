@@ -15,14 +15,18 @@ from __future__ import annotations
 import json
 import re
 import socket
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.schema import (EntityType, SchemaError, listen_addresses_clash, load_schema,
-                          reference_problem)
+                          normalize_attribute_name, reference_problem)
 from agent.security import connection_problem, ssl_profile_problem
 
-__all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config", "default_router_id"]
+__all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config",
+           "default_router_id", "router_id_problem"]
+
+ROUTER_ID_MAX_LEN = 127
 
 # Order of application: logs, router, policy, sslProfile, address, linkRoute, autoLink, vhost,
 # everything else, then connectors, then listeners last (no traffic is accepted before routes exist).
@@ -91,6 +95,8 @@ class RouterConfig:
     router: Entity
     entities: list[Entity] = field(default_factory=list)
     path: str | None = None
+    # what 1.19 prints at AGENT warning while loading (deprecated attribute names)
+    warnings: list[str] = field(default_factory=list, compare=False)
 
     def of_type(self, name: str) -> list[Entity]:
         """Entities of one type, named by short name, long name or section alias."""
@@ -106,6 +112,19 @@ class RouterConfig:
         entities = [Entity.from_dict(d) for d in data["entities"]]
         router = next(e for e in entities if e.short_type == "router")
         return cls(router=router, entities=entities, path=data.get("path"))
+
+
+def router_id_problem(router_id: str) -> str | None:
+    """1.19's start-up check of the router id: at most 127 characters, none of them a control,
+    format or white-space character (Unicode categories C* and Z*); its wording, or None."""
+    if len(router_id) > ROUTER_ID_MAX_LEN:
+        return (f'Router ID "{router_id}" exceeds the maximum allowed length '
+                f"({ROUTER_ID_MAX_LEN} characters)")
+    for ch in router_id:
+        if unicodedata.category(ch)[0] in "CZ":
+            return (f"Router id attribute containing character '{ch}' in id '{router_id}' is "
+                    f"disallowed.")
+    return None
 
 
 def default_router_id() -> str:
@@ -140,13 +159,14 @@ def parse_config(text: str, path: str = "<config>", *, json_form: bool | None = 
         json_form = path.endswith(".json")
     try:
         sections = _parse_json(text) if json_form else _parse_conf(text)
-        entities = _build(sections)
+        warnings: list[str] = []
+        entities = _build(sections, warnings)
     except _Problem as e:
         raise ConfigError(e.message, path, e.line) from None
     except RecursionError:  # a value nested thousands deep ([[[[...) in JSON
         raise ConfigError("a value is nested too deeply", path) from None
     return RouterConfig(router=next(e for e in entities if e.short_type == "router"),
-                        entities=entities, path=path)
+                        entities=entities, path=path, warnings=warnings)
 
 
 class _Problem(Exception):
@@ -344,7 +364,7 @@ def _line_at(text: str, idx: int) -> int:
 # Semantics: raw sections -> entities
 
 
-def _build(sections: list[_RawSection]) -> list[Entity]:
+def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> list[Entity]:
     schema = load_schema()
     built: list[Entity] = []
     singletons: dict[str, int | None] = {}
@@ -358,7 +378,13 @@ def _build(sections: list[_RawSection]) -> list[Entity]:
                 raise _Problem(f"duplicate section '{section.name}': only one is allowed "
                                f"(first at line {singletons[etype.short_name]})", section.line)
             singletons[etype.short_name] = section.line
-        explicit = _explicit_values(section, etype)
+        explicit = _explicit_values(section, etype, warnings)
+        if etype.short_name == "router" and explicit.get("id"):
+            problem = router_id_problem(str(explicit["id"]))
+            if problem:
+                raise _Problem(problem, next((a.line for a in section.attributes
+                                              if etype.canonical_attribute(a.name) == "id"),
+                                             section.line))
         module = explicit.get("module")
         if etype.short_name == "log" and module in log_index:
             # Qpid applies log sections in turn, so a later one for the same module updates it.
@@ -454,14 +480,30 @@ def _check_policy(entities: list[Entity]) -> None:
         raise _Problem(message, line)
 
 
-def _explicit_values(section: _RawSection, etype: EntityType) -> dict[str, Any]:
+def _explicit_values(section: _RawSection, etype: EntityType,
+                     warnings: list[str] | None = None) -> dict[str, Any]:
     values: dict[str, Any] = {}
+    deprecated: dict[str, str] = {}   # canonical name -> the deprecated name written
+    current: set[str] = set()         # canonical names written as such
+    entity = etype.short_name.replace("router.config.", "")
     for raw in section.attributes:
         canonical = etype.canonical_attribute(raw.name)
         if canonical == "type":
             continue  # the JSON form may repeat the type inside the map
         if canonical is None:
             raise _Problem(f"unknown attribute '{raw.name}' in section '{section.name}'", raw.line)
+        old = etype.attributes[canonical].deprecation_name
+        if old is not None and old in (raw.name, normalize_attribute_name(raw.name)) \
+                and canonical not in (raw.name, normalize_attribute_name(raw.name)):
+            deprecated[canonical] = old
+            if warnings is not None:
+                warnings.append(f"Attribute '{old}' of entity '{entity}' has been deprecated. "
+                                f"Use '{canonical}' instead")
+        else:
+            current.add(canonical)
+        if canonical in deprecated and canonical in current:
+            raise _Problem(f"Both '{deprecated[canonical]}' and '{canonical}' cannot be specified "
+                           f"for entity '{entity}'", raw.line)
         attr = etype.attributes[canonical]
         if not attr.create:
             raise _Problem(f"attribute '{raw.name}' of section '{section.name}' is read-only and "

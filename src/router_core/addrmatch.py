@@ -6,9 +6,14 @@ Owns: the precedence rules of Qpid Dispatch's address parse tree.
 * ``prefix: a.b`` matches whole words: ``a.b``, ``a.b.c``, ``a.b/c`` but not ``a.bc``; it is the
   pattern ``a.b.#``.
 * ``pattern``: ``*`` matches exactly one word, ``#`` zero or more words.
-* The most specific rule wins: compared word by word, a literal beats ``*`` beats ``#`` (so the
-  longest prefix wins, and a literal pattern beats a wildcard one). A tie goes to a pattern over a
-  prefix, then to the rule configured first.
+* The first rule found by 1.19's parse-tree search wins: pattern words are compared left to
+  right, a literal before ``*`` before ``#``, and a ``#`` tries swallowing as few address words as
+  possible (none first); a ``#`` ending a pattern is tried last. So ``a.*.d`` beats ``a/*/#/d`` for
+  ``a.c.d`` (the literal ``d`` after ``*`` beats ``#`` even though ``#`` could match zero words),
+  the longest prefix wins and a literal pattern beats a wildcard one.
+* Patterns are normalised as 1.19 does: ``#.#`` becomes ``#`` and ``#.*`` becomes ``*.#``.
+* 1.19 refuses a second rule with the same pattern (a prefix ``p`` is the pattern ``p/#``); were
+  two to coincide here the pattern beats the prefix, then the rule configured first.
 
 Pure and deterministic; must not import zmq, proton, sockets, clocks or logging handlers.
 """
@@ -23,30 +28,52 @@ def split_words(text: str) -> list:
     return _SPLIT.split(text) if text else []
 
 
-def _kinds(words: list) -> list:
-    return [_STAR if w == "*" else _HASH if w == "#" else _LITERAL for w in words]
+_END_HASH = 1 << 30  # a pattern-ending '#' is tried after every way on through it
+
+
+def normalize_words(pattern: list) -> list:
+    """1.19's rewrite of a pattern before it enters the tree: ``#.#`` -> ``#``, ``#.*`` -> ``*.#``
+    (repeated until neither applies)."""
+    out = list(pattern)
+    changed = True
+    while changed:
+        changed = False
+        for n in range(len(out) - 1):
+            if out[n] == "#" and out[n + 1] == "#":
+                del out[n + 1]
+                changed = True
+                break
+            if out[n] == "#" and out[n + 1] == "*":
+                out[n], out[n + 1] = "*", "#"
+                changed = True
+                break
+    return out
 
 
 def _match(words: list, pattern: list, i: int, j: int) -> Optional[tuple]:
-    """Return the specificity (tuple of kinds used per address word) of the best match, or None."""
+    """The position of ``pattern`` (from word j, address from word i) in 1.19's depth-first search
+    order, or None when it does not match: smaller is found first. Per pattern word: a literal
+    counts 0, ``*`` 1, ``#`` 2 followed by how many words it swallowed (a final ``#`` after every
+    such count), so tuples compare as the search order of a tree holding every pattern."""
     if j == len(pattern):
         return () if i == len(words) else None
     token = pattern[j]
     if token == "#":
-        best = None
-        for k in range(i, len(words) + 1):  # '#' swallows words[i:k]
+        if j + 1 == len(pattern):
+            return (_HASH, _END_HASH)
+        for k in range(i, len(words)):  # '#' swallows words[i:k], fewest first
             rest = _match(words, pattern, k, j + 1)
             if rest is not None:
-                cand = (_HASH,) * (k - i) + rest
-                if best is None or cand < best:
-                    best = cand
-        return best
+                return (_HASH, k - i) + rest
+        return None
     if i == len(words):
         return None
-    if token == "*" or token == words[i]:
+    if token == "*":
         rest = _match(words, pattern, i + 1, j + 1)
-        if rest is not None:
-            return (_STAR if token == "*" else _LITERAL,) + rest
+        return None if rest is None else (_STAR,) + rest
+    if token == words[i]:
+        rest = _match(words, pattern, i + 1, j + 1)
+        return None if rest is None else (_LITERAL,) + rest
     return None
 
 
@@ -61,9 +88,8 @@ class AddressRule:
         self.is_pattern = pattern is not None
         text = pattern if self.is_pattern else config.get("prefix", "")
         self.text = text.strip("/")
-        self.words = split_words(self.text)
-        if not self.is_pattern:
-            self.words = self.words + ["#"]
+        words = split_words(self.text)
+        self.words = normalize_words(words if self.is_pattern else words + ["#"])
         self.distribution = config.get("distribution", "balanced")
         priority = config.get("priority", -1)
         self.priority = -1 if priority is None else int(priority)

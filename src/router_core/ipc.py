@@ -132,7 +132,8 @@ class Disposition(NamedTuple):
     dlv_id: int
     state: int
     settled: bool
-    info: Optional[dict]   # rejected: {"condition", "description"}; modified: {"failed", "undeliverable"}
+    info: Optional[dict]   # rejected: {"condition", "description"}; modified: {"failed",
+    # "undeliverable", "annotations"?: the message-annotations map, AMQP-encoded bytes, opaque}
 
 
 class SettleIn(NamedTuple):

@@ -64,6 +64,34 @@ CAP_ROUTER_DATA = "qd.router-data"  # data links of an inter-router connection
 LINK_TYPES = {CAP_ROUTER: "router-control", CAP_ROUTER_DATA: "inter-router"}
 PRIORITIES = 10
 
+
+def _encoded_data(data: Any) -> bytes:
+    """The AMQP encoding of a pn_data_t (b"" when it is empty), e.g. MODIFIED's
+    message-annotations, carried opaquely through the core in a Disposition's ``info``."""
+    if data == ffi.NULL:
+        return b""
+    lib.pn_data_rewind(data)
+    size = lib.pn_data_encoded_size(data)
+    if size <= 0:
+        return b""
+    buf = ffi.new("char[]", size)
+    written = lib.pn_data_encode(data, buf, size)
+    lib.pn_data_rewind(data)
+    return bytes(ffi.buffer(buf, written)) if written > 0 else b""
+
+
+def _put_condition(cond: Any, name: str, description: str) -> None:
+    cproton.pn_condition_set_name(cond, name)
+    if description:
+        cproton.pn_condition_set_description(cond, description)
+
+
+def _decode_data(data: Any, encoded: bytes) -> None:
+    """Fill a pn_data_t from what :func:`_encoded_data` gave (bad bytes leave it empty)."""
+    lib.pn_data_clear(data)
+    if lib.pn_data_decode(data, encoded, len(encoded)) < 0:
+        lib.pn_data_clear(data)
+
 # proton event type numbers, looked up once
 E_CONN_REMOTE_OPEN = lib.PN_CONNECTION_REMOTE_OPEN
 E_CONN_REMOTE_CLOSE = lib.PN_CONNECTION_REMOTE_CLOSE
@@ -1345,8 +1373,12 @@ class WorkerEngine:
     def _remote_info(d_ptr: Any, state: int) -> dict:
         disp = lib.pn_delivery_remote(d_ptr)
         if state == ipc.STATE_MODIFIED:
-            return {"failed": bool(lib.pn_disposition_is_failed(disp)),
+            info = {"failed": bool(lib.pn_disposition_is_failed(disp)),
                     "undeliverable": bool(lib.pn_disposition_is_undeliverable(disp))}
+            annotations = _encoded_data(lib.pn_disposition_annotations(disp))
+            if annotations:
+                info["annotations"] = annotations
+            return info
         c = lib.pn_disposition_condition(disp)
         if not lib.pn_condition_is_set(c):
             return {}
@@ -1354,10 +1386,21 @@ class WorkerEngine:
                 "description": _text(lib.pn_condition_get_description(c))}
 
     @staticmethod
+    def _local_info(disp: Any, state: int, info: dict) -> None:
+        """Give a local disposition what a Disposition's ``info`` carried (the other way)."""
+        if state == ipc.STATE_MODIFIED:
+            lib.pn_disposition_set_failed(disp, bool(info.get("failed")))
+            lib.pn_disposition_set_undeliverable(disp, bool(info.get("undeliverable")))
+            annotations = info.get("annotations")
+            if annotations:
+                _decode_data(lib.pn_disposition_annotations(disp), annotations)
+        elif info.get("condition"):
+            _put_condition(lib.pn_disposition_condition(disp), info["condition"],
+                           info.get("description", ""))
+
+    @staticmethod
     def _set_condition(cond: Any, name: str, description: str) -> None:
-        cproton.pn_condition_set_name(cond, name)
-        if description:
-            cproton.pn_condition_set_description(cond, description)
+        _put_condition(cond, name, description)
 
     # --- effects -> engine --------------------------------------------------------------------
     def apply(self, effect: tuple) -> None:
@@ -1560,14 +1603,9 @@ class WorkerEngine:
             return
         d_ptr, link = entry
         if state:
-            if info:  # conditions and modified flags: rare, through cffi
-                disp = lib.pn_delivery_local(_cdata("pn_delivery_t *", d_ptr))
-                if state == STATE_MODIFIED:
-                    lib.pn_disposition_set_failed(disp, bool(info.get("failed")))
-                    lib.pn_disposition_set_undeliverable(disp, bool(info.get("undeliverable")))
-                elif info.get("condition"):
-                    self._set_condition(lib.pn_disposition_condition(disp),
-                                        info["condition"], info.get("description", ""))
+            if info:  # conditions, modified flags and annotations: rare, through cffi
+                self._local_info(lib.pn_delivery_local(_cdata("pn_delivery_t *", d_ptr)), state,
+                                 info)
             _pn_delivery_update(d_ptr, state)
         if settled:
             self._drop_in(dlv_id)

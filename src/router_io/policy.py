@@ -29,7 +29,7 @@ import os
 import socket
 from typing import Any, Iterable, Optional
 
-from router_core.addrmatch import _match, split_words
+from router_core.addrmatch import _match, normalize_words, split_words
 
 USER_TOKEN = "${user}"
 DEFAULT_GROUP = "$default"
@@ -229,7 +229,7 @@ def approve_pattern(user: str, rules: list, proposed: str) -> bool:
             candidate, pat = split_words(proposed[:cut] + USER_TOKEN), s1 + USER_TOKEN
         else:
             continue
-        if _match(candidate, split_words(pat), 0, 0) is not None:
+        if _match(candidate, normalize_words(split_words(pat)), 0, 0) is not None:
             return True
     return False
 
@@ -385,7 +385,7 @@ class Vhost:
 
 
 def _pattern_words(name: str) -> list:
-    return name.split(".")
+    return normalize_words(name.split("."))
 
 
 class PolicyDb:

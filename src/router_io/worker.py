@@ -183,19 +183,33 @@ class Worker:
             self.poller.unregister(connector.sock)
             connector.sock.close()
 
+    def _attempt_failed(self, connector: Connector, now: float, why: str, action: str) -> None:
+        """A connection attempt that failed before AMQP: logged at info every time, as 1.19's
+        ``[Cn] Connection to HOST:PORT failed: proton:io WHY - ACTION HOST:PORT`` (each attempt
+        is a connection of its own there), then retried."""
+        where = f"{connector.host}:{connector.settings.get('port', connector.port)}"
+        text = (f"[C{self.engine.new_id()}] Connection to {where} failed: proton:io {why} - "
+                f"{action} {where}")
+        self._log_server("info", text)
+        connector.retry_later(now, text)
+
     def _attempt(self, connector: Connector, now: float) -> None:
         try:
             infos = socket.getaddrinfo(connector.host, connector.port, 0, socket.SOCK_STREAM)
+        except OSError as exc:   # socket.gaierror: the host does not resolve; 1.19 keeps trying
+            self._attempt_failed(connector, now, exc.strerror or str(exc), "connect to ")
+            return
+        try:
             family, stype, proto, _, sockaddr = infos[0]
             sock = socket.socket(family, stype, proto)
         except OSError as exc:
-            connector.retry_later(now, str(exc))
+            self._attempt_failed(connector, now, exc.strerror or str(exc), "connect to ")
             return
         sock.setblocking(False)
         err = sock.connect_ex(sockaddr)
         if err not in (0, errno.EINPROGRESS):
             sock.close()
-            connector.retry_later(now, os.strerror(err))
+            self._attempt_failed(connector, now, os.strerror(err), "disconnected")
             return
         connector.sock = sock
         connector.next_attempt = float("inf")
@@ -211,10 +225,7 @@ class Worker:
         now = time.monotonic()
         if err:
             sock.close()
-            if connector.failures == 0:
-                self._log_server("info", f"Connection to {connector.host}:{connector.port} "
-                                         f"failed: {os.strerror(err)}")
-            connector.retry_later(now, os.strerror(err))
+            self._attempt_failed(connector, now, os.strerror(err), "disconnected")
             return
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         conn = self.engine.new_connection(connector.settings,

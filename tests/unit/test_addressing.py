@@ -1,4 +1,7 @@
 """Address normalisation, hash keys, dynamic addresses and configured-address matching."""
+import json
+import os
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -168,3 +171,121 @@ def test_rule_fields():
     assert rule.priority == 7 and rule.distribution == "closest"
     assert _rules({"prefix": "p"}).lookup("p").priority == -1
     assert len(_rules({"distribution": "closest"})) == 0  # neither prefix nor pattern
+
+
+# ---- precedence as 1.19's parse tree decides it --------------------------------------------------
+_DATA = os.path.join(os.path.dirname(__file__), os.pardir, "data", "addrmatch_1_19.json")
+
+
+def test_precedence_agrees_with_1_19_observations():
+    """Every pick recorded from a real 1.19 router (tests/data/addrmatch_1_19.json)."""
+    with open(_DATA) as fh:
+        cases = json.load(fh)["cases"]
+    assert len(cases) >= 50
+    wrong = []
+    for case in cases:
+        rules = _rules(*[dict(r, priority=n) for n, r in enumerate(case["rules"])])
+        for address, pick in case["picks"].items():
+            rule = rules.lookup(address)
+            got = -1 if rule is None else rule.priority
+            if got != pick:
+                wrong.append((case["rules"], address, pick, got))
+    assert wrong == []
+
+
+@pytest.mark.parametrize("middle", ["c", "x", "ab"])
+def test_literal_after_star_beats_hash_matching_zero_words(middle):
+    rules = _rules({"pattern": "a/*/#/d", "distribution": "multicast"},
+                   {"pattern": "a.*.d", "distribution": "closest"})
+    assert rules.lookup(f"a.{middle}.d").distribution == "closest"
+    assert rules.lookup(f"a.{middle}.y.d").distribution == "multicast"
+
+
+def test_patterns_are_normalised_as_1_19_does():
+    # '#.*' is '*.#' and '#.#' is '#': a.#.* matches a.b but not a
+    rules = _rules({"pattern": "a.#.*", "distribution": "closest"})
+    assert rules.lookup("a.b").distribution == "closest"
+    assert rules.lookup("a") is None
+    rules = _rules({"pattern": "#.#", "distribution": "closest"})
+    assert rules.lookup("").distribution == "closest"
+
+
+def _tree_search(patterns, words):
+    """A model of 1.19's parse-tree search: a trie of the (normalised) patterns walked depth
+    first, at each node the literal child, then '*', then '#' (which swallows as few words as it
+    can, and ends a pattern only after every way on); the first pattern reached wins."""
+    from router_core.addrmatch import normalize_words
+    root = {}
+    for n, pat in enumerate(patterns):
+        node = root
+        for w in normalize_words(pat):
+            node = node.setdefault(w, {})
+        node.setdefault(None, n)
+
+    def children(node, i):
+        if i < len(words):
+            if words[i] not in ("*", "#") and words[i] in node:
+                found = token(node[words[i]], i + 1)
+                if found is not None:
+                    return found
+            if "*" in node:
+                found = token(node["*"], i + 1)
+                if found is not None:
+                    return found
+        if "#" in node:
+            return glob(node["#"], i)
+        return None
+
+    def token(node, i):
+        if i == len(words) and None in node:
+            return node[None]
+        return children(node, i)
+
+    def glob(node, i):
+        while i < len(words):
+            found = children(node, i)
+            if found is not None:
+                return found
+            i += 1
+        return node.get(None)
+
+    return children(root, 0)
+
+
+_pword = st.sampled_from(["a", "b", "c", "*", "#"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(_pword, min_size=1, max_size=5), min_size=1, max_size=8, unique_by=tuple),
+       st.lists(st.sampled_from(["a", "b", "c"]), max_size=6))
+def test_lookup_is_the_first_pattern_1_19s_tree_search_reaches(patterns, words):
+    from router_core.addrmatch import normalize_words
+    seen, unique = set(), []
+    for pat in patterns:                       # 1.19 refuses a second identical pattern
+        key = tuple(normalize_words(pat))
+        if key not in seen:
+            seen.add(key)
+            unique.append(pat)
+    rules = _rules(*[{"pattern": ".".join(p), "priority": n} for n, p in enumerate(unique)])
+    rule = rules.lookup(".".join(words))
+    assert (None if rule is None else rule.priority) == _tree_search(unique, words)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=5),
+       st.lists(st.lists(_pword, min_size=1, max_size=5), max_size=6), st.data())
+def test_a_literal_word_beats_a_wildcard_at_the_first_difference(address, others, data):
+    """Two matching patterns that agree up to word k, one literal there and the other '*' or
+    '#': the literal one wins; '*' beats '#' likewise."""
+    k = data.draw(st.integers(0, len(address) - 1))
+    head = address[:k]
+    literal = head + address[k:]                          # the address itself
+    wild = head + [data.draw(st.sampled_from(["*", "#"]))] + (
+        address[k + 1:] if data.draw(st.booleans()) else ["#"])
+    configs = [{"pattern": ".".join(wild), "distribution": "multicast"},
+               {"pattern": ".".join(literal), "distribution": "closest"}]
+    assert _rules(*configs).lookup(".".join(address)).distribution == "closest"
+    star, glob = head + ["*"] + address[k + 1:], head + ["#"] + address[k + 1:]
+    rules = _rules({"pattern": ".".join(glob), "distribution": "multicast"},
+                   {"pattern": ".".join(star), "distribution": "closest"})
+    assert rules.lookup(".".join(address)).distribution == "closest"

@@ -152,6 +152,7 @@ def test_rejected_condition_and_modified_flags_reach_the_sender():
     in1.settle()
     in2.local.failed = True
     in2.local.undeliverable = True
+    in2.local.annotations = {proton.symbol("x-opt-why"): "retry later", proton.symbol("n"): 3}
     in2.update(Delivery.MODIFIED)
     in2.settle()
     r.run()
@@ -160,6 +161,8 @@ def test_rejected_condition_and_modified_flags_reach_the_sender():
     assert d1.remote.condition.description == "order 17 is malformed"
     assert d2.remote_state == Delivery.MODIFIED
     assert d2.remote.failed and d2.remote.undeliverable
+    assert {str(k): v for k, v in d2.remote.annotations.items()} == {"x-opt-why": "retry later",
+                                                                     "n": 3}
 
 
 def _assert_no_bookkeeping_left(r):

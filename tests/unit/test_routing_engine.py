@@ -126,3 +126,30 @@ def test_next_deadline_is_immediate_after_a_change():
     assert 0.0 < a.next_deadline() <= 1.0
     a.receive("L", *encode(Hello("B", instance=2, seen=("A",))), 0.3)
     assert a.next_deadline() <= 0.3
+
+
+def test_mau_and_mar_at_another_protocol_version_are_ignored_entirely():
+    """1.19's mobile_sync drops a MAU/MAR whose pv is above 1 from a known router (one ROUTER_MA
+    warning per router, shared by both opcodes) and answers nothing; an unknown sender is the
+    usual ROUTER_MA error."""
+    from proton import symbol
+    engines, links = pair()
+    pump(engines, links, until=3.0)
+    a = engines["A"]
+    a.add_local("M0orders", 3)
+    pump(engines, links, until=4.0, start=3.05)
+    mar = {symbol("id"): "B", symbol("pv"): 2, symbol("area"): "0", symbol("have_seq"): 0}
+    first = a.receive(None, "MAR", mar, 4.1)
+    assert [(e.level, e.module, e.text) for e in first] == [
+        ("warning", "ROUTER_MA", "Received MAR at protocol version 2 from B.  Ignoring.")]
+    mau = {symbol("id"): "B", symbol("pv"): 2, symbol("area"): "0", symbol("mobile_seq"): 9,
+           symbol("add"): ["M0x"], symbol("del"): []}
+    assert a.receive(None, "MAU", mau, 4.2) == []      # logged once per router, MAU or MAR
+    assert a.receive(None, "MAR", mar, 4.3) == []
+    assert "B" not in a.remote_addresses() or "M0x" not in a.remote_addresses()["B"]
+    # the same MAR at version 1 is answered with an absolute MAU
+    answered = a.receive(None, "MAR", dict(mar, **{symbol("pv"): 1}), 4.4)
+    assert [e.opcode for e in answered if isinstance(e, Send)] == ["MAU"]
+    (log,) = a.receive(None, "MAR", dict(mar, **{symbol("id"): "Q"}), 4.5)
+    assert (log.level, log.module) == ("error", "ROUTER_MA")
+    assert log.text == "Received MAR from an unknown router with router id Q"

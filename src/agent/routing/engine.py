@@ -81,7 +81,8 @@ class RoutingEngine:
         self.mobile = MobileSync(my_id, area)
         self.route_holdoff = float(route_holdoff)
         self.neighbours: Dict[str, Hashable] = {}
-        self.incompatible: Set[str] = set()
+        self.incompatible: Set[str] = set()      # HELLO/RA/LSR/LSU senders logged (1.x Python)
+        self.incompatible_ma: Set[str] = set()   # MAU/MAR senders logged (1.x C, per router)
         self.dirty_since: Optional[float] = None     # routes need recomputing since then
         self.last_now = float("-inf")
         self.housekeeping_at = float("-inf")
@@ -122,6 +123,15 @@ class RoutingEngine:
             return [Log("error", "ROUTER", f"Control message error: opcode={opcode}: {exc}")]
         if msg is None:
             router, version = sender_and_version(body)
+            if opcode in ("MAU", "MAR"):          # 1.x C part: known senders only, ROUTER_MA
+                if router not in self.nodes.nodes:
+                    return [Log("error", "ROUTER_MA", f"Received {opcode} from an unknown router "
+                                                      f"with router id {router}")]
+                if router in self.incompatible_ma:
+                    return []
+                self.incompatible_ma.add(router)
+                return [Log("warning", "ROUTER_MA", f"Received {opcode} at protocol version "
+                                                    f"{version} from {router}.  Ignoring.")]
             if router in self.incompatible:
                 return []
             self.incompatible.add(router)
