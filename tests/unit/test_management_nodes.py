@@ -49,10 +49,8 @@ class FakeRouting:
 
     def __init__(self, ids=("R1", "R2", "R3")):
         self.ids = list(ids)
-        self.calls = 0
 
     def node_view(self):
-        self.calls += 1
         me, *others = self.ids
         rows = [{"id": me, "protocolVersion": 1, "instance": 100, "linkState": others[:1],
                  "nextHop": "(self)", "validOrigins": [], "address": f"amqp:/_topo/0/{me}",
@@ -68,9 +66,6 @@ class FakeRouting:
                          "lastTopoChange": TOPO_CHANGE})
         return rows
 
-    def router_ids(self):
-        self.calls += 1
-        return list(reversed(self.ids))  # order as given must not matter: this router first
 
 
 def view(routing=None, router_id="R1", addresses=()):
