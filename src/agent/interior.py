@@ -3,9 +3,10 @@
 Sans-I/O: :class:`InteriorRouting` takes the core's interior-mode IPC messages and the current
 time (``time.monotonic()`` seconds) and returns what must happen next as a list of *outputs*:
 IPC messages for the core (:class:`ipc.ControlSend`, :class:`ipc.LinkState` /
-:class:`ipc.RouterGone` / :class:`ipc.TopologyReset`, :class:`ipc.RemoteAddress`) and :class:`agent.routing.Log` lines for the router log. The
-control plane (``agent/controlplane.py``) is the thin glue that feeds it from ZeroMQ, puts the
-IPC messages in its normal outbox and writes the log lines.
+:class:`ipc.RouterGone` / :class:`ipc.TopologyReset`, :class:`ipc.RemoteAddress`) and
+:class:`agent.routing.Log` lines for the router log. The control plane
+(``agent/controlplane.py``) is the thin glue that feeds it from ZeroMQ, puts the IPC messages in
+its normal outbox and writes the log lines.
 
 Contract with the core (``router_core/ipc.py``)::
 
@@ -36,9 +37,9 @@ and an amqp-value body holding the map exactly as :func:`messages.encode` typed 
 
 Resume after an agent restart: :meth:`InteriorRouting.state_to_save` hands the caller the
 engine's snapshot when it is worth saving (at once after my ``ls_seq`` or ``mobile_seq`` changed
-or the core was told a route or remote address, else at most every :data:`SAVE_INTERVAL`
-seconds, never the same twice), so the saved state is never behind what the core or the other
-routers were told once the caller saves before it flushes its outbox. A new agent of the same
+or the core was told a topology report or remote address, else at most every
+:data:`SAVE_INTERVAL` seconds, never the same twice), so the saved state is never behind what
+the core or the other routers were told once the caller saves before it flushes its outbox. A new agent of the same
 router calls :meth:`InteriorRouting.restore_state` before any input; what it must tell the core
 (the restored remote addresses, again) goes out at its first :meth:`poll`, after its PeerHello.
 The caller does the file I/O (``agent/controlplane.py``).
