@@ -35,14 +35,14 @@ the worker adds ``x-opt-qd.ingress``/``trace``): properties ``{to}``, applicatio
 (a *symbol* key for MAU/MAR, which proton's ``Message`` would refuse, hence :class:`proton.Data`),
 and an amqp-value body holding the map exactly as :func:`messages.encode` typed it.
 
-Resume after an agent restart: :meth:`InteriorRouting.state_to_save` hands the caller the
-engine's snapshot when it is worth saving (at once after my ``ls_seq`` or ``mobile_seq`` changed
-or the core was told a topology report or remote address, else at most every
-:data:`SAVE_INTERVAL` seconds, never the same twice), so the saved state is never behind what
-the core or the other routers were told once the caller saves before it flushes its outbox. A new agent of the same
-router calls :meth:`InteriorRouting.restore_state` before any input; what it must tell the core
-(the restored remote addresses, again) goes out at its first :meth:`poll`, after its PeerHello.
-The caller does the file I/O (``agent/controlplane.py``).
+Resume after an agent restart: :meth:`InteriorRouting.state_to_save` hands the caller the engine's
+snapshot when it is worth saving (at once after my ``ls_seq`` or ``mobile_seq`` changed or the core
+was told a topology report or remote address, else at most every :data:`SAVE_INTERVAL` seconds,
+never the same twice), so the saved state is never behind what the core or the other routers were
+told once the caller saves before it flushes its outbox. A new agent of the same router calls
+:meth:`InteriorRouting.restore_state` before any input; what it must tell the core (the restored
+remote addresses, again) goes out at its first :meth:`poll`, after its PeerHello. The caller does
+the file I/O (``agent/controlplane.py``).
 
 Must not import zmq, sockets or clocks.
 """

@@ -33,12 +33,12 @@ Resume after an agent restart (the core and the other routers carry on meanwhile
     engine = RoutingEngine("R1", instance=same_instance, ...)   # in the new agent
     effects = engine.restore_state(state, now)      # before any input
 
-A restored engine keeps its instance (so no router sees it restart), its link-state database,
-node table and mobile addresses; its first Topology report (at the first tick) is a full one
-from which the core computes the same routes as before. Then, as the protocol already
-provides: my ``ls_seq`` + 1 goes out in an RA at once; my ``mobile_seq`` + 2 makes every router ask a MAR (absolute MAU); every known
-router is asked for its link state (LSR) and mobile addresses (MAR), which brings back what
-changed while the agent was down; restored neighbours are provisional (see ``hello``).
+A restored engine keeps its instance (so no router sees it restart), its link-state database, node
+table and mobile addresses; its first Topology report (at the first tick) is a full one from which
+the core computes the same routes as before. Then, as the protocol already provides: my ``ls_seq``
++ 1 goes out in an RA at once; my ``mobile_seq`` + 2 makes every router ask a MAR (absolute MAU);
+every known router is asked for its link state (LSR) and mobile addresses (MAR), which brings back
+what changed while the agent was down; restored neighbours are provisional (see ``hello``).
 """
 from __future__ import annotations
 
