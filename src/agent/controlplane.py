@@ -76,13 +76,10 @@ class ControlPlane:
         self.routing_state_path = (os.path.join(runtime, ROUTING_STATE_FILE)
                                    if runtime and self.interior is not None else None)
         if self.interior is not None:
-            self.interior.wall_offset = time.time() - time.monotonic()
             if generation > 0:
                 self._restore_routing_state()
             for cls in ROUTING_INPUTS:
                 self.handlers[cls] = self._on_routing_input
-            if hasattr(self.management, "set_routing"):
-                self.management.set_routing(self.interior)
         # HTTP listeners (/metrics, /healthz) and the metrics sink, in this process's poll loop
         self.poller = zmq.Poller()
         self.metrics = MetricsService(spec, self.poller, self.send_control, self._log_http,
@@ -177,10 +174,8 @@ class ControlPlane:
             self._routing_out(self.interior.restore_state(state, time.monotonic()))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             self.log.log("ROUTER", "warning", f"routing state not restored: {exc!r}")
-            wall_offset = self.interior.wall_offset
             self.interior = InteriorRouting.from_spec(self.spec, self.interior.instance,
                                                       self.log.enabled)
-            self.interior.wall_offset = wall_offset
 
     def send(self, *messages: tuple) -> None:
         self.outbox.extend(messages)

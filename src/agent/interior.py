@@ -2,10 +2,11 @@
 
 Sans-I/O: :class:`InteriorRouting` takes the core's interior-mode IPC messages and the current
 time (``time.monotonic()`` seconds) and returns what must happen next as a list of *outputs*:
-IPC messages for the core (:class:`ipc.ControlSend`, :class:`ipc.RouteUpdate`,
-:class:`ipc.RemoteAddress`) and :class:`agent.routing.Log` lines for the router log. The
-control plane (``agent/controlplane.py``) is the thin glue that feeds it from ZeroMQ, puts the
-IPC messages in its normal outbox and writes the log lines.
+IPC messages for the core (:class:`ipc.ControlSend`, :class:`ipc.LinkState` /
+:class:`ipc.RouterGone` / :class:`ipc.TopologyReset`, :class:`ipc.RemoteAddress`) and
+:class:`agent.routing.Log` lines for the router log. The control plane
+(``agent/controlplane.py``) is the thin glue that feeds it from ZeroMQ, puts the IPC messages in
+its normal outbox and writes the log lines.
 
 Contract with the core (``router_core/ipc.py``)::
 
@@ -13,13 +14,16 @@ Contract with the core (``router_core/ipc.py``)::
                    RouterLinkDown(conn_id)                  engine.link_down(conn_id)
                    ControlIn(conn_id, payload)              engine.receive(conn_id, opcode, body)
                    LocalAddress(key, present, hint)         engine.add_local / remove_local
+                   Reachable(routers)                       engine.set_reachable
     agent -> core  ControlSend(conn_id, to, payload)        every Send effect (conn_id: HELLO's
                                                             control link, else -1: routed by to)
-                   RouteUpdate(next_hop, cost, valid_origins, neighbours)   every RoutingTable
+                   [TopologyReset,] LinkState..., RouterGone...   every Topology (full: reset)
                    RemoteAddress(key, router, present, hint)  RemoteAddressAdded / Removed
 
-The engine's link ids ARE the core's inter-router connection ids, so ``neighbours`` in a
-RouteUpdate maps each neighbour router id to the conn_id the core named in RouterLinkUp.
+The core process computes the routes from the LinkStates (``router_core/routetable.py``) and
+answers Reachable; management reads the node table from the core's snapshot. The engine's link
+ids ARE the core's inter-router connection ids, so ``conns`` in this router's LinkState maps
+each neighbour router id to the conn_id the core named in RouterLinkUp.
 
 Batch discipline (``agent/routing/engine.py``): :meth:`handle` applies one message and returns
 only immediate replies; call :meth:`poll` after each batch of :meth:`handle` calls and whenever
@@ -31,14 +35,14 @@ the worker adds ``x-opt-qd.ingress``/``trace``): properties ``{to}``, applicatio
 (a *symbol* key for MAU/MAR, which proton's ``Message`` would refuse, hence :class:`proton.Data`),
 and an amqp-value body holding the map exactly as :func:`messages.encode` typed it.
 
-Resume after an agent restart: :meth:`InteriorRouting.state_to_save` hands the caller the
-engine's snapshot when it is worth saving (at once after my ``ls_seq`` or ``mobile_seq`` changed
-or the core was told a route or remote address, else at most every :data:`SAVE_INTERVAL`
-seconds, never the same twice), so the saved state is never behind what the core or the other
-routers were told once the caller saves before it flushes its outbox. A new agent of the same
-router calls :meth:`InteriorRouting.restore_state` before any input; what it must tell the core
-(the restored remote addresses, again) goes out at its first :meth:`poll`, after its PeerHello.
-The caller does the file I/O (``agent/controlplane.py``).
+Resume after an agent restart: :meth:`InteriorRouting.state_to_save` hands the caller the engine's
+snapshot when it is worth saving (at once after my ``ls_seq`` or ``mobile_seq`` changed or the core
+was told a topology report or remote address, else at most every :data:`SAVE_INTERVAL` seconds,
+never the same twice), so the saved state is never behind what the core or the other routers were
+told once the caller saves before it flushes its outbox. A new agent of the same router calls
+:meth:`InteriorRouting.restore_state` before any input; what it must tell the core (the restored
+remote addresses, again) goes out at its first :meth:`poll`, after its PeerHello. The caller does
+the file I/O (``agent/controlplane.py``).
 
 Must not import zmq, sockets or clocks.
 """
@@ -48,19 +52,20 @@ from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional
 
 from proton import Data, Message
 
-from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine,
-                           RoutingTable, Send)
+from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine, Send,
+                           Topology)
 from agent.routing.mobile import DEFAULT_HINT
 from router_core import ipc
 
-__all__ = ["InteriorRouting", "encode_control", "decode_control", "INPUT_TYPES",
-           "SAVE_INTERVAL"]
+__all__ = ["InteriorRouting", "encode_control", "decode_control", "topology_messages",
+           "INPUT_TYPES", "SAVE_INTERVAL"]
 
 #: A routing-state snapshot nothing urgent asks for is saved at most this often (seconds).
 SAVE_INTERVAL = 1.0
 
 #: The IPC messages :meth:`InteriorRouting.handle` accepts.
-INPUT_TYPES = (ipc.RouterLinkUp, ipc.RouterLinkDown, ipc.ControlIn, ipc.LocalAddress)
+INPUT_TYPES = (ipc.RouterLinkUp, ipc.RouterLinkDown, ipc.ControlIn, ipc.LocalAddress,
+               ipc.Reachable)
 
 _PROPERTIES = 0x73
 _APPLICATION_PROPERTIES = 0x74
@@ -115,6 +120,23 @@ def decode_control(payload: Any) -> tuple:
     return str(opcode), msg.body, msg.address
 
 
+def _int_or(value: Any, default: int = -1) -> int:
+    return default if value is None else int(value)
+
+
+def topology_messages(report: Topology, conn_id: Callable[[Any], int] = int) -> List[Any]:
+    """The IPC messages of one :class:`Topology` report (they go in one batch, in order);
+    ``conn_id`` turns the engine's link ids into the core's conn_ids (they are the same)."""
+    out: List[Any] = [ipc.TopologyReset()] if report.full else []
+    for st in report.states:
+        out.append(ipc.LinkState(str(st.router), _int_or(st.instance), _int_or(st.pv),
+                                 int(st.index), int(st.ls_seq),
+                                 {str(p): int(c) for p, c in st.peers.items()},
+                                 {str(p): conn_id(c) for p, c in st.conns.items()}))
+    out.extend(ipc.RouterGone(str(router)) for router in report.gone)
+    return out
+
+
 class InteriorRouting:
     """The routing protocol of one interior router, driven by the core's IPC messages.
 
@@ -132,9 +154,6 @@ class InteriorRouting:
         self.log_enabled = log_enabled or (lambda module, level: False)
         self.links: Dict[int, tuple] = {}       # conn_id -> (cost, container)
         self.fed = False                        # the engine took input since the last tick
-        # wall clock minus the clock ``now`` comes from (the caller sets it): management shows
-        # lastTopoChange as wall-clock seconds
-        self.wall_offset = 0.0
         self.held: List[Any] = []               # restore outputs for the core: at the next tick
         self.save_urgent = False                # the core was told something since the last save
         self.saved_at = float("-inf")
@@ -142,7 +161,8 @@ class InteriorRouting:
         self.saved_state: Optional[dict] = None
         self.dispatch: Dict[type, Callable[[Any, float], List[Any]]] = {
             ipc.RouterLinkUp: self._link_up, ipc.RouterLinkDown: self._link_down,
-            ipc.ControlIn: self._control_in, ipc.LocalAddress: self._local_address}
+            ipc.ControlIn: self._control_in, ipc.LocalAddress: self._local_address,
+            ipc.Reachable: self._reachable}
 
     @classmethod
     def from_spec(cls, spec: Mapping, instance: int,
@@ -213,22 +233,7 @@ class InteriorRouting:
     def _seqs(self) -> tuple:
         return self.engine.linkstate.ls_seq, self.engine.mobile.mobile_seq
 
-    # ---- views (management) --------------------------------------------------------------------
-
-    def node_view(self) -> List[dict]:
-        """``router.node`` entities, this router first; ``lastTopoChange`` in wall-clock seconds
-        (the engine runs on the monotonic clock; qdstat prints it as a GMT time)."""
-        offset = self.wall_offset
-        view = self.engine.node_view()
-        for node in view:
-            change = node.get("lastTopoChange")
-            if isinstance(change, (int, float)) and change > 0:
-                node["lastTopoChange"] = int(change + offset)
-        return view
-
-    def router_ids(self) -> List[str]:
-        """Every known router id, this router first."""
-        return [self.router_id] + sorted(self.engine.nodes.nodes)
+    # ---- views --------------------------------------------------------------------------------
 
     def neighbours(self) -> Dict[str, Hashable]:
         """Neighbour router id -> the inter-router conn_id it is reached over."""
@@ -269,6 +274,11 @@ class InteriorRouting:
         self.fed = True
         return out + self._outputs(self.engine.receive(msg.conn_id, opcode, body, now))
 
+    def _reachable(self, msg: ipc.Reachable, now: float) -> List[Any]:
+        self.fed = True
+        self.engine.set_reachable(msg.routers)
+        return []
+
     def _local_address(self, msg: ipc.LocalAddress, now: float) -> List[Any]:
         self.fed = True
         if msg.present:
@@ -291,13 +301,9 @@ class InteriorRouting:
                 if self.log_enabled(module, "trace"):
                     out.append(Log("trace", module, f"SENT: {fx.message or fx.body!r} to {fx.to}"
                                    + (f" (connection {conn_id})" if conn_id >= 0 else "")))
-            elif isinstance(fx, RoutingTable):
+            elif isinstance(fx, Topology):
                 self.save_urgent = True
-                out.append(ipc.RouteUpdate(
-                    {str(k): str(v) for k, v in fx.next_hop.items()},
-                    {str(k): int(v) for k, v in fx.cost.items()},
-                    {str(k): [str(o) for o in v] for k, v in fx.valid_origins.items()},
-                    {str(k): v for k, v in fx.neighbours.items()}))
+                out.extend(topology_messages(fx))
             elif isinstance(fx, RemoteAddressAdded):
                 self.save_urgent = True
                 out.append(ipc.RemoteAddress(fx.key, fx.router, True,

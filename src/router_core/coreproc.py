@@ -18,6 +18,14 @@ A command the core cannot handle (an unknown type, a malformed field) is logged 
 connection it concerns closed (``RouterCore.command_failed``); the rest of its batch is handled
 and the process goes on. Protocol errors the core detected itself (``core.errors``, see
 lifecycle.py) are logged once per loop.
+
+Route computation (interior mode) happens here too, off the hot path: the agent's batches (one
+peer index, so one integer comparison per batch) are scanned for its topology messages
+(``LinkState``, ``RouterGone``, ``TopologyReset``), which go to the process's
+:class:`router_core.routetable.RouteTable`, never to RouterCore.handle. Before the next other
+command of that batch, and at its end, the table computes the routes (compiled pathcomp) and the
+core gets the ``RouteUpdate`` it handles as it always has; the agent gets ``Reachable`` back.
+A snapshot (CoreQuery) carries the table's ``router.node`` rows as ``nodes`` (interior only).
 """
 from __future__ import annotations
 
@@ -35,6 +43,7 @@ from router_core import ipc, listenfds
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
 from router_core.core_select import get_core_class
+from router_core.routetable import TOPOLOGY_TYPES, RouteTable
 
 _MAX_BATCHES_PER_LOOP = 512
 _MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult, ipc.PeerLost)
@@ -68,6 +77,10 @@ class CoreProcess:
         self.worker_count = int(spec.get("workers", 1))
         self.agent_peer = self.worker_count  # workers are peers 0..n-1, the agent is peer n
         self.address_config: list = [dict(a) for a in spec.get("addresses", [])]
+        self.routes: Optional[RouteTable] = None  # interior mode: topology and route computation
+        if router.get("mode") == "interior":
+            self.routes = RouteTable(spec["router_id"], str(router.get("area") or "0"))
+        self.to_agent: list = []  # Reachable answers, sent after the core's own effects
         self.running = True
         self.log.log("ROUTER_CORE", "info",
                      f"Router core started ({core_cls.__module__}), router id {spec['router_id']}")
@@ -119,6 +132,8 @@ class CoreProcess:
                     self.identities[peer] = frames[0]
                 if commands and type(commands[0]) in _MANAGEMENT:
                     self.management_batch(peer, commands, now)
+                elif peer == self.agent_peer and self.routes is not None:
+                    self.agent_batch(peer, commands, now)
                 else:
                     try:
                         core.handle_batch(peer, commands, now)
@@ -145,6 +160,51 @@ class CoreProcess:
             if identity is None or not effects:
                 continue
             self.sock.send_multipart([identity, *ipc.encode_batch(-1, effects)])
+        if self.to_agent:
+            answers, self.to_agent = self.to_agent, []
+            identity = self.identities.get(self.agent_peer)
+            if identity is not None:
+                self.sock.send_multipart([identity, *ipc.encode_batch(-1, answers)])
+
+    # --- route computation (interior mode; the agent's batches only) ------------------------------
+    def agent_batch(self, peer: int, commands: list, now: float) -> None:
+        """The agent's batch: topology messages go to the route table, whose routes reach the
+        core before the next other command (see the module docstring)."""
+        routes, core = self.routes, self.core
+        pending = False
+        for cmd in commands:
+            if type(cmd) in TOPOLOGY_TYPES:
+                try:
+                    routes.apply(cmd)
+                except ValueError as exc:
+                    self.log.log("ROUTER_CORE", "error", f"topology message dropped: {exc}")
+                pending = True
+                continue
+            if pending:
+                self._compute_routes(peer, now)
+                pending = False
+            try:
+                core.handle(peer, cmd, now)
+            except Exception as exc:  # noqa: BLE001 - the core outlives a bad command
+                text = f"{type(cmd).__name__} from peer {peer} not handled: {exc!r}"
+                self.log.log("ROUTER_CORE", "error", text)
+                try:
+                    core.command_failed(peer, cmd, text)
+                except Exception as exc2:  # noqa: BLE001
+                    self.log.log("ROUTER_CORE", "error", f"closing after {text}: {exc2!r}")
+        if pending:
+            self._compute_routes(peer, now)
+
+    def _compute_routes(self, peer: int, now: float) -> None:
+        try:
+            update, reachable = self.routes.compute(time.time())
+        except (TypeError, ValueError) as exc:  # validated on apply: never expected
+            self.log.log("ROUTER_CORE", "error", f"route computation failed: {exc}")
+            return
+        if update is not None:
+            self.core.handle(peer, update, now)
+        if reachable is not None:
+            self.to_agent.append(reachable)
 
     def _batch_failed(self, peer: int, commands: list, now: float, exc: Exception) -> None:
         """A command of ``peer``'s batch raised ``exc``: log it, close the connection it
@@ -199,13 +259,19 @@ class CoreProcess:
 
     def _query(self, what: str) -> dict:
         if what == "snapshot":
-            return self.core.snapshot()
+            return self._with_nodes(self.core.snapshot())
         if what.startswith(GONE_QUERY):  # the metrics sink: removed entities it has not seen
             try:
-                return self.core.snapshot(int(what[len(GONE_QUERY):]))
+                return self._with_nodes(self.core.snapshot(int(what[len(GONE_QUERY):])))
             except ValueError:
                 pass
         return {"error": f"unknown query '{what}'"}
+
+    def _with_nodes(self, state: dict) -> dict:
+        """The route table's ``router.node`` rows as ``nodes`` (interior mode only)."""
+        if self.routes is not None:
+            state["nodes"] = self.routes.view()
+        return state
 
     def _config_change(self, peer: int, change: ipc.ConfigChange) -> None:
         entity_type = ipc.short_type(change.entity_type)

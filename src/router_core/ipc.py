@@ -367,7 +367,9 @@ class RouterLinkDown(NamedTuple):
 
 
 class RouteUpdate(NamedTuple):
-    """Agent -> core: the result of a route computation (routing protocol).
+    """The result of a route computation, as the core applies it. Never crosses a process any
+    more: the core process computes it from the agent's LinkStates (router_core/routetable.py)
+    and hands it to RouterCore.handle itself.
 
     ``next_hop``: router id -> neighbour router id for every reachable router (a neighbour is
     its own next hop); ``cost``: router id -> path cost; ``valid_origins``: router id -> list of
@@ -377,6 +379,44 @@ class RouteUpdate(NamedTuple):
     cost: dict
     valid_origins: dict
     neighbours: dict
+
+
+class LinkState(NamedTuple):
+    """Agent -> core: one router as the routing protocol knows it (added, or replacing what
+    the core held for it). The core computes the routes from these (router_core/routetable.py).
+
+    ``instance``/``pv``: the router's instance and protocol version (-1: not known yet);
+    ``index``: its mask-bit index (0 is this router); ``ls_seq``: the sequence of the link
+    state held (0: none yet); ``peers``: peer router id -> cost, as the router advertised it
+    (``{}``: no link state yet; a known router without one is listed by management, unreachable
+    unless some link state names it); ``conns``: this router's own entry only: each neighbour
+    router id -> the inter-router conn_id its HELLOs come over (``{}`` for every other router).
+    """
+    router: str
+    instance: int
+    pv: int
+    index: int
+    ls_seq: int
+    peers: dict
+    conns: dict
+
+
+class RouterGone(NamedTuple):
+    """Agent -> core: the routing protocol deleted router ``router`` (an orphan)."""
+    router: str
+
+
+class TopologyReset(NamedTuple):
+    """Agent -> core: forget every router; the LinkStates that follow in the same batch are the
+    whole topology. A new agent (first start, or a restart) sends it with its first topology, so
+    a core never keeps routers its agent does not know."""
+
+
+class Reachable(NamedTuple):
+    """Core -> agent: after a route computation that changed the set (or followed a
+    TopologyReset), every router the core now has a route to (sorted ids). The routing protocol
+    sends LSR/MAR only to these and its neighbours."""
+    routers: list
 
 
 class RemoteAddress(NamedTuple):
@@ -410,11 +450,11 @@ MESSAGE_TYPES: tuple = (
     CloseConnection, DetachLink, ChildStatus, CoreQuery, CoreState, ConfigChange, ConfigResult,
     ReloadRequest, ReloadResult, RouterTransfer, RouterDeliver, ControlIn, ControlSend,
     RouterLinkUp, RouterLinkDown, RouteUpdate, RemoteAddress, LocalAddress, PeerLost,
-    PolicyEvent,
+    PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}
-_HAS_PAYLOAD = frozenset(cls for cls in MESSAGE_TYPES if cls._fields[-1] == "payload")
+_HAS_PAYLOAD = frozenset(cls for cls in MESSAGE_TYPES if cls._fields[-1:] == ("payload",))
 # code -> (class, number of fields, carries a payload): one lookup per decoded item
 _DECODE = {code: (cls, len(cls._fields), cls in _HAS_PAYLOAD) for code, cls in TYPE_OF.items()}
 _new_tuple = tuple.__new__

@@ -383,3 +383,40 @@ def test_mesh_of_four_follows_costs(net):
 def _cost(r, router_id: str):
     node = nodes(r).get(router_id)
     return None if node is None else int(node["cost"])
+
+
+def test_node_table_next_hops_costs_and_origins_come_from_the_core(net):
+    """A --2-> B --3-> C (a line): ``qdstat -n -v`` on each router shows the next hops, path
+    costs and valid origins the core process computed from the agents' link states
+    (router_core/routetable.py), and the core routes a message A -> C with them."""
+    net.add("C")
+    net.add("B", connect_to=(("C", 3),))
+    net.add("A", connect_to=(("B", 2),))
+    converged(net, "ABC")
+    wait_for(lambda: nodes(net["A"]).get("Router.C", {}).get("cost") == "5",
+             what="A's core has a path to C")
+    wait_for(lambda: nodes(net["C"]).get("Router.A", {}).get("cost") == "5",
+             what="C's core has a path to A")
+    a, b, c = nodes(net["A"]), nodes(net["B"]), nodes(net["C"])
+    assert a["Router.A"]["next-hop"] == "(self)"
+    assert a["Router.B"]["next-hop"] == "-" and a["Router.B"]["link"] not in ("", "-")
+    assert a["Router.B"]["cost"] == "2" and a["Router.B"]["neighbors"] == "['Router.A', 'Router.C']"
+    assert a["Router.C"]["next-hop"] == "Router.B" and a["Router.C"]["link"] == "-"
+    assert a["Router.C"]["cost"] == "5" and a["Router.C"]["valid-origins"] == "[]"
+    assert b["Router.A"]["cost"] == "2" and b["Router.C"]["cost"] == "3"
+    assert b["Router.A"]["next-hop"] == b["Router.C"]["next-hop"] == "-"
+    # balanced toward C from B accepts what came in at A (A's tree reaches C through B)
+    assert b["Router.C"]["valid-origins"] == "['Router.A']"
+    assert b["Router.A"]["valid-origins"] == "['Router.C']"
+    assert c["Router.A"]["next-hop"] == "Router.B" and c["Router.A"]["cost"] == "5"
+    rc = BlockingConnection(net["C"].url, timeout=TIMEOUT)
+    sc = BlockingConnection(net["A"].url, timeout=TIMEOUT)
+    try:
+        rcv = rc.create_receiver("line.end", credit=10)
+        remote_seen(net["A"], "line.end")
+        snd = sc.create_sender("line.end")
+        got, outcomes = transfer([rc, sc], snd, ["over two hops"], [rcv])
+        assert got[0] == ["over two hops"] and outcomes == [Delivery.ACCEPTED]
+    finally:
+        sc.close()
+        rc.close()

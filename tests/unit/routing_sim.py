@@ -1,11 +1,14 @@
 """An in-memory network of :class:`RoutingEngine` s driven by a fake clock (test helper).
 
-No processes, sockets or clocks: every router is a RoutingEngine; every ``Send`` effect is
-delivered to the engines it addresses after ``latency`` seconds per hop:
+No processes, sockets or clocks: every router is a RoutingEngine plus, standing for its core
+process, a :class:`router_core.routetable.RouteTable` that takes the engine's ``Topology``
+reports (as the IPC messages ``agent/interior.py`` makes of them), computes the routes and
+answers the engine's ``set_reachable`` at once; every ``Send`` effect is delivered to the engines
+it addresses after ``latency`` seconds per hop:
 
 * HELLO (``via_link``) goes to the router at the other end of that link, on its link id;
-* routed addresses (``_topo/0/<id>/...``) follow the next hops of each router's *published*
-  routing table, hop by hop from the sender, over live links; no route, a dead link or a loop
+* routed addresses (``_topo/0/<id>/...``) follow the next hops of each router's core route
+  table, hop by hop from the sender, over live links; no route, a dead link or a loop
   drops the message, as the core would;
 * flooded addresses (``_topo/0/all/...``) are delivered once to every live router connected to the
   sender over live links, ``latency`` x hop count later. Simplification: 1.x floods hop by hop
@@ -24,11 +27,13 @@ import random
 from collections import deque
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine,
-                           RoutingTable, Send)
+from agent.interior import topology_messages
+from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine, Send,
+                           Topology)
 from agent.routing.messages import HELLO_ADDRESS, decode
 from router_core.pathcomp_select import get_path_computer
 from router_core.addressing import normalize
+from router_core.routetable import RouteTable
 
 
 class Network:
@@ -38,6 +43,11 @@ class Network:
         self.rng = random.Random(seed)
         self.now = 0.0
         self.engines: Dict[str, RoutingEngine] = {}
+        self.tables: Dict[str, RouteTable] = {}  # each router's core: topology and routes
+        self.updates: Dict[str, list] = {}       # each core's RouteUpdates, in order
+        self.fed: Set[str] = set()               # engines told Reachable since their last tick
+        self.conn_ids: Dict[str, int] = {}       # link id -> the int a core knows it by
+        self.links: List[str] = []
         self.alive: Set[str] = set()
         self.adjacent: Dict[str, Dict[str, Tuple[str, int]]] = {}  # a -> b -> (a's link id, cost)
         self.link_ends: Dict[str, Tuple[str, str, str]] = {}       # link id -> (owner, peer, peer's link)
@@ -56,6 +66,9 @@ class Network:
     def add_router(self, rid: str, instance: int = 1) -> RoutingEngine:
         engine = RoutingEngine(rid, instance=instance, **self.engine_kwargs)
         self.engines[rid] = engine
+        if rid not in self.tables:               # a restarted agent keeps its core
+            self.tables[rid] = RouteTable(rid)
+            self.updates[rid] = []
         self.alive.add(rid)
         self.adjacent.setdefault(rid, {})
         self.addresses[rid] = {}
@@ -131,7 +144,12 @@ class Network:
     def _schedule(self, rid: str) -> None:
         token = next(self.token_count)
         self.tokens[rid] = token
-        heapq.heappush(self.deadlines, (max(self.engines[rid].next_deadline(), self.now), rid, token))
+        if rid in self.fed:                      # the core answered: tick at once
+            self.fed.discard(rid)
+            deadline = self.now
+        else:
+            deadline = max(self.engines[rid].next_deadline(), self.now)
+        heapq.heappush(self.deadlines, (deadline, rid, token))
 
     def _step(self) -> None:
         touched: Set[str] = set()
@@ -168,7 +186,31 @@ class Network:
             elif isinstance(effect, Log):
                 self.logs.append((rid, effect))
             else:
-                assert isinstance(effect, RoutingTable)
+                assert isinstance(effect, Topology)
+                self.report(rid, effect)
+
+    def conn_id(self, link: str) -> int:
+        """The int a core would know link ``link`` by (``links[conn_id]`` gives it back)."""
+        if link not in self.conn_ids:
+            self.conn_ids[link] = len(self.links)
+            self.links.append(link)
+        return self.conn_ids[link]
+
+    def neighbours(self, rid: str) -> Dict[str, str]:
+        """The neighbours ``rid``'s core routes over: router id -> link id."""
+        return {r: self.links[c] for r, c in self.tables[rid].neighbours.items()}
+
+    def report(self, rid: str, report: Topology) -> None:
+        """The core process of ``rid`` takes a topology report: routes, and Reachable back."""
+        table = self.tables[rid]
+        for msg in topology_messages(report, self.conn_id):
+            table.apply(msg)
+        update, reachable = table.compute(self.now)
+        if update is not None:
+            self.updates[rid].append(update)
+        if reachable is not None:
+            self.engines[rid].set_reachable(reachable.routers)
+            self.fed.add(rid)                    # the engine ticks again at once
 
     def _enqueue(self, delay: float, recipients: List[Tuple[str, Optional[str]]],
                  send: Send) -> None:
@@ -212,8 +254,7 @@ class Network:
     def _route(self, sender: str, target: str) -> Optional[int]:
         here, hops = sender, 0
         while here != target:
-            table = self.engines[here].routing_table
-            nxt = table.next_hop.get(target) if table else None
+            nxt = self.tables[here].routes.next_hop.get(target)
             if nxt is None or nxt not in self.adjacent[here] or nxt not in self.alive:
                 return None
             here, hops = nxt, hops + 1
@@ -235,8 +276,8 @@ class Network:
     def mismatches(self, expected: Dict[str, tuple]) -> List[str]:
         bad = []
         for rid, (next_hop, cost) in expected.items():
-            table = self.engines[rid].routing_table
-            if table is None or dict(table.next_hop) != next_hop or dict(table.cost) != cost:
+            routes = self.tables[rid].routes
+            if dict(routes.next_hop) != next_hop or dict(routes.cost) != cost:
                 bad.append(rid)
         return bad
 

@@ -6,9 +6,12 @@ the IPC contract describes it:
     A (conn 11) ======= (conn 22) B
 
 * ControlSend(conn_id >= 0) -> ControlIn(peer's conn_id, payload) at the other end (HELLO);
-* ControlSend(-1, "_topo/0/all/...") -> every neighbour in the sender's last RouteUpdate;
-* ControlSend(-1, "_topo/0/<id>/...") -> only if <id> has a next hop in the sender's last
-  RouteUpdate (over the conn_id its ``neighbours`` names).
+* LinkState / RouterGone / TopologyReset -> the router's RouteTable (as coreproc does: the
+  routes are computed before the next other message and at the end of the outputs; a RouteUpdate
+  when they changed, Reachable back to the adapter);
+* ControlSend(-1, "_topo/0/all/...") -> every neighbour in the sender's core routes;
+* ControlSend(-1, "_topo/0/<id>/...") -> only if <id> has a next hop in the sender's core
+  routes (over the conn_id its ``neighbours`` names).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from proton import Message, int32, symbol
 from agent.interior import InteriorRouting, decode_control, encode_control
 from agent.routing import Log
 from router_core import ipc
+from router_core.routetable import TOPOLOGY_TYPES, RouteTable
 
 
 class FakeCore:
@@ -24,7 +28,9 @@ class FakeCore:
         self.routers = {a.router_id: a, b.router_id: b}
         # router id -> its conn_id -> (peer router id, the peer's conn_id)
         self.conns = {a.router_id: {11: (b.router_id, 22)}, b.router_id: {22: (a.router_id, 11)}}
+        self.tables = {rid: RouteTable(rid) for rid in self.routers}   # each core's topology
         self.routes = {rid: None for rid in self.routers}      # last RouteUpdate per router
+        self.updates = {rid: [] for rid in self.routers}       # every RouteUpdate, in order
         self.remote = {rid: {} for rid in self.routers}        # (key, router) -> hint
         self.inbox = {rid: [] for rid in self.routers}         # IPC messages due at each router
         self.sent = {rid: [] for rid in self.routers}          # every output, in order
@@ -55,21 +61,37 @@ class FakeCore:
             peer, peer_conn = self.conns[rid][conn_id]
             self.inbox[peer].append(ipc.ControlIn(peer_conn, bytes(msg.payload)))
 
+    def _compute(self, rid: str) -> None:
+        update, reachable = self.tables[rid].compute(1_700_000_000 + self.now)
+        if update is not None:
+            self.routes[rid] = update
+            self.updates[rid].append(update)
+        if reachable is not None:
+            self.inbox[rid].append(reachable)
+
     def _take(self, rid: str, outputs: list) -> None:
+        pending = False
         for item in outputs:
             if isinstance(item, Log):
                 self.logs[rid].append(item)
                 continue
             self.sent[rid].append(item)
+            if type(item) in TOPOLOGY_TYPES:
+                self.tables[rid].apply(item)
+                pending = True
+                continue
+            if pending:
+                self._compute(rid)
+                pending = False
             if isinstance(item, ipc.ControlSend):
                 self._route(rid, item)
-            elif isinstance(item, ipc.RouteUpdate):
-                self.routes[rid] = item
             elif isinstance(item, ipc.RemoteAddress):
                 if item.present:
                     self.remote[rid][(item.key, item.router)] = item.hint
                 else:
                     self.remote[rid].pop((item.key, item.router), None)
+        if pending:
+            self._compute(rid)
 
     def run(self, until: float, step: float = 0.05) -> None:
         """Deliver every queued message (one batch per router per step) and poll each adapter."""
@@ -107,9 +129,12 @@ def test_two_routers_become_neighbours_and_route_to_each_other():
         assert {"HELLO", "RA", "LSR", "LSU"} <= set(opcodes[rid]), opcodes[rid]
     assert a.engine.linkstate.collection() == {"A": {"B": 1}, "B": {"A": 1}}
     assert b.engine.linkstate.collection() == {"B": {"A": 1}, "A": {"B": 1}}
-    assert a.router_ids() == ["A", "B"] and b.router_ids() == ["B", "A"]
-    view = a.node_view()
-    assert len(view) == 2 and view[0]["id"] == "A" and view[1]["id"] == "B"
+    view = core.tables["A"].view()               # management's router.node: from A's core
+    assert [row["id"] for row in view] == ["A", "B"]
+    assert view[1]["routerLink"] == "11" and view[1]["cost"] == 1 and view[1]["instance"] == 2000
+    assert [row["id"] for row in core.tables["B"].view()] == ["B", "A"]
+    # the core told each agent what it reaches
+    assert a.engine.nodes.reachable_routers == {"B"} and b.engine.nodes.reachable_routers == {"A"}
 
 
 def test_hello_goes_on_its_connection_and_others_are_routed():
@@ -173,13 +198,13 @@ def test_hello_at_protocol_version_2_is_ignored_and_logged_once():
     warnings = [o for o in first + second if isinstance(o, Log) and o.level == "warning"]
     assert len(warnings) == 1 and "protocol version 2" in warnings[0].text
     assert a.neighbours() == {}
-    assert not any(isinstance(o, ipc.RouteUpdate) and o.next_hop for o in first + second)
+    assert not any(isinstance(o, ipc.LinkState) and o.peers for o in first + second)
     # the same HELLO at pv 1 makes X a neighbour
     body["pv"] = int32(1)
     payload = encode_control("amqp:/_local/qdhello", {"opcode": "HELLO"}, body)
     out = a.handle(ipc.ControlIn(5, payload), 0.3) + a.poll(0.3)
     assert a.neighbours() == {"X": 5}
-    assert any(isinstance(o, ipc.RouteUpdate) and o.neighbours == {"X": 5} for o in out)
+    assert ipc.LinkState("A", 1000, 1, 0, 1, {"X": 1}, {"X": 5}) in out
 
 
 def test_opcode_key_as_symbol_or_string_and_garbage_payload():
@@ -272,6 +297,7 @@ def test_restarted_agent_restores_its_state_and_the_core_sees_no_change():
     core.run(until=6.0)
     assert core.remote["A"] == {("M0b", "B"): 2} and core.remote["B"] == {("M0a", "A"): 1}
     routes_a, routes_b = core.routes["A"], core.routes["B"]
+    updates_a, updates_b = len(core.updates["A"]), len(core.updates["B"])
     state = json.loads(json.dumps(b.engine.snapshot_state()))
     # B's agent dies; the fake core keeps B's routes and remote addresses; a new agent
     # restores; the core tells it its local address again but (like the real core) not the link
@@ -283,12 +309,13 @@ def test_restarted_agent_restores_its_state_and_the_core_sees_no_change():
     core.inbox["B"].append(ipc.LocalAddress("M0b", True, 2))
     core.run(until=core.now + 8.0)
     later_b = core.sent["B"][mark_b:]
-    updates = [m for m in later_b if isinstance(m, ipc.RouteUpdate)]
-    assert updates and all(u == routes_b for u in updates)
+    assert ipc.TopologyReset() in later_b        # the new agent told the core everything
+    assert len(core.updates["B"]) == updates_b and core.routes["B"] == routes_b   # no change
     again = [m for m in later_b if isinstance(m, ipc.RemoteAddress)]
     assert again == [ipc.RemoteAddress("M0a", "A", True, 1)]   # a harmless repeat
     later_a = core.sent["A"][mark_a:]
-    assert not [m for m in later_a if isinstance(m, (ipc.RouteUpdate, ipc.RemoteAddress))]
+    assert not [m for m in later_a if isinstance(m, ipc.RemoteAddress)]
+    assert len(core.updates["A"]) == updates_a
     assert core.routes["A"] == routes_a and core.remote["A"] == {("M0b", "B"): 2}
     assert not [log for log in core.logs["A"] if "Restart" in log.text]
     assert b2.neighbours() == {"A": 22} and not b2.engine.hello.provisional

@@ -48,6 +48,10 @@ SAMPLES = {
     ipc.LocalAddress: ("M0orders", False, 2),
     ipc.PeerLost: (1, 4242),
     ipc.PolicyEvent: ("vhost.example", "sender", 1),
+    ipc.LinkState: ("R2", 1700000000, 1, 2, 7, {"R1": 1, "R3": 5}, {}),
+    ipc.RouterGone: ("R2",),
+    ipc.TopologyReset: (),
+    ipc.Reachable: (["R2", "R3"],),
 }
 
 

@@ -1,6 +1,6 @@
 """Interior-mode management without processes: ``router.node``, GET-MGMT-NODES, ``nodeCount``
-and the remote counts of ``router.address`` from a routing provider (a fake one, and the real
-RoutingEngine in an in-memory network), and how qdstat prints them (``-n``, ``-a``, ``-r``,
+and the remote counts of ``router.address`` from the core's snapshot (its ``nodes`` rows: fake
+ones, and a real core RouteTable fed by real RoutingEngines in an in-memory network), and how qdstat prints them (``-n``, ``-a``, ``-r``,
 ``--all-routers``), its management requests answered by the real operations."""
 from __future__ import annotations
 
@@ -36,20 +36,21 @@ def spec(router_id="R1", mode="interior"):
                       "name": "log/DEFAULT"}]}
 
 
-def snapshot(router_id="R1", addresses=()):
-    return {"router": {"id": router_id, "area": "0", "mode": "interior"}, "connections": [],
-            "links": [], "addresses": list(addresses)}
+def snapshot(router_id="R1", addresses=(), nodes=None):
+    state = {"router": {"id": router_id, "area": "0", "mode": "interior"}, "connections": [],
+             "links": [], "addresses": list(addresses)}
+    if nodes is not None:                        # interior mode: the core's node table
+        state["nodes"] = nodes
+    return state
 
 
 class FakeRouting:
-    """A line R1 -- R2 -- R3 as R1's routing engine shows it (keys as NodeTable.view)."""
+    """A line R1 -- R2 -- R3 as R1's core shows it (rows as RouteTable.view)."""
 
     def __init__(self, ids=("R1", "R2", "R3")):
         self.ids = list(ids)
-        self.calls = 0
 
     def node_view(self):
-        self.calls += 1
         me, *others = self.ids
         rows = [{"id": me, "protocolVersion": 1, "instance": 100, "linkState": others[:1],
                  "nextHop": "(self)", "validOrigins": [], "address": f"amqp:/_topo/0/{me}",
@@ -65,15 +66,13 @@ class FakeRouting:
                          "lastTopoChange": TOPO_CHANGE})
         return rows
 
-    def router_ids(self):
-        self.calls += 1
-        return list(reversed(self.ids))  # order as given must not matter: this router first
 
 
 def view(routing=None, router_id="R1", addresses=()):
-    return View(snapshot(router_id, addresses),
+    """A View of a snapshot whose ``nodes`` are ``routing.node_view()`` (none: standalone)."""
+    return View(snapshot(router_id, addresses, None if routing is None else routing.node_view()),
                 ConfigStore(spec(router_id, "interior" if routing else "standalone")),
-                version="1.19.0", started=0.0, routing=routing)
+                version="1.19.0", started=0.0)
 
 
 def req(props, body=None):
@@ -158,14 +157,12 @@ def test_get_mgmt_nodes_lists_every_known_router_this_one_first():
     assert query(v, "router", ["nodeCount"]) == [{"nodeCount": 2}]
 
 
-def test_provider_is_asked_once_per_view():
-    routing = FakeRouting()
-    v = view(routing)
-    for _ in range(3):
-        query(v, "router.node")
-        run(v, {"operation": "GET-MGMT-NODES"})
-        query(v, "router", ["nodeCount"])
-    assert routing.calls == 2  # one node_view, one router_ids
+def test_known_routers_are_the_snapshot_node_rows_this_router_first():
+    rows = list(reversed(FakeRouting().node_view()))   # row order must not matter
+    v = View(snapshot(nodes=rows), ConfigStore(spec()), version="1.19.0", started=0.0)
+    assert v.known_routers() == ["R1", "R2", "R3"]
+    assert query(v, "router", ["nodeCount"]) == [{"nodeCount": 2}]
+    assert query(v, "router.node", ["id"])[0] == {"id": "R1"}
 
 
 def test_schema_operations_list_router_node():
@@ -197,13 +194,12 @@ def test_address_remote_counts_from_the_snapshot_or_zero():
 
 
 # --- the agent ----------------------------------------------------------------------------------
-def test_agent_answers_router_node_from_the_provider_set_by_set_routing():
+def test_agent_answers_router_node_from_the_core_snapshot():
     sent, control = [], []
     ids = iter(range(1000, 100000))
     agent = ManagementAgent(spec(), RouterLog([]), lambda: next(ids), lambda *m: sent.extend(m),
                             lambda *m: control.extend(m), 1, "1.19.0")
     agent.start()
-    agent.set_routing(FakeRouting())
     agent.on_credit(ipc.LinkCredit(agent.reply_link, 10), 0.0)
     link = next(iter(agent.in_links))
     for n, props in enumerate(({"operation": "QUERY", "entityType": "router.node"},
@@ -212,35 +208,33 @@ def test_agent_answers_router_node_from_the_provider_set_by_set_routing():
                           reply_to="amqp:/_topo/0/R1/temp.1", correlation_id=n).encode()
         agent.on_deliver(ipc.Deliver(70 + n, link, True, payload), 0.0)
     for q in [m for m in control if type(m) is ipc.CoreQuery]:
-        agent.on_core_state(ipc.CoreState(q.request_id, snapshot()), 0.0)
+        agent.on_core_state(ipc.CoreState(q.request_id,
+                                          snapshot(nodes=FakeRouting().node_view())), 0.0)
     replies = [decode(m.payload) for m in sent if type(m) is ipc.Transfer]
     assert [r.properties["statusCode"] for r in replies] == [200, 200]
     assert replies[0].body["results"] == [["R1"], ["R2"], ["R3"]]
     assert len(replies[1].body) == 3
 
 
-# --- the real routing engine as provider --------------------------------------------------------
-class EngineProvider:
-    """What agent/interior.py hands the agent, over a bare RoutingEngine."""
+# --- a real core route table, fed by real routing engines ----------------------------------------
+class CoreRows:
+    """The rows a core's snapshot carries: its RouteTable's view."""
 
-    def __init__(self, engine):
-        self.engine = engine
+    def __init__(self, table):
+        self.table = table
 
     def node_view(self):
-        return self.engine.node_view()
-
-    def router_ids(self):
-        return [self.engine.my_id] + sorted(self.engine.nodes.nodes)
+        return self.table.view()
 
 
-def test_router_node_from_a_real_routing_engine():
+def test_router_node_from_a_real_core_route_table():
     net = Network()
     for rid in ("A", "B", "C"):
         net.add_router(rid)
     net.connect("A", "B", cost=2)
     net.connect("B", "C", cost=3)
     net.run(10.0)
-    v = view(EngineProvider(net.engines["A"]), router_id="A")
+    v = view(CoreRows(net.tables["A"]), router_id="A")
     rows = {r["id"]: r for r in query(v, "router.node")}
     assert list(rows) == ["A", "B", "C"]
     assert rows["A"]["nextHop"] == "(self)" and rows["A"]["linkState"] == ["B"]

@@ -4,8 +4,10 @@
 """
 from __future__ import annotations
 
-from agent.routing import Log, RemoteAddressAdded, RoutingEngine, RoutingTable, Send
+from agent.interior import topology_messages
+from agent.routing import Log, RemoteAddressAdded, RoutingEngine, RouterState, Send, Topology
 from agent.routing.messages import Hello, encode
+from router_core.routetable import RouteTable
 
 
 def pump(engines, links, until, step=0.05, start=0.0):
@@ -42,18 +44,29 @@ def pair(**kw):
     return {"A": a, "B": b}, {("A", "B"): "LB", ("B", "A"): "LA"}
 
 
-def test_two_routers_become_neighbours_and_publish_routes():
+def test_two_routers_become_neighbours_and_report_the_topology_the_core_routes_by():
     engines, links = pair()
     effects = pump(engines, links, until=3.0)
-    tables = [e for e in effects["A"] if isinstance(e, RoutingTable)]
-    assert tables[-1].next_hop == {"B": "B"} and tables[-1].cost == {"B": 4}
-    assert tables[-1].neighbours == {"B": "LA"} and tables[-1].index == {"A": 0, "B": 1}
-    view = engines["A"].node_view()
+    reports = [e for e in effects["A"] if isinstance(e, Topology)]
+    assert reports[0].full and [s.router for s in reports[0].states] == ["A"]   # first: full
+    assert not any(r.full for r in reports[1:])
+    core = RouteTable("A")                        # A's core process
+    for report in reports:
+        for msg in topology_messages(report, {"LA": 7}.get):
+            core.apply(msg)
+    update, reachable = core.compute(1_700_000_000.0)
+    assert update.next_hop == {"B": "B"} and update.cost == {"B": 4}
+    assert update.neighbours == {"B": 7} and reachable.routers == ["B"]
+    last = {s.router: s for r in reports for s in r.states}
+    assert last["B"] == RouterState("B", 200, 1, 1, last["B"].ls_seq, {"A": 4}, {})
+    assert last["A"].conns == {"B": "LA"} and last["A"].peers == {"B": 4}
+    view = core.view()
     assert view[0]["nextHop"] == "(self)" and view[0]["linkState"] == ["B"]
+    assert view[0]["instance"] == 100 and view[0]["protocolVersion"] == 1
     assert view[1] == {"id": "B", "protocolVersion": 1, "instance": 200, "linkState": ["A"],
                        "nextHop": None, "validOrigins": [], "address": "amqp:/_topo/0/B",
-                       "routerLink": "LA", "cost": 4, "index": 1,
-                       "lastTopoChange": view[1]["lastTopoChange"]}
+                       "routerLink": "7", "cost": 4, "index": 1,
+                       "lastTopoChange": 1_700_000_000}
 
 
 def test_local_address_reaches_the_other_router():
@@ -109,7 +122,7 @@ def test_neighbour_restart_flushes_its_addresses():
     logs = [e.text for e in effects["B"] if isinstance(e, Log)]
     assert any("Detected Restart of Router Node A" in t for t in logs)
     assert engines["B"].remote_addresses() == {}
-    assert engines["B"].node_view()[1]["instance"] == 101
+    assert engines["B"].nodes.nodes["A"].instance == 101
 
 
 def test_mau_from_unknown_router_is_dropped():

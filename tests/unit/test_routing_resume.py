@@ -2,13 +2,15 @@
 
 Engines only, on a fake clock (``routing_sim``): every engine's ``snapshot_state`` goes through
 JSON and back (as the control plane saves it in the runtime directory) and ``restore_state``
-brings back the same state; a restored router publishes the same routes at its first tick,
+brings back the same state; a restored router's first topology report (a full one) gives its
+core the same routes (a core that carried on sees no change; a new one computes the same),
 sends RA with ``ls_seq`` + 1 and ``mobile_seq`` + 2, asks every router for LSU/MAU, and in a
 network nobody sees a restart or loses its addresses. A neighbour that vanished while the agent
 was down is dropped within ``helloMaxAge``.
 
 "Agent down" here is the agent only: the router's core keeps forwarding with its last routes
-(:class:`AgentNet` keeps the router in the routing paths, only its engine hears and does nothing).
+(:class:`AgentNet` keeps the router in the routing paths and its core's route table, only its
+engine hears and does nothing).
 """
 from __future__ import annotations
 
@@ -19,13 +21,15 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine,
-                           RoutingTable, Send)
+from agent.interior import topology_messages
+from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine, Send,
+                           Topology)
 from agent.routing.hello import HelloEngine
 from agent.routing.linkstate import LinkStateEngine
 from agent.routing.messages import LSR, MAR, RA, decode
 from agent.routing.mobile import MobileSync
 from agent.routing.node import NodeTable
+from router_core.routetable import RouteTable
 from routing_sim import Network, random_topology
 
 
@@ -40,7 +44,6 @@ class AgentNet(Network):
         super().__init__(*args, **kwargs)
         self.agent_down: set = set()
         self.effects: dict = {}                  # router -> every effect, in order
-        self.core_tables: dict = {}              # router -> the table its core routes with
 
     def _step(self) -> None:
         down = self.agent_down
@@ -63,23 +66,7 @@ class AgentNet(Network):
     def _apply(self, rid: str, effects) -> None:
         effects = list(effects)
         self.effects.setdefault(rid, []).extend(effects)
-        for fx in effects:
-            if isinstance(fx, RoutingTable):
-                self.core_tables[rid] = fx
         super()._apply(rid, effects)
-
-    def _route(self, sender: str, target: str):
-        """As the cores route: by the last table each router's agent published."""
-        here, hops = sender, 0
-        while here != target:
-            table = self.core_tables.get(here)
-            nxt = table.next_hop.get(target) if table else None
-            if nxt is None or nxt not in self.adjacent[here] or nxt not in self.alive:
-                return None
-            here, hops = nxt, hops + 1
-            if hops > len(self.engines):
-                return None
-        return hops
 
     def kill_agent(self, rid: str) -> dict:
         """The agent dies; returns its last saved state (through JSON)."""
@@ -162,17 +149,28 @@ def test_every_engine_round_trips_through_json():
 def test_restored_engine_publishes_the_same_routes_and_resumes_with_new_seqs():
     net = settled_network(seed=2)
     for rid, eng in net.engines.items():
-        before = eng.routing_table
+        core = net.tables[rid]                   # the core that carried on
+        before = core.routes
         state = via_json(eng.snapshot_state())
         new = RoutingEngine(rid, instance=eng.instance)
         restored = new.restore_state(state, net.now + 1)
         # the core hears the restored remote addresses again (harmless repeats), nothing removed
         again = {(fx.key, fx.router) for fx in restored if isinstance(fx, RemoteAddressAdded)}
         assert again == {(k, r) for r, keys in eng.remote_addresses().items() for k in keys}
-        assert not any(isinstance(fx, (RemoteAddressRemoved, RoutingTable)) for fx in restored)
+        assert not any(isinstance(fx, (RemoteAddressRemoved, Topology)) for fx in restored)
         out = new.tick(net.now + 1)
-        tables = [fx for fx in out if isinstance(fx, RoutingTable)]
-        assert tables == [before], rid
+        reports = [fx for fx in out if isinstance(fx, Topology)]
+        assert len(reports) == 1 and reports[0].full, rid
+        fresh = RouteTable(rid)                  # a core started again computes the same
+        for msg in topology_messages(reports[0], net.conn_id):
+            core.apply(msg)
+            fresh.apply(msg)
+        update, reachable = core.compute(net.now + 1)
+        assert update is None and reachable.routers == sorted(before.next_hop), rid
+        fresh.compute(net.now + 1)
+        assert fresh.routes == before, rid
+        new.set_reachable(reachable.routers)     # the core's answer: LSR/MAR to the rest
+        out += new.tick(net.now + 1)
         sent = [fx.message for fx in out if isinstance(fx, Send)]
         ras = [m for m in sent if isinstance(m, RA)]
         assert len(ras) == 1
@@ -187,7 +185,7 @@ def test_restored_engine_publishes_the_same_routes_and_resumes_with_new_seqs():
         assert not any(isinstance(fx, RemoteAddressRemoved) for fx in out)
         strip = lambda rows: [{k: v for k, v in row.items() if k != "lastTopoChange"}
                               for row in rows]
-        assert strip(new.node_view()) == strip(eng.node_view())
+        assert strip(fresh.view()) == strip(core.view())
 
 
 def test_state_of_another_router_or_instance_is_not_restored():
@@ -212,8 +210,9 @@ def test_agent_restart_in_the_middle_of_a_line_is_invisible_to_the_others(announ
     net.run(3)
     b_old = net.engines["B"]
     ls_seq, mobile_seq = b_old.linkstate.ls_seq, b_old.mobile.mobile_seq
-    tables_before = {rid: net.engines[rid].routing_table for rid in "AC"}
+    routes_before = {rid: net.tables[rid].routes for rid in "ABC"}
     marks = {rid: len(net.effects.get(rid, [])) for rid in "ABC"}
+    updates = {rid: len(net.updates[rid]) for rid in "ABC"}
     state = net.kill_agent("B")
     net.run(1.5)                                 # < helloMaxAge (3 s): the others keep B
     b = net.resume_agent("B", state, instance=b_old.instance, announce=announce)
@@ -223,8 +222,11 @@ def test_agent_restart_in_the_middle_of_a_line_is_invisible_to_the_others(announ
         later = net.effects[rid][marks[rid]:]
         assert not [fx for fx in later if isinstance(fx, Log) and "Restart" in fx.text], rid
         assert not [fx for fx in later if isinstance(fx, RemoteAddressRemoved)], rid
-        assert not [fx for fx in later if isinstance(fx, RoutingTable)], rid   # never changed
-        assert net.engines[rid].routing_table == tables_before[rid]
+        assert not [fx for fx in later if isinstance(fx, Topology) and fx.full], rid
+    for rid in "ABC":                             # no core saw its routes change
+        assert len(net.updates[rid]) == updates[rid], rid
+        assert net.tables[rid].routes == routes_before[rid], rid
+    for rid in "AC":
         held = net.engines[rid].linkstate.remote["B"]
         assert held.ls_seq == ls_seq + 1 and held.peers == {"A": 1, "C": 1}
         assert net.engines[rid].mobile.seq_of("B") == b.mobile.mobile_seq
@@ -232,8 +234,8 @@ def test_agent_restart_in_the_middle_of_a_line_is_invisible_to_the_others(announ
     assert b.hello.links == b_old.hello.links and not b.hello.provisional
     assert net.addresses["A"]["M0middle"] == {"B"} and net.addresses["C"]["M0middle"] == {"B"}
     assert net.addresses["A"]["M0right"] == {"C"} and net.addresses["C"]["M0left"] == {"A"}
-    tables = [fx for fx in net.effects["B"][marks["B"]:] if isinstance(fx, RoutingTable)]
-    assert tables and all(t == b_old.routing_table for t in tables)
+    reports = [fx for fx in net.effects["B"][marks["B"]:] if isinstance(fx, Topology)]
+    assert reports and reports[0].full           # the new agent told its core everything
     assert converged(net)
 
 
@@ -287,10 +289,12 @@ def test_neighbour_gone_while_the_agent_was_down_is_dropped_within_hello_max_age
     t0 = net.now
     first = b.tick(net.now)
     net._apply("B", first)
-    assert [t for t in first if isinstance(t, RoutingTable)][0].next_hop == {"A": "A", "C": "C"}
+    report = [t for t in first if isinstance(t, Topology)][0]
+    assert report.full and {s.router: s.peers for s in report.states}["B"] == {"A": 1, "C": 1}
+    assert net.tables["B"].routes.next_hop == {"A": "A", "C": "C"}
     took = net.run_until(lambda: "C" not in b.neighbours, 10, check_every=0.05)
     assert took is not None and net.now - t0 <= b.hello.hello_max_age + 0.1
-    assert "C" not in b.routing_table.next_hop and b.routing_table.next_hop == {"A": "A"}
+    assert net.tables["B"].routes.next_hop == {"A": "A"}
     assert b.linkstate.peers == {"A": 1}
     assert "A" in b.neighbours                    # confirmed by HELLO all along
     assert list(b.hello.links) == ["B>A"] and not b.hello.provisional
@@ -312,7 +316,7 @@ def test_restored_neighbour_on_a_link_that_came_back_with_a_new_id_moves_to_it()
     a = net.resume_agent("A", state, instance=a_old.instance)
     net.run(4)
     assert a.neighbours == {"B": "A>B#2"}
-    assert a.routing_table.neighbours == {"B": "A>B#2"}
+    assert net.neighbours("A") == {"B": "A>B#2"}
     assert converged(net)
 
 
@@ -335,6 +339,7 @@ def test_any_router_resumes_without_anyone_noticing(seed, n, extra, down, victim
     old = net.engines[rid]
     addresses = {r: {k: set(v) for k, v in keys.items()} for r, keys in net.addresses.items()}
     marks = {r: len(net.effects.get(r, [])) for r in ids}
+    updates = {r: len(net.updates[r]) for r in ids}
     state = net.kill_agent(rid)
     net.run(down)
     new = net.resume_agent(rid, state, instance=old.instance, announce=announce)
@@ -345,11 +350,10 @@ def test_any_router_resumes_without_anyone_noticing(seed, n, extra, down, victim
     for other in ids:
         later = net.effects.get(other, [])[marks[other]:]
         if other != rid:
-            assert not [fx for fx in later if isinstance(fx, (RemoteAddressRemoved, RoutingTable))
+            assert not [fx for fx in later if isinstance(fx, RemoteAddressRemoved)
                         or (isinstance(fx, Log) and "Restart" in fx.text)], other
             assert net.engines[other].mobile.seq_of(rid) == new.mobile.mobile_seq
-        else:
-            assert all(t == old.routing_table for t in later if isinstance(t, RoutingTable))
+        assert len(net.updates[other]) == updates[other], other   # no core's routes changed
     assert {r: {k: set(v) for k, v in keys.items()} for r, keys in net.addresses.items()} == addresses
     assert converged(net) and new.hello.links == old.hello.links and not new.hello.provisional
 

@@ -37,7 +37,7 @@ def assert_valid_origins(net: Network) -> None:
     compute = get_path_computer()
     states = net.true_link_states()
     for rid in net.alive:
-        assert dict(net.engines[rid].routing_table.valid_origins) == \
+        assert dict(net.tables[rid].routes.valid_origins) == \
             compute(rid, states).valid_origins, rid
 
 
@@ -46,9 +46,9 @@ def test_line():
     net = build([("A", "B", 1), ("B", "C", 2), ("C", "D", 1), ("D", "E", 3)])
     assert converge(net, 15.0) <= 10.0
     assert_valid_origins(net)
-    assert net.engines["A"].routing_table.next_hop == {"B": "B", "C": "B", "D": "B", "E": "B"}
-    assert net.engines["A"].routing_table.cost == {"B": 1, "C": 3, "D": 4, "E": 7}
-    view = {row["id"]: row for row in net.engines["A"].node_view()}
+    assert net.tables["A"].routes.next_hop == {"B": "B", "C": "B", "D": "B", "E": "B"}
+    assert net.tables["A"].routes.cost == {"B": 1, "C": 3, "D": 4, "E": 7}
+    view = {row["id"]: row for row in net.tables["A"].view()}
     assert view["E"]["nextHop"] == "B" and view["E"]["cost"] == 7 and view["E"]["linkState"] == ["D"]
 
 
@@ -62,11 +62,11 @@ def test_ring_and_link_loss():
     net = build([(ids[i], ids[(i + 1) % 8], 1) for i in range(8)])
     converge(net, 15.0)
     assert_valid_origins(net)
-    assert net.engines["R0"].routing_table.next_hop["R4"] == "R1"   # tie: lower id wins
+    assert net.tables["R0"].routes.next_hop["R4"] == "R1"   # tie: lower id wins
     net.disconnect("R0", "R1")
     took = converge(net, 15.0)
     assert took <= RA_FLUX + 1.0                   # no HELLO expiry needed: the link went down
-    assert net.engines["R0"].routing_table.next_hop["R1"] == "R7"
+    assert net.tables["R0"].routes.next_hop["R1"] == "R7"
 
 
 def test_random_200_converge_then_reconverge_after_a_router_dies():
@@ -82,7 +82,7 @@ def test_random_200_converge_then_reconverge_after_a_router_dies():
     took = converge(net, 30.0)
     assert took <= HELLO_MAX_AGE + 1.0 + 3 * RA_FLUX
     for rid in net.alive:
-        assert victim not in net.engines[rid].routing_table.next_hop
+        assert victim not in net.tables[rid].routes.next_hop
 
 
 def test_restarted_router_is_relearned():
@@ -103,7 +103,7 @@ def test_restarted_router_is_relearned():
     converge(net, 15.0)
     net.run(2.0)
     for rid in net.alive - {"D"}:
-        rows = {row["id"]: row for row in net.engines[rid].node_view()}
+        rows = {row["id"]: row for row in net.tables[rid].view()}
         assert rows["D"]["instance"] == 5000, rid
         assert "M0d" not in net.addresses[rid], rid
     assert any("Detected Restart of Router Node D" in log.text for _, log in net.logs)

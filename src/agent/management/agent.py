@@ -8,11 +8,10 @@ anonymous sender (DIR_IN) for the replies, used only while the core has given it
 bounded queue holds replies otherwise).
 
 A request arrives as a Deliver with the raw message bytes: it is settled (ACCEPTED), parsed, and
-answered from ONE core snapshot (CoreQuery -> CoreState). In interior mode the control plane
-hands the agent the routing engine (:meth:`ManagementAgent.set_routing`, a
-:class:`~agent.management.entities.RoutingProvider`): ``router.node``, ``nodeCount`` and
-GET-MGMT-NODES come from it, read when the snapshot arrives; without one (standalone) the router
-knows no other router, as in Qpid Dispatch 1.x. A change other processes must apply
+answered from ONE core snapshot (CoreQuery -> CoreState). In interior mode that snapshot also
+carries the core's node table (``nodes``: the core process computes the routes), from which
+``router.node``, ``nodeCount`` and GET-MGMT-NODES come; without it (standalone) the router knows
+no other router, as in Qpid Dispatch 1.x. A change other processes must apply
 goes out as ConfigChange; the core answers for itself (peer -1) and every worker answers too; the
 agent answers the client when all have, or after a bounded wait. Management messages travel in
 their own IPC batches (see router_core/coreproc.py).
@@ -30,7 +29,7 @@ import traceback
 from typing import Any, Callable, Optional
 
 from agent.management import operations
-from agent.management.entities import RoutingProvider, View
+from agent.management.entities import View
 from agent.management.operations import Change, Context, Reply
 from agent.management.protocol import (
     BAD_REQUEST, INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
@@ -89,13 +88,6 @@ class ManagementAgent:
         self.changes: dict[int, _PendingChange] = {}
         self._ids = itertools.count(1)
         self.local_answers: dict[int, Callable] = {}  # id(request) -> on_answer (submit)
-        self.routing: Optional[RoutingProvider] = None
-
-    def set_routing(self, provider: Optional[RoutingProvider]) -> None:
-        """Interior mode: answer ``router.node``/GET-MGMT-NODES from ``provider`` (an object
-        with ``node_view() -> list[dict]``, this router first, and ``router_ids() -> list[str]``,
-        this router included). Never called in standalone mode."""
-        self.routing = provider
 
     def handlers(self) -> dict:
         return {ipc.Deliver: self.on_deliver, ipc.LinkCredit: self.on_credit,
@@ -169,8 +161,7 @@ class ManagementAgent:
             return
         request = entry[0]
         try:
-            view = View(fx.state, self.store, version=self.version, started=self.started,
-                        routing=self.routing)
+            view = View(fx.state, self.store, version=self.version, started=self.started)
             outcome = operations.execute(request, view,
                                          Context(log_entries=list(self.log.recent)))
         except ManagementError as exc:

@@ -7,21 +7,23 @@ connections and links by their numeric ids). The router's own internal connectio
 are not client connections: they and their links are hidden, and their consumers show as
 in-process (``inProcess``) on the address, as Qpid shows its embedded agent.
 
-``router.node`` and the list of known routers come from the routing engine (a
-:class:`RoutingProvider`, set in interior mode only). As in Qpid Dispatch 1.x, whose routing
-module does not run outside interior mode, a router without one has no ``router.node`` entities
+``router.node`` and the list of known routers come from the same core snapshot: its ``nodes``
+rows, which the core process's route table renders (``router_core/routetable.py``: next hops,
+costs and valid origins are the core's own computation). The core sends them in interior mode
+only. As in Qpid Dispatch 1.x, whose routing module does not run outside interior mode, a
+snapshot without them has no ``router.node`` entities
 (``qdstat -n``: "Router is Standalone - No Router List"), ``nodeCount`` 0 and GET-MGMT-NODES
 ``[]``. With one, ``router.node`` lists every known router, this router first (``nextHop``
 ``(self)``), and GET-MGMT-NODES the ``$management`` address of each of them, this router
 included (1.x lists every ``router.node``; its qdstat treats fewer than two as "no network").
 
-Every answer to one request is computed from one View (the provider is asked at most once per
-View). Must not import zmq, proton, router_io or router_core.core.
+Every answer to one request is computed from one View. Must not import zmq, proton, router_io
+or router_core.core.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Protocol
+from typing import Any, Optional
 
 from agent.management.protocol import NOT_FOUND, ManagementError
 from agent.management.store import ConfigStore
@@ -31,29 +33,18 @@ PREFIX = "org.apache.qpid.dispatch."
 INTERNAL_ROLE = "internal"
 
 
-class RoutingProvider(Protocol):
-    """What the management agent needs from the routing engine (interior mode only)."""
-
-    def node_view(self) -> list[dict]:
-        """``router.node`` attribute maps (``id``, ``protocolVersion``, ``instance``,
-        ``linkState``, ``nextHop``, ``validOrigins``, ``address``, ``routerLink``, ``cost``,
-        ``index``, ``lastTopoChange``), this router first."""
-
-    def router_ids(self) -> list[str]:
-        """Every known router id, this router included."""
-
-
 class View:
     """Entities of every type as of one core snapshot."""
 
     def __init__(self, snapshot: dict, store: ConfigStore, *, version: str, started: float,
-                 now: Optional[float] = None, routing: Optional[RoutingProvider] = None) -> None:
+                 now: Optional[float] = None) -> None:
         self.snapshot = snapshot
         self.store = store
         self.version = version
         self.started = started
         self.now = time.time() if now is None else now
-        self.routing = routing
+        # interior mode: the core's router.node rows (routetable.RouteTable.view), this router first
+        self.node_rows: Optional[list] = snapshot.get("nodes")
         self.router_id = snapshot.get("router", {}).get("id") or store.of_type(
             PREFIX + "router")[0]["id"]
         self._known: Optional[list[str]] = None
@@ -93,12 +84,12 @@ class View:
         return identity in self._internal
 
     def known_routers(self) -> list[str]:
-        """Every router id the routing engine knows: this router, then the others by id; ``[]``
-        without a routing engine."""
-        if self.routing is None:
+        """Every router id the core's node table knows: this router, then the others by id;
+        ``[]`` outside interior mode."""
+        if self.node_rows is None:
             return []
         if self._known is None:
-            others = {str(r) for r in self.routing.router_ids()} - {self.router_id}
+            others = {str(row.get("id")) for row in self.node_rows} - {self.router_id}
             self._known = [self.router_id] + sorted(others)
         return self._known
 
@@ -166,11 +157,11 @@ class View:
         return out
 
     def _nodes(self) -> list[dict]:
-        """``router.node`` entities from the routing engine, this router first."""
-        if self.routing is None:
+        """``router.node`` entities from the core's node table, this router first."""
+        if self.node_rows is None:
             return []
         mine, others = [], []
-        for row in self.routing.node_view():
+        for row in self.node_rows:
             entity = {name: None for name in _NODE_ATTRIBUTES}
             entity.update(row)
             router = str(entity["id"])

@@ -1,16 +1,17 @@
 """Effects the routing-protocol engines hand back to their caller (the control plane).
 
 Owns the frozen dataclasses every engine returns: :class:`Send` (a control message to put on the
-wire), :class:`RoutingTable` (what the core must be told after a route computation),
+wire), :class:`Topology` (what the core must be told after a topology change; it computes the
+routes),
 :class:`RemoteAddressAdded` / :class:`RemoteAddressRemoved` (mobile addresses learned from other
 routers) and :class:`Log`. Must not import proton, zmq, sockets, clocks or any engine module.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Hashable, List, Mapping, Optional, Union
+from typing import Any, Dict, Hashable, Mapping, Optional, Tuple, Union
 
-__all__ = ["Send", "RoutingTable", "RemoteAddressAdded", "RemoteAddressRemoved", "Log",
+__all__ = ["Send", "Topology", "RouterState", "RemoteAddressAdded", "RemoteAddressRemoved", "Log",
            "Effect", "LOG_LEVELS"]
 
 #: Log levels, lowest first (names as in the router's ``log`` entity).
@@ -37,20 +38,35 @@ class Send:
 
 
 @dataclass(frozen=True)
-class RoutingTable:
-    """The result of a route computation, published when it differs from the previous one.
+class RouterState:
+    """One router as the routing protocol knows it, for the core's route computation.
 
-    ``next_hop``/``cost``/``valid_origins`` are keyed by every reachable router id;
-    ``neighbours`` maps each neighbour router id to the control link it is reached over;
-    ``index`` is the mask-bit index of every known router (0 is this router).
+    ``instance``/``pv``: ``None`` until known; ``index``: its mask-bit index (0 is this router);
+    ``ls_seq``/``peers``: the link state held (0 and ``{}``: none yet); ``conns``: for this
+    router only, each neighbour router id -> the control link (the core's conn_id) it is reached
+    over.
     """
 
-    next_hop: Mapping[str, str]
-    cost: Mapping[str, int]
-    valid_origins: Mapping[str, List[str]]
-    radius: int
-    neighbours: Mapping[str, Hashable]
-    index: Mapping[str, int]
+    router: str
+    instance: Optional[int]
+    pv: Optional[int]
+    index: int
+    ls_seq: int
+    peers: Mapping[str, int]
+    conns: Mapping[str, Hashable]
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What changed in the topology since the last report (the core computes the routes).
+
+    ``full``: the first report of this node table (a new agent): ``states`` is every known
+    router, and the core forgets any other; else ``states`` are the routers that changed and
+    ``gone`` the ids of the routers deleted since."""
+
+    full: bool
+    states: Tuple[RouterState, ...]
+    gone: Tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -84,4 +100,4 @@ class Log:
     text: str
 
 
-Effect = Union[Send, RoutingTable, RemoteAddressAdded, RemoteAddressRemoved, Log]
+Effect = Union[Send, Topology, RemoteAddressAdded, RemoteAddressRemoved, Log]

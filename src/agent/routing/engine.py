@@ -4,7 +4,7 @@ Owns the wiring of the engines (:mod:`hello`, :mod:`linkstate`, :mod:`node`, :mo
 decoding of received control messages at the edge, the "once per router id" logging of messages at
 an unknown protocol version, and the batch discipline: :meth:`receive` applies a message and
 returns only immediate replies; everything derived from the new state (``ls_seq`` bump + RA,
-route computation + :class:`RoutingTable`, LSR/MAR to routers that became reachable) happens in
+a :class:`Topology` report for the core, LSR/MAR to routers that became reachable) happens in
 the next :meth:`tick`, which :meth:`next_deadline` asks for at once. Call ``tick`` after each
 batch of ``receive`` calls, and whenever ``next_deadline()`` has passed.
 
@@ -18,9 +18,14 @@ Usage from the control plane (the adapter to the core)::
     effects = engine.receive(link_id, opcode, body, now)     # a control message arrived
     effects = engine.tick(now)                      # at engine.next_deadline() / after a batch
     engine.add_local("M0orders", hint=3)            # core: first local destination appeared
+    engine.set_reachable(routers)                   # core: its routes after a Topology report
     # effects: Send -> put on the wire (via_link for HELLO, else route by .to);
-    #          RoutingTable / RemoteAddressAdded / RemoteAddressRemoved -> tell the core;
+    #          Topology / RemoteAddressAdded / RemoteAddressRemoved -> tell the core;
     #          Log -> the router log.
+
+The routes are the core's (``router_core/routetable.py`` computes them from the Topology
+reports); this engine learns back only which routers the core reaches (:meth:`set_reachable`),
+which decides when an LSR or MAR can go to a router that is not a neighbour.
 
 Resume after an agent restart (the core and the other routers carry on meanwhile)::
 
@@ -28,18 +33,18 @@ Resume after an agent restart (the core and the other routers carry on meanwhile
     engine = RoutingEngine("R1", instance=same_instance, ...)   # in the new agent
     effects = engine.restore_state(state, now)      # before any input
 
-A restored engine keeps its instance (so no router sees it restart), its link-state database,
-node table and mobile addresses; its first route computation (at the first tick) publishes the
-same table as before. Then, as the protocol already provides: my ``ls_seq`` + 1 goes out in an
-RA at once; my ``mobile_seq`` + 2 makes every router ask a MAR (absolute MAU); every known
-router is asked for its link state (LSR) and mobile addresses (MAR), which brings back what
-changed while the agent was down; restored neighbours are provisional (see ``hello``).
+A restored engine keeps its instance (so no router sees it restart), its link-state database, node
+table and mobile addresses; its first Topology report (at the first tick) is a full one from which
+the core computes the same routes as before. Then, as the protocol already provides: my ``ls_seq``
++ 1 goes out in an RA at once; my ``mobile_seq`` + 2 makes every router ask a MAR (absolute MAU);
+every known router is asked for its link state (LSR) and mobile addresses (MAR), which brings back
+what changed while the agent was down; restored neighbours are provisional (see ``hello``).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional, Set
+from typing import Any, Dict, Hashable, List, Mapping, Optional, Set
 
-from agent.routing.effects import Effect, Log, RemoteAddressAdded, RoutingTable
+from agent.routing.effects import Effect, Log, RemoteAddressAdded
 from agent.routing.errors import ProtocolError
 from agent.routing.hello import (DuplicateRouterId, HelloEngine, InstanceSeen, NeighbourDown,
                                  NeighbourUp)
@@ -67,8 +72,7 @@ class RoutingEngine:
     def __init__(self, my_id: str, instance: int, area: str = "0", *,
                  helloIntervalSeconds: float = 1.0, helloMaxAgeSeconds: float = 3.0,
                  raIntervalSeconds: float = 30.0, raIntervalFluxSeconds: float = 4.0,
-                 remoteLsMaxAgeSeconds: float = 60.0, route_holdoff: float = 0.0,
-                 path_computer: Optional[Callable[..., Any]] = None) -> None:
+                 remoteLsMaxAgeSeconds: float = 60.0, route_holdoff: float = 0.0) -> None:
         self.my_id = my_id
         self.instance = int(instance)
         self.area = area
@@ -76,14 +80,15 @@ class RoutingEngine:
                                  area)
         self.linkstate = LinkStateEngine(my_id, self.instance, raIntervalSeconds,
                                          raIntervalFluxSeconds, remoteLsMaxAgeSeconds, area)
-        self.nodes = NodeTable(my_id, self.instance, area, orphan_grace=3 * helloIntervalSeconds,
-                               path_computer=path_computer)
+        self.nodes = NodeTable(my_id, self.instance, area, orphan_grace=3 * helloIntervalSeconds)
         self.mobile = MobileSync(my_id, area)
         self.route_holdoff = float(route_holdoff)
         self.neighbours: Dict[str, Hashable] = {}
         self.incompatible: Set[str] = set()      # HELLO/RA/LSR/LSU senders logged (1.x Python)
         self.incompatible_ma: Set[str] = set()   # MAU/MAR senders logged (1.x C, per router)
-        self.dirty_since: Optional[float] = None     # routes need recomputing since then
+        # the core needs a topology report since then (at once for a new engine: its first,
+        # full report replaces whatever the core held)
+        self.dirty_since: Optional[float] = float("-inf")
         self.last_now = float("-inf")
         self.housekeeping_at = float("-inf")
 
@@ -112,6 +117,11 @@ class RoutingEngine:
     def remove_local(self, key: str) -> None:
         """The core: mobile address ``key`` lost its last local destination."""
         self.mobile.remove_local(key)
+
+    def set_reachable(self, routers: Any) -> None:
+        """The core: every router it has a route to, after its latest route computation (the
+        requests waiting for one of them go out at the next tick)."""
+        self.nodes.set_reachable(routers)
 
     def receive(self, link_id: Optional[Hashable], opcode: str, body: Any,
                 now: float) -> List[Effect]:
@@ -182,9 +192,12 @@ class RoutingEngine:
         if self.dirty_since is not None and now >= self.dirty_since + self.route_holdoff:
             self.dirty_since = None
             ls.topology_changed(now)
-            table = self.nodes.recompute(ls.collection(), self.neighbours)
-            if table is not None:
-                out.append(table)
+            report = self.nodes.topology_update(
+                ls.ls_seq, ls.peers,
+                {router: (held.ls_seq, held.peers) for router, held in ls.remote.items()},
+                self.neighbours)
+            if report is not None:
+                out.append(report)
         for kind, router in self.nodes.due_requests():
             out.append(ls.lsr_for(router) if kind == "LSR" else self.mobile.mar_for(router))
         mobile_effects, advanced = self.mobile.tick(now)
@@ -204,15 +217,6 @@ class RoutingEngine:
         return min(deadlines)
 
     # ---- views ---------------------------------------------------------------------------------
-
-    @property
-    def routing_table(self) -> Optional[RoutingTable]:
-        """The last published routing table (``None`` before the first computation)."""
-        return self.nodes.published
-
-    def node_view(self) -> List[dict]:
-        """``router.node`` management entities, this router first."""
-        return self.nodes.view(self.linkstate.peers_of, self.linkstate.last_topology_change)
 
     def remote_addresses(self) -> Dict[str, Dict[str, Optional[int]]]:
         """``{router: {address key: hint}}`` learned from MAUs."""

@@ -1,10 +1,12 @@
-"""Node tracking and path computation: every router this router knows, and the routes to them.
+"""Node tracking: every router this router knows, and what the core is told about them.
 
 Owns the table of known routers (instance, protocol version, mask-bit index, neighbour link,
-pending LSR/MAR requests, when each became an orphan), the route computation over the link-state
-collection (``compute_routes`` through ``router_core.pathcomp_select``) and the ``router.node``
-management view. Time is the ``now`` argument. Must not import proton, zmq, sockets, clocks, or
-the other engines (it is handed plain data: the link-state collection and the neighbour table).
+pending LSR/MAR requests, when each became an orphan), the topology reports for the core
+(:meth:`NodeTable.topology_update`: one :class:`RouterState` per known router, only those that
+changed since the last report) and the set of routers the core says it can reach
+(:meth:`NodeTable.set_reachable`). The routes themselves are computed by the core process
+(``router_core/routetable.py``), not here. Time is the ``now`` argument. Must not import proton,
+zmq, sockets, clocks, the other engines, or the route computation (``router_core.pathcomp``).
 
 Rules (reference doc, "Behaviour"; ``node.py`` in 1.x):
 
@@ -12,29 +14,27 @@ Rules (reference doc, "Behaviour"; ``node.py`` in 1.x):
   router's link state is requested (LSR) as soon as it is reachable (a neighbour or in my routes);
 * a changed ``instance`` (from HELLO or RA) means it restarted: the facade drops its link state
   and mobile addresses and asks for its link state again;
-* LSR and MAR go only to reachable routers: requests wait here until the router is;
+* LSR and MAR go only to reachable routers (a neighbour, or a router the core's last
+  ``Reachable`` named): requests wait here until the router is;
 * a router with no link state of its own that is neither a neighbour nor named in anyone's peers
   is an orphan; still one ``orphan_grace`` seconds later (checked by the facade's once-a-second
   housekeeping) it is deleted and its index freed;
-* routes are recomputed from scratch on every topology change (once per batch).
+* every topology change (once per batch) reports to the core what changed; the first report
+  of a node table (a new agent, restored or not) is a full one that replaces what the core held.
 
 Resume after an agent restart (:meth:`snapshot_state` / :meth:`restore_state`): the known
 routers keep their instance, protocol version and mask-bit index (so a restored router sees no
-"restart" of anyone and publishes the same table); routes are computed again by the facade.
+"restart" of anyone and the core computes the same routes from its full report).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Hashable, List, Mapping, Optional, Set
+from typing import Dict, FrozenSet, Hashable, Iterable, List, Mapping, Optional, Set
 
-from agent.routing.effects import RoutingTable
+from agent.routing.effects import RouterState, Topology
 from agent.routing.messages import PROTOCOL_VERSION
-from router_core.pathcomp import Routes
-from router_core.pathcomp_select import get_path_computer
 
 __all__ = ["NodeTable", "Node"]
-
-_EMPTY = Routes(next_hop={}, cost={}, radius=0, valid_origins={})
 
 
 @dataclass
@@ -49,22 +49,21 @@ class Node:
 
 
 class NodeTable:
-    def __init__(self, my_id: str, instance: int, area: str = "0", orphan_grace: float = 3.0,
-                 path_computer: Optional[Callable[..., Routes]] = None) -> None:
+    def __init__(self, my_id: str, instance: int, area: str = "0",
+                 orphan_grace: float = 3.0) -> None:
         self.my_id = my_id
         self.instance = instance
         self.area = area
         self.orphan_grace = float(orphan_grace)
-        self.compute = path_computer or get_path_computer()
         self.nodes: Dict[str, Node] = {}
         self.free_indexes: List[int] = []
         self.next_index = 1                       # 0 is me
-        self.routes: Routes = _EMPTY
+        self.reachable_routers: FrozenSet[str] = frozenset()   # the core's last Reachable
         self.neighbours: Dict[str, Hashable] = {}
         self.pending: Set[str] = set()            # routers with need_lsr or need_mar
-        self.generation = 0                       # bumped by every route computation
+        self.generation = 0                       # bumped when reachability may have grown
         self.pending_checked_at: tuple = (-1, -1)
-        self.published: Optional[RoutingTable] = None
+        self.sent: Optional[Dict[str, RouterState]] = None     # None: the next report is full
 
     # ---- membership ----------------------------------------------------------------------------
 
@@ -140,13 +139,20 @@ class NodeTable:
         self.next_index = max([int(state.get("next_index", 1)), *[i + 1 for i in used]])
         self.pending = set()
         self.pending_checked_at = (-1, -1)
-        self.routes = _EMPTY
-        self.published = None
+        self.reachable_routers = frozenset()
+        self.sent = None
 
     # ---- reachability and requests -------------------------------------------------------------
 
     def reachable(self, router: str) -> bool:
-        return router in self.neighbours or router in self.routes.next_hop
+        return router in self.neighbours or router in self.reachable_routers
+
+    def set_reachable(self, routers: Iterable[str]) -> None:
+        """The core's answer to a topology report: every router it now has a route to."""
+        routers = frozenset(str(r) for r in routers)
+        if routers != self.reachable_routers:
+            self.reachable_routers = routers
+            self.generation += 1
 
     def request(self, router: str, kind: str) -> None:
         """Ask ``router`` for its link state (``"LSR"``) or mobile addresses (``"MAR"``) as soon
@@ -189,46 +195,35 @@ class NodeTable:
             self.pending_checked_at = (self.generation, len(self.pending))
         return out
 
-    # ---- routes --------------------------------------------------------------------------------
-
-    def recompute(self, collection: Mapping[str, Mapping[str, int]],
-                  neighbours: Mapping[str, Hashable]) -> Optional[RoutingTable]:
-        """Run the path computation; the new :class:`RoutingTable` if it differs from the last."""
-        self.neighbours = dict(neighbours)
-        self.routes = self.compute(self.my_id, collection)
-        self.generation += 1
-        table = RoutingTable(next_hop=self.routes.next_hop, cost=self.routes.cost,
-                             valid_origins=self.routes.valid_origins, radius=self.routes.radius,
-                             neighbours=dict(self.neighbours), index=self.indexes())
-        if table == self.published:
-            return None
-        self.published = table
-        return table
-
     def indexes(self) -> Dict[str, int]:
+        """The mask-bit index of every known router (0 is me)."""
         return {self.my_id: 0, **{r: n.index for r, n in sorted(self.nodes.items())}}
 
-    # ---- management ----------------------------------------------------------------------------
+    # ---- topology reports for the core ---------------------------------------------------------
 
-    def view(self, peers_of: Callable[[str], List[str]], last_topology_change: Optional[float]
-             ) -> List[dict]:
-        """``router.node`` entities: me first, then every known router by id."""
-        address = f"amqp:/_topo/{self.area}/"
-        last = int(round(last_topology_change or 0))
-        rows = [{"id": self.my_id, "protocolVersion": PROTOCOL_VERSION, "instance": self.instance,
-                 "linkState": peers_of(self.my_id), "nextHop": "(self)", "validOrigins": [],
-                 "address": address + self.my_id, "routerLink": None, "cost": 0, "index": 0,
-                 "lastTopoChange": last}]
-        for router in sorted(self.nodes):
-            node = self.nodes[router]
-            hop = self.routes.next_hop.get(router)
-            link = self.neighbours.get(router)
-            rows.append({
-                "id": router, "protocolVersion": node.pv, "instance": node.instance,
-                "linkState": peers_of(router),
-                "nextHop": None if hop is None or hop == router else hop,
-                "validOrigins": list(self.routes.valid_origins.get(router, [])),
-                "address": address + router, "routerLink": None if link is None else str(link),
-                "cost": self.routes.cost.get(router), "index": node.index,
-                "lastTopoChange": last})
-        return rows
+    def topology_update(self, my_ls_seq: int, my_peers: Mapping[str, int],
+                        remote: Mapping[str, tuple],
+                        neighbours: Mapping[str, Hashable]) -> Optional[Topology]:
+        """What the core must be told after a topology change, ``None`` if nothing changed.
+
+        ``my_ls_seq``/``my_peers``: my link state; ``remote``: ``{router: (ls_seq, peers)}``
+        of the link states held; ``neighbours``: neighbour id -> the control link (the core's
+        conn_id) it is reached over. Every known router gets a :class:`RouterState` (one
+        without link state has ``ls_seq`` 0 and no peers)."""
+        self.neighbours = dict(neighbours)
+        self.generation += 1                      # a neighbour may have come: requests are due
+        states = {self.my_id: RouterState(self.my_id, self.instance, PROTOCOL_VERSION, 0,
+                                          my_ls_seq, dict(my_peers), dict(self.neighbours))}
+        for router, node in self.nodes.items():
+            ls_seq, peers = remote.get(router, (0, {}))
+            states[router] = RouterState(router, node.instance, node.pv, node.index, ls_seq,
+                                         dict(peers), {})
+        sent = self.sent
+        self.sent = states
+        if sent is None:
+            return Topology(True, tuple(states[r] for r in sorted(states)), ())
+        changed = tuple(states[r] for r in sorted(states) if sent.get(r) != states[r])
+        gone = tuple(sorted(r for r in sent if r not in states))
+        if not changed and not gone:
+            return None
+        return Topology(False, changed, gone)
