@@ -186,9 +186,6 @@ class ControlPlane:
         self.outbox.extend(messages)
 
     def send_control(self, *messages: tuple) -> None:
-        for msg in messages:
-            if type(msg) is ipc.ConfigChange:
-                self.metrics.on_config_change(msg)  # http listeners live here, not in workers
         self.control.extend(messages)
 
     def _flush(self) -> None:
@@ -216,7 +213,7 @@ class ControlPlane:
         # the management links go to the core before we report ready: a client that connects
         # once the router says "Operational" must find $management attached
         self._flush()
-        error = self.metrics.start(self.spec.get("listeners", []))
+        error = self.metrics.start(self.ipc_dir)
         self.status.send_multipart(ipc.encode_batch(self.index, [
             ipc.ChildStatus("agent", self.index, os.getpid(), "failed" if error else "ready",
                             error or "")]))

@@ -214,11 +214,10 @@ class Supervisor:
         A listener that cannot be bound is logged as 1.19 does (``SERVER (error) Listener error
         on HOST:PORT: REASON - listen on HOST:PORT (proton:io)``); the text returned is 1.19's
         critical line, ``Shutting down, required listener failed HOST:PORT``.
-        HTTP listeners are bound by the agent (agent/httpserver.py), exclusively as well.
+        HTTP listeners (``http: yes``) are bound here too and served by the workers
+        (router_io/httpstream.py: WebSocket, static files; /metrics and /healthz via the agent).
         """
         for settings in self.spec.get("listeners", []):
-            if settings.get("http"):
-                continue
             try:
                 self.broker.open(settings)
             except ListenerError as exc:
