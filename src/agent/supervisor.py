@@ -223,8 +223,15 @@ class Supervisor:
             except ListenerError as exc:
                 # the two lines 1.19 logs (it logs them after "Operational"; we never get there)
                 where = f"{settings.get('host') or ''}:{settings.get('port', 'amqp')}"
-                self.log.log("SERVER", "error", f"{exc} - listen on {where} (proton:io)")
+                if settings.get("http") or settings.get("httpRootDir"):
+                    self.log.log("SERVER", "error", f"HTTP l{str(exc)[1:]}")
+                    self.log.log("HTTP", "notice", f"Error listening for HTTP on {where}")
+                else:
+                    self.log.log("SERVER", "error", f"{exc} - listen on {where} (proton:io)")
                 return f"Shutting down, required listener failed {where}"
+            if settings.get("http") or settings.get("httpRootDir"):
+                self.log.log("HTTP", "notice", "Listening for HTTP on "
+                             f"{settings.get('host') or ''}:{settings.get('port', 'amqp')}")
         for settings in self.spec.get("connectors", []):
             self.broker.add_connector(settings)
         return None

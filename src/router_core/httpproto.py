@@ -4,7 +4,9 @@ h11 parses the requests and frames the responses; wsproto frames WebSocket messa
 request asked for the upgrade; an ``ssl.SSLObject`` over two memory BIOs adds TLS when the
 listener has an sslProfile. Nothing here touches a socket: the owner (the I/O worker for http
 listeners, the agent for its internal /metrics endpoint) feeds :meth:`HttpProtocol.receive_data`
-with what it read and writes what :meth:`HttpProtocol.data_to_send` returns.
+with what it read and writes what :meth:`HttpProtocol.data_to_send` returns. As in Qpid Dispatch
+1.19, a TLS listener without ``requireSsl`` serves plain HTTP too (``tls_required=False``: the
+first byte tells a TLS handshake from a request).
 
 Events handed to the owner:
 
@@ -66,7 +68,8 @@ class Closed:
 class HttpProtocol:
     """One accepted connection: TLS (optional) -> HTTP/1.1 -> (optional) WebSocket."""
 
-    def __init__(self, tls: Optional[ssl.SSLContext] = None, websockets: bool = True) -> None:
+    def __init__(self, tls: Optional[ssl.SSLContext] = None, websockets: bool = True,
+                 tls_required: bool = True) -> None:
         self.http = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER_BYTES)
         self.ws: Optional[WsConnection] = None
         self.websockets = websockets
@@ -79,6 +82,7 @@ class HttpProtocol:
             self._tls_in, self._tls_out = ssl.MemoryBIO(), ssl.MemoryBIO()
             self._tls = tls.wrap_bio(self._tls_in, self._tls_out, server_side=True)
         self._handshaken = False
+        self._tls_undecided = tls is not None and not tls_required  # 1.19: plain HTTP too
         self._eof = False
         self._head = False  # the request being answered is a HEAD: no body goes out
         self._upgrade_request: Optional[Request] = None
@@ -88,6 +92,10 @@ class HttpProtocol:
         """Feed bytes read from the socket (``b""``: end of stream); return the events."""
         if self.closed:
             return []
+        if self._tls_undecided and data:
+            self._tls_undecided = False
+            if data[0] != 0x16:  # not a TLS handshake record: plain HTTP on this port
+                self._tls = None
         if self._tls is not None:
             try:
                 plain = self._tls_receive(data)
@@ -166,6 +174,10 @@ class HttpProtocol:
                 if self.http.our_state is h11.DONE and self.http.their_state is h11.DONE:
                     self.http.start_next_cycle()
                     continue
+                break
+            if isinstance(event, h11.Request) and event.http_version not in (b"1.0", b"1.1"):
+                self._error_response(505, "HTTP version not supported")
+                events.append(self._closed_event("HTTP version not supported"))
                 break
             if isinstance(event, h11.Request):
                 request = Request(event.method.decode("ascii", "replace"),

@@ -90,15 +90,20 @@ def static_response(root: Optional[str], method: str, path: str) -> tuple:
     return 200, body, ctype, {}
 
 
-def tls_context(profile: dict) -> ssl.SSLContext:
+def tls_context(profile: dict, client_certs: bool = False) -> ssl.SSLContext:
     """A server SSLContext from an sslProfile's attributes (certFile, privateKeyFile, password,
-    ciphers, protocols). Raises ValueError with the reason."""
+    ciphers, protocols); ``client_certs``: a client certificate signed by caCertFile is
+    required (1.19 does so on an http listener with authenticatePeer and a caCertFile).
+    Raises ValueError with the reason."""
     from agent import security
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     where = f"sslProfile '{profile.get('name')}'"
     try:
         ctx.load_cert_chain(str(profile["certFile"]), str(profile.get("privateKeyFile") or "")
                             or None, security.profile_password(profile))
+        if client_certs:
+            ctx.load_verify_locations(str(profile["caCertFile"]))
+            ctx.verify_mode = ssl.CERT_REQUIRED
         if profile.get("ciphers"):
             ctx.set_ciphers(str(profile["ciphers"]))
         if profile.get("protocols"):
@@ -121,7 +126,8 @@ class HttpStream:
         self.sock = sock
         self.settings = settings
         self.peer = peer
-        self.proto = HttpProtocol(tls, websockets=settings.get("websockets", True) is not False)
+        self.proto = HttpProtocol(tls, websockets=settings.get("websockets", True) is not False,
+                                  tls_required=bool(settings.get("requireSsl")))
         self.amqp_in = bytearray()
         self.out = bytearray()
         self.eof = False

@@ -349,7 +349,9 @@ class Worker:
             except (OSError, ValueError) as exc:
                 return False, f"cannot get the listening socket from the supervisor: {exc}"
             self._add_listener(sock, attrs)
-            self._log_server("info", f"Listening on {attrs.get('host')}:{attrs.get('port')}")
+            http = " for HTTP" if attrs.get("http") or attrs.get("httpRootDir") else ""
+            self._log_server("info", f"Listening{http} on {attrs.get('host')}:"
+                                     f"{attrs.get('port')}")
             return True, ""
         if kind == "listener" and change.op == "delete":
             for fd, (sock, settings) in list(self.listeners.items()):
@@ -579,10 +581,11 @@ class Worker:
         profile = settings.get("sslProfileAttributes") or self.engine.ssl_profiles.get(str(name))
         if profile is None:
             raise ValueError(f"sslProfile '{name}' is not configured")
-        key = (str(name), id(profile))
+        client_certs = bool(settings.get("authenticatePeer") and profile.get("caCertFile"))
+        key = (str(name), id(profile), client_certs)
         ctx = self.tls_contexts.get(key)
         if ctx is None:
-            ctx = self.tls_contexts[key] = tls_context(profile)
+            ctx = self.tls_contexts[key] = tls_context(profile, client_certs)
         return ctx
 
     def _http_accept(self, sock: socket.socket, settings: dict, host: str) -> None:
