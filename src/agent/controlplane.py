@@ -83,7 +83,7 @@ class ControlPlane:
                 self.handlers[cls] = self._on_routing_input
             if hasattr(self.management, "set_routing"):
                 self.management.set_routing(self.interior)
-        # HTTP listeners (/metrics, /healthz) and the metrics sink, in this process's poll loop
+        # /metrics and /healthz asked by the workers (a Unix socket), and the metrics sink
         self.poller = zmq.Poller()
         self.metrics = MetricsService(spec, self.poller, self.send_control, self._log_http,
                                       self.management.started)

@@ -35,6 +35,7 @@ from wsproto.utilities import generate_accept_token
 
 SERVER = "qdrouterd"
 MAX_HEADER_BYTES = 16384
+MAX_PIPELINED_BYTES = 4 * MAX_HEADER_BYTES  # read ahead while a request waits for its answer
 WS_SUBPROTOCOLS = ("amqp", "binary")  # "binary": 1.19's alias for clients made for a ws proxy
 TEXT = "text/plain; charset=utf-8"
 
@@ -106,6 +107,8 @@ class HttpProtocol:
             data = plain
         if self.ws is not None:
             return self._ws_receive(data)
+        if self.busy and len(self.http.trailing_data[0]) + len(data) > MAX_PIPELINED_BYTES:
+            return self._close("too much pipelined input while a request is answered")
         self.http.receive_data(data)
         return self._http_events()
 

@@ -28,7 +28,6 @@ from router_core.httpproto import TEXT, AmqpData, Closed, HttpProtocol
 
 _READ_SIZE = 65536
 OUTPUT_HIGH_WATER = 1 << 20   # bytes queued for the socket before the engine is held back
-INPUT_HIGH_WATER = 1 << 20    # AMQP bytes decoded but not yet taken by the engine
 IDLE_TIMEOUT = 30.0           # an HTTP connection (not a WebSocket) waiting for a request
 AGENT_TIMEOUT = 10.0          # /metrics, /healthz: the agent answers within this (else 503)
 MAX_FILE_BYTES = 64 << 20

@@ -55,6 +55,17 @@ def test_keep_alive_rules(version, connection, closes):
     assert (b"connection: close" in proto.data_to_send().lower()) is closes
 
 
+def test_pipelined_flood_while_busy_closes():
+    proto = HttpProtocol()
+    assert len(proto.receive_data(_get("/slow"))) == 1
+    events = []
+    for _ in range(100):
+        events += proto.receive_data(_get("/more") * 50)
+        if events:
+            break
+    assert type(events[-1]) is Closed and proto.must_close
+
+
 def test_head_has_no_body_and_request_bodies_are_skipped():
     proto = HttpProtocol()
     proto.receive_data(b"HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")
