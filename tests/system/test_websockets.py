@@ -8,6 +8,7 @@ Every router started here is stopped; every wait is bounded.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import ssl
 import subprocess
@@ -19,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from proton import Message
+from proton import ConnectionException, Endpoint, Message
 from proton.utils import BlockingConnection
 from wsproto.events import CloseConnection, Message as WsMessage, TextMessage
 
@@ -350,3 +351,102 @@ def test_tls_optional_and_client_certificates(net, bridges):
         _get(f"https://127.0.0.1:{net.mtls}/healthz", context=rogue)
     bridge = bridges(net.mtls, tls=with_cert)
     assert _send_receive(f"amqp://127.0.0.1:{bridge.port}", "mtls", ["m"]) == ["m"]
+
+
+# --- policy and SASL apply to the AMQP connection inside the WebSocket ---------------------------
+def test_vhost_policy_and_sasl_over_websocket(router_factory, bridges):
+    http, closed_http = free_port(), free_port()
+    router = router_factory(f"""
+        policy {{
+            enableVhostPolicy: true
+            defaultVhost: $default
+        }}
+        vhost {{
+            hostname: ws.tenant
+            maxConnections: 1
+            allowUnknownUser: true
+            groups: {{
+                "$default": {{"remoteHosts": "*", "sources": "*", "targets": "allowed"}}
+            }}
+        }}
+        listener {{
+            host: 127.0.0.1
+            port: {http}
+            http: yes
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        listener {{
+            host: 127.0.0.1
+            port: {closed_http}
+            http: yes
+            authenticatePeer: yes
+            saslMechanisms: PLAIN
+        }}
+        """)
+    bridge = bridges(http)
+    url = f"amqp://127.0.0.1:{bridge.port}"
+    first = BlockingConnection(url, timeout=TIMEOUT, virtual_host="ws.tenant")
+    try:
+        first.create_sender("allowed")
+        with pytest.raises(Exception, match="unauthorized-access|not allowed|LinkDetached|"
+                                            "Link detached"):
+            first.create_sender("forbidden")
+        second = BlockingConnection(url, timeout=TIMEOUT, virtual_host="ws.tenant")
+        with pytest.raises(ConnectionException, match="resource-limit-exceeded"):
+            second.wait(lambda: second.conn.state & Endpoint.REMOTE_CLOSED, timeout=TIMEOUT)
+        second.close()
+    finally:
+        first.close()
+    # authenticatePeer with PLAIN only: an anonymous client is refused by SASL
+    locked = bridges(closed_http)
+    with pytest.raises(Exception, match="(?i)auth|sasl"):
+        BlockingConnection(f"amqp://127.0.0.1:{locked.port}", timeout=TIMEOUT)
+    assert "Traceback" not in router.proc.output()
+
+
+# --- supervision: the http port lives on through agent and worker restarts ------------------------
+def _eventually(check, timeout: float = TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if check():
+                return
+        except Exception:  # noqa: BLE001 - not yet
+            pass
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.1)
+
+
+def test_agent_and_worker_restarts(router_factory, bridges):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_recovery import children
+    http = free_port()
+    router = router_factory(f"""
+        listener {{
+            host: 127.0.0.1
+            port: {http}
+            http: yes
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        """)
+    bridge = bridges(http)
+    url = f"amqp://127.0.0.1:{bridge.port}"
+    conn = BlockingConnection(url, timeout=TIMEOUT)
+    try:
+        rcv = conn.create_receiver("restarts", credit=10)
+        snd = conn.create_sender("restarts")
+        pids = children(router.proc.proc.pid)
+        os.kill(pids["agent"], signal.SIGKILL)
+        # the WebSocket's AMQP connection lives in the worker: it goes on while the agent is away
+        snd.link.send(Message(body="during"))
+        assert rcv.receive(timeout=TIMEOUT).body == "during"
+        rcv.accept()
+        _eventually(lambda: _get(f"http://127.0.0.1:{http}/healthz")[0] == 200)
+    finally:
+        conn.close()
+    pids = children(router.proc.proc.pid)
+    os.kill(pids["worker0"], signal.SIGKILL)
+    _eventually(lambda: _send_receive(url, "after-restart", ["again"]) == ["again"])
+    assert _get(f"http://127.0.0.1:{http}/metrics")[0] == 200
