@@ -152,13 +152,19 @@ class HttpServer:
         self._events(fd, conn, conn.proto.receive_data(data))
 
     def _events(self, fd: int, conn: _Conn, events: list) -> None:
-        for event in events:
-            if type(event) is httpproto.Request:
-                self._request(fd, conn, event)
+        """Pipelined requests in turn, in a loop, while each is answered at once."""
+        while events:
+            for event in events:
+                if type(event) is httpproto.Request:
+                    self._request(fd, conn, event)
+            if conn.proto.busy or self.conns.get(fd) is not conn:
+                break
+            events = conn.proto.resume()
         self._write(fd, conn)
 
     def _request(self, fd: int, conn: _Conn, request: httpproto.Request) -> None:
         conn.token = token = next(self._tokens)
+        sync = [True]  # answered while the handler runs: _events goes on with the next request
 
         def respond(status: int, body: bytes = b"", content_type: str = TEXT,
                     headers: Optional[dict] = None) -> None:
@@ -167,7 +173,8 @@ class HttpServer:
             if not conn.proto.respond(status, body, content_type, headers):
                 return
             conn.token = 0
-            self._events(fd, conn, conn.proto.resume())  # pipelined requests
+            if not sync[0]:  # a late answer: send it and read on
+                self._events(fd, conn, conn.proto.resume())
 
         if request.method not in ("GET", "HEAD"):
             respond(405, b"only GET and HEAD\n", headers={"Allow": "GET, HEAD"})
@@ -177,6 +184,7 @@ class HttpServer:
         except Exception as exc:  # a handler bug answers 500, never takes the agent down
             self.log("error", f"HTTP handler failed for {request.path}: {exc!r}")
             respond(500, b"internal error\n")
+        sync[0] = False
 
     def _write(self, fd: int, conn: _Conn) -> None:
         if self.conns.get(fd) is not conn:

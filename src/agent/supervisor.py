@@ -225,12 +225,12 @@ class Supervisor:
                 where = f"{settings.get('host') or ''}:{settings.get('port', 'amqp')}"
                 if settings.get("http") or settings.get("httpRootDir"):
                     self.log.log("SERVER", "error", f"HTTP l{str(exc)[1:]}")
-                    self.log.log("HTTP", "notice", f"Error listening for HTTP on {where}")
+                    self.log.log("SERVER", "notice", f"Error listening for HTTP on {where}")
                 else:
                     self.log.log("SERVER", "error", f"{exc} - listen on {where} (proton:io)")
                 return f"Shutting down, required listener failed {where}"
             if settings.get("http") or settings.get("httpRootDir"):
-                self.log.log("HTTP", "notice", "Listening for HTTP on "
+                self.log.log("SERVER", "notice", "Listening for HTTP on "
                              f"{settings.get('host') or ''}:{settings.get('port', 'amqp')}")
         for settings in self.spec.get("connectors", []):
             self.broker.add_connector(settings)

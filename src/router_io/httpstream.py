@@ -30,7 +30,7 @@ _READ_SIZE = 65536
 OUTPUT_HIGH_WATER = 1 << 20   # bytes queued for the socket before the engine is held back
 IDLE_TIMEOUT = 30.0           # an HTTP connection (not a WebSocket) waiting for a request
 AGENT_TIMEOUT = 10.0          # /metrics, /healthz: the agent answers within this (else 503)
-MAX_FILE_BYTES = 64 << 20
+MAX_FILE_BYTES = 16 << 20       # static files are read whole, in the worker loop
 AGENT_SOCKET = "http-agent"   # the agent's Unix socket in the router's ipc directory
 _EXTRA_TYPES = {".json": "application/json", ".woff2": "font/woff2", ".js": "text/javascript",
                 ".mjs": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml",

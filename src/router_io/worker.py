@@ -613,15 +613,21 @@ class Worker:
                 self._http_close(fd)
 
     def _http_events(self, fd: int, stream: HttpStream, events: list) -> None:
-        for i, event in enumerate(events):
-            if type(event) is Request:
-                self._http_request(stream, event)
-            elif type(event) is Upgraded:
-                self._ws_upgrade(fd, stream, events[i + 1:])
+        """Handle the requests read; pipelined ones in turn, in a loop (not recursion), as long
+        as each is answered at once (a forwarded one resumes the loop when answered)."""
+        while events:
+            for i, event in enumerate(events):
+                if type(event) is Request:
+                    self._http_request(stream, event)
+                elif type(event) is Upgraded:
+                    self._ws_upgrade(fd, stream, events[i + 1:])
+                    return
+                elif type(event) is Closed and not stream.eof and stream.proto.ws is None:
+                    self._log_server("info", f"HTTP connection from {stream.peer} closed: "
+                                             f"{event.reason}")
+            if stream.proto.busy or self.http.get(fd) is not stream:
                 return
-            elif type(event) is Closed and not stream.eof and stream.proto.ws is None:
-                self._log_server("info", f"HTTP connection from {stream.peer} closed: "
-                                         f"{event.reason}")
+            events = stream.proto.resume()
 
     def _http_request(self, stream: HttpStream, request: Request) -> None:
         path, settings = request.path, stream.settings
@@ -630,20 +636,20 @@ class Worker:
             try:
                 fetch = AgentFetch(self.ipc_dir, path)
             except OSError as exc:
-                self._http_respond(stream, 503, f"the router's agent is not reachable: {exc}\n"
-                                   .encode())
+                stream.proto.respond(503, f"the router's agent is not reachable: {exc}\n"
+                                     .encode())
                 return
             stream.fetch = fetch
             self.fetches[fetch.fileno()] = (fetch, stream)
             self.poller.register(fetch, POLLIN)
             return
         status, body, ctype, headers = static_response(http_root(settings), request.method, path)
-        self._http_respond(stream, status, body, ctype, headers)
+        stream.proto.respond(status, body, ctype, headers)
 
     def _http_respond(self, stream: HttpStream, status: int, body: bytes,
-                      ctype: str = "text/plain; charset=utf-8",
-                      headers: Optional[dict] = None) -> None:
-        if not stream.proto.respond(status, body, ctype, headers):
+                      ctype: str = "text/plain; charset=utf-8") -> None:
+        """A late answer (from the agent, or its timeout): send it, then go on reading."""
+        if not stream.proto.respond(status, body, ctype):
             return
         fd = stream.fileno()
         if self.http.get(fd) is stream:

@@ -261,6 +261,16 @@ def test_static_files_from_http_root_dir(net):
     assert _get(f"http://127.0.0.1:{net.http}/")[2] == b"<html>default console</html>"
 
 
+def test_many_pipelined_requests(net):
+    """Answered in order, each in turn (no recursion per request), on one connection."""
+    request = b"GET /sub/app.js HTTP/1.1\r\nHost: x\r\n\r\n"
+    answer = _raw(net.files, request * 1500 + b"GET / HTTP/1.1\r\nHost: x\r\n"
+                  b"Connection: close\r\n\r\n")
+    assert answer.count(b"HTTP/1.1 200 OK") == 1501
+    assert answer.count(b"console.log('hi');") == 1500 and answer.endswith(b"console index</html>")
+    assert "Listening for HTTP on 127.0.0.1:%d" % net.files in net.proc.output()
+
+
 @pytest.mark.parametrize("target", ["/../secret.txt", "/sub/../../secret.txt",
                                     "/%2e%2e/secret.txt", "/sub/%2E%2E/%2e%2e/secret.txt",
                                     "/..%2fsecret.txt", "/link.txt", "//etc/passwd",

@@ -99,6 +99,23 @@ def test_pipelined_requests_answered_in_order(harness):
         assert data.index(b"you asked /1") < data.index(b"you asked /2")
 
 
+def test_many_pipelined_requests_answered_in_a_loop(harness):
+    with harness.client() as c:
+        c.sendall(b"GET /p HTTP/1.1\r\nHost: x\r\n\r\n" * 1500
+                  + b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        deadline = time.monotonic() + 10
+        c.setblocking(False)
+        while time.monotonic() < deadline and not data.endswith(b"you asked /last\n"):
+            harness.pump(0.05)
+            try:
+                data += c.recv(1 << 20)
+            except BlockingIOError:
+                pass
+        assert data.count(b"you asked /p\n") == 1500 and data.endswith(b"you asked /last\n")
+    assert not any("failed" in line for line in harness.logs)
+
+
 def test_late_answer_and_client_gone(harness):
     harness.defer = True
     with harness.client() as c:
