@@ -65,7 +65,10 @@ def static_response(root: Optional[str], method: str, path: str) -> tuple:
     if root is None:
         return 404, b"not found\n", TEXT, {}
     from urllib.parse import unquote
-    rel = unquote(path, errors="strict") if "%" in path else path
+    try:
+        rel = unquote(path, errors="strict") if "%" in path else path
+    except UnicodeDecodeError:  # not UTF-8 once decoded: no such file
+        return 404, b"not found\n", TEXT, {}
     if "\x00" in rel or "\\" in rel:
         return 404, b"not found\n", TEXT, {}
     parts = [p for p in rel.split("/") if p not in ("", ".")]

@@ -8,6 +8,7 @@ Every router started here is stopped; every wait is bounded.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import ssl
@@ -151,10 +152,13 @@ def _get(url: str, context=None, method: str = "GET") -> tuple:
         return exc.code, exc.headers.get("Content-Type"), exc.read()
 
 
-def _raw(port: int, data: bytes, timeout: float = TIMEOUT) -> bytes:
-    """Send raw bytes; everything the router answers until it closes the connection."""
+def _raw(port: int, data: bytes, timeout: float = TIMEOUT, half_close: bool = False) -> bytes:
+    """Send raw bytes (then end the stream if ``half_close``); everything the router answers
+    until it closes the connection."""
     with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
         sock.sendall(data)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
         out = b""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -274,7 +278,7 @@ def test_many_pipelined_requests(net):
 @pytest.mark.parametrize("target", ["/../secret.txt", "/sub/../../secret.txt",
                                     "/%2e%2e/secret.txt", "/sub/%2E%2E/%2e%2e/secret.txt",
                                     "/..%2fsecret.txt", "/link.txt", "//etc/passwd",
-                                    "/%00index.html", "/sub\\..\\..\\secret.txt"])
+                                    "/%00index.html", "/sub\\..\\..\\secret.txt", "/%ff%fe"])
 def test_no_file_outside_the_root(net, target):
     answer = _raw(net.files, f"GET {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
                   .encode())
@@ -316,6 +320,19 @@ def test_bad_http_and_websocket_input_closes_only_that_connection(net, bridges):
         sock.settimeout(TIMEOUT)
         while sock.recv(65536):
             pass
+    # random bytes, raw and inside WebSocket binary messages (fixed seed: reproducible)
+    rng = random.Random(17)
+    for i in range(40):
+        junk = rng.randbytes(rng.randrange(1, 3000))
+        if i % 2:
+            _raw(net.http, junk[:1] + b"GET /" + junk, half_close=True)
+        else:
+            sock, ws, _ = ws_connect("127.0.0.1", net.http, ["amqp"])
+            with sock:
+                sock.sendall(ws.send(WsMessage(data=b"AMQP\x00\x01\x00\x00" + junk)))
+                sock.settimeout(TIMEOUT)
+                while sock.recv(65536):
+                    pass
     # nothing else was hurt: the same processes serve the next clients
     bridge = bridges(net.http)
     assert _send_receive(f"amqp://127.0.0.1:{bridge.port}", "after-bad", ["ok"]) == ["ok"]
