@@ -659,10 +659,13 @@ class Worker:
 
     def _http_flush(self, fd: int, stream: HttpStream) -> None:
         done = stream.flush()
-        if stream.finished() and stream.fetch is None or stream.eof and done:
+        # a client that ended its side after a request still gets the answer
+        if stream.finished() and stream.fetch is None or stream.eof and done \
+                and not stream.proto.busy:
             self._http_close(fd)
             return
-        self.poller.modify(stream, POLLIN if done else POLLIN | POLLOUT)
+        # after the client's end of stream the socket stays readable: stop polling for input
+        self.poller.modify(stream, (0 if stream.eof else POLLIN) | (0 if done else POLLOUT))
 
     def _http_close(self, fd: int) -> None:
         stream = self.http.pop(fd, None)

@@ -248,6 +248,9 @@ def test_metrics_and_healthz_on_the_websocket_port(net):
     assert _get(f"http://127.0.0.1:{net.http}/healthz")[::2] == (200, b"ok\n")
     assert _get(f"http://127.0.0.1:{net.off}/metrics")[0] == 404  # metrics: no
     assert _get(f"http://127.0.0.1:{net.off}/healthz")[0] == 200
+    # a client that ends its side right after the request still gets the (forwarded) answer
+    answer = _raw(net.http, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", half_close=True)
+    assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok\n")
     head = _get(f"http://127.0.0.1:{net.http}/healthz", method="HEAD")
     assert head[0] == 200 and head[2] == b""
 
