@@ -296,8 +296,8 @@ class Worker:
         self._shutdown()
 
     def _timeout_ms(self) -> int:
-        if self.ws and any(s.amqp_in for s, _ in self.ws.values()):
-            return 0
+        if self.ws and any(s.amqp_in and c.capacity() > 0 for s, c in self.ws.values()):
+            return 0  # decoded WebSocket input the engine can take now (_ws_pending_input)
         return max(0, min(1000, int((self.next_tick - time.monotonic()) * 1000) + 1))
 
     def _drain_core(self) -> None:
@@ -340,6 +340,7 @@ class Worker:
         name = attrs.get("name")
         if kind == "sslProfile":  # used by the connections accepted/made from now on
             self.engine.set_ssl_profile(str(name), attrs if change.op == "create" else None)
+            self.tls_contexts.clear()  # http listeners' contexts are made again when needed
             return True, ""
         if kind == "listener" and change.op == "create":
             try:
@@ -709,7 +710,6 @@ class Worker:
 
     def _ws_upgrade(self, fd: int, stream: HttpStream, rest: list) -> None:
         """The request became a WebSocket: from now on an AMQP connection like any other."""
-        del self.http[fd]
         for event in rest:
             if type(event) is AmqpData:
                 stream.amqp_in += event.data
@@ -719,6 +719,8 @@ class Worker:
         settings = {k: v for k, v in stream.settings.items()
                     if k not in ("sslProfile", "requireSsl", "requireEncryption")}
         conn = self.engine.new_connection(settings, stream.peer, "in")
+        del self.http[fd]
+        self.poller.modify(stream, POLLIN)  # _flush_one asks for POLLOUT when it needs it
         self.sockets[fd] = (stream, conn)
         self.sock_of[conn] = stream
         self.ws[fd] = (stream, conn)
