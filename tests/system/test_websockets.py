@@ -21,12 +21,12 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from proton import ConnectionException, Endpoint, Message
+from proton import ConnectionException, Delivery, Endpoint, Message
 from proton.utils import BlockingConnection
 from wsproto.events import CloseConnection, Message as WsMessage, TextMessage
 
 import tlscerts
-from clients import BulkSender, CountingReceiver, Loop
+from clients import BulkSender, CountingReceiver, Loop, body_seq, seq_body
 from conftest import RouterProcess, free_port
 from wsbridge import WsBridge, ws_connect
 
@@ -480,3 +480,22 @@ def test_agent_and_worker_restarts(router_factory, bridges):
     os.kill(pids["worker0"], signal.SIGKILL)
     _eventually(lambda: _send_receive(url, "after-restart", ["again"]) == ["again"])
     assert _get(f"http://127.0.0.1:{http}/metrics")[0] == 200
+
+
+def test_bulk_transfer_both_ways_over_websockets(net, bridges):
+    """Many large messages from a WebSocket sender to a WebSocket receiver: the router's input
+    (decoded bytes waiting for the engine) and output (frames waiting for the socket) paths."""
+    bridge = bridges(net.http)
+    loop = Loop()
+    try:
+        rx = CountingReceiver("bulk-ws", prefetch=200)
+        loop.connect(f"amqp://127.0.0.1:{bridge.port}", rx)
+        assert loop.run_until(lambda: rx.opened)
+        tx = BulkSender("bulk-ws", 800, lambda i: Message(body=seq_body(i, 16384)))
+        loop.connect(f"amqp://127.0.0.1:{bridge.port}", tx)
+        assert loop.run_until(lambda: rx.count == 800 and tx.settled == 800, 60), \
+            (rx.count, tx.settled)
+        assert [body_seq(b) for b in rx.bodies] == list(range(800))
+        assert tx.outcomes == {Delivery.ACCEPTED: 800}
+    finally:
+        loop.close()
