@@ -14,7 +14,9 @@ Events handed to the owner:
   with :meth:`HttpProtocol.respond`, now or later, and the next pipelined request follows;
 * :class:`Upgraded` - the request became a WebSocket with subprotocol ``amqp`` (or ``binary``,
   its alias in Qpid Dispatch 1.19); from then on :class:`AmqpData` carries the bytes of binary
-  messages in, and :meth:`HttpProtocol.send_amqp` sends bytes out in binary messages;
+  messages in, and :meth:`HttpProtocol.send_amqp` sends bytes out in binary messages (the
+  first of the client's subprotocols that is ours is chosen; an upgrade offering neither is
+  refused with 400, where 1.19 accepts it and then ignores what arrives);
 * :class:`Closed` - the peer is gone or broke the protocol; flush, then close the socket.
 
 A peer's protocol error never raises out of here: it becomes an HTTP error response (h11's
