@@ -180,6 +180,11 @@ def connection_problem(short: str, attrs: dict,
             if name and profile is not None and not profile.get("certFile"):
                 return (f"{where}: sslProfile '{name}' has no certFile/privateKeyFile, which a "
                         "TLS listener needs")
+            if (attrs.get("authenticatePeer") and profile is not None
+                    and profile.get("caCertFile") and profile.get("uidFormat")):
+                return (f"{where}: sslProfile '{name}' has uidFormat, but the user of an AMQP "
+                        "connection over a WebSocket is not taken from its client certificate "
+                        "by this router")
             for mech in ("EXTERNAL", "DIGEST-MD5"):
                 if mech in mechs:
                     return (f"{where}: saslMechanisms {mech} is not supported on an http "

@@ -76,6 +76,11 @@ def test_connection_checks(pki):
                                   profiles)
     assert "requireSsl" in check("listener", {"port": 1, "http": True, "requireSsl": True},
                                  profiles)
+    uid = {"u": dict(prof, name="u", uidFormat="cn")}
+    uid_profiles = lambda n: uid.get(n) or profiles(n)  # noqa: E731
+    assert "uidFormat" in check("listener", {"port": 1, "http": True, "sslProfile": "u",
+                                             "authenticatePeer": True}, uid_profiles)
+    assert check("listener", {"port": 1, "http": True, "sslProfile": "u"}, uid_profiles) is None
     for attrs in ({"requireEncryption": True}, {"sslProfile": "n", "saslMechanisms": "EXTERNAL"},
                   {"sslProfile": "t", "requireSsl": True, "saslMechanisms": "DIGEST-MD5"}):
         assert "http listener" in check("listener", {"port": 1, "http": True, **attrs}, profiles)
