@@ -26,7 +26,7 @@ const options = {
   platform: 'browser',
   outdir: out,
   legalComments: 'linked',
-  logLevel: 'info',
+  logLevel: watch ? 'info' : 'warning',
 };
 
 if (watch) {

@@ -19,6 +19,7 @@ const PAGES = [
   { path: 'schema', title: 'Schema', make: schemaPage },
 ];
 const LAST_URL_KEY = 'qdrouter-console.url';
+const AUTOSTART_KEY = 'qdrouter-console.autostart';
 
 export const app = {
   mgmt: null,
@@ -71,6 +72,14 @@ export const app = {
     this.disconnect();
     this.lostReason = `Lost the connection to ${url}: ${reason}`;
     navigate('connect');
+  },
+
+  autostart() {
+    try { return localStorage.getItem(AUTOSTART_KEY) === 'yes'; } catch (e) { return false; }
+  },
+
+  setAutostart(on) {
+    try { localStorage.setItem(AUTOSTART_KEY, on ? 'yes' : 'no'); } catch (e) { /* not remembered */ }
   },
 
   lastUrl() {

@@ -107,9 +107,12 @@ export class Management {
       });
       connection.on('sender_close', (context) => this.failSender(context.sender, 'sender closed by the router'));
       connection.on('disconnected', (context) => {
-        const reason = context.error ? (context.error.message || String(context.error)) : 'connection closed';
+        // a WebSocket's error is a bare Event: it says nothing more than "failed"
+        const reason = context.error && context.error.message ? context.error.message : 'connection closed';
         if (!settled) {
-          fail(`cannot reach ${url}: ${reason === 'connection closed' ? 'the WebSocket closed (is it a router http listener?)' : reason}`);
+          fail(`cannot reach ${url}: ${context.error && !context.error.message
+            ? 'the WebSocket could not be opened (is it a listener with http: yes?)'
+            : reason === 'connection closed' ? 'the WebSocket closed (is it a listener with http: yes?)' : reason}`);
           return;
         }
         this.dropAll(`disconnected: ${reason}`);

@@ -11,6 +11,7 @@ export function connectPage(app) {
       });
       const username = h('input', { id: 'username', name: 'username', type: 'text', autocomplete: 'username' });
       const password = h('input', { id: 'password', name: 'password', type: 'password', autocomplete: 'current-password' });
+      const autostart = h('input', { id: 'autostart', type: 'checkbox', checked: app.autostart() });
       const message = h('p', { class: 'form-error', role: 'alert', 'data-testid': 'connect-error' }, app.lostReason || '');
       app.lostReason = null;
       const button = h('button', { type: 'submit', class: 'primary', 'data-testid': 'connect' }, 'Connect');
@@ -21,6 +22,7 @@ export function connectPage(app) {
           button.disabled = true;
           button.textContent = 'Connecting\u2026';
           message.textContent = '';
+          app.setAutostart(autostart.checked);
           try {
             await app.connect(address.value, { username: username.value.trim(), password: password.value });
           } catch (e) {
@@ -42,9 +44,17 @@ export function connectPage(app) {
         h('label', { for: 'password' }, 'Password'), password,
         h('p', { class: 'hint' }, 'SASL PLAIN with a password, ANONYMOUS without a user name.')),
       message,
-      h('div', { class: 'actions' }, button));
+      h('div', { class: 'actions' },
+        h('label', { class: 'toggle', for: 'autostart' }, autostart, ' Connect to this address automatically next time'),
+        button));
       el.append(h('div', { class: 'connect-wrap' }, form));
       address.focus();
+      // Autostart: connect at once to the address used last time (not after a lost connection)
+      if (app.autostart() && !app.triedAutostart && !message.textContent) {
+        app.triedAutostart = true;
+        form.requestSubmit();
+      }
+      app.triedAutostart = true;
     },
   };
 }

@@ -3,7 +3,7 @@
 import { detailsTable, h, isNumber, replace, shortType, sortableTable } from '../dom.js';
 
 const REFRESH_MS = 3000;
-const DEFAULT_COLUMNS = 8;
+const DEFAULT_COLUMNS = 7;
 const ABSTRACT = new Set(['entity', 'configurationEntity', 'operationalEntity']);
 const STATE_KEY = 'qdrouter-console.list';
 
