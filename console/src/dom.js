@@ -146,8 +146,7 @@ export function detailsTable(entity, { order, extra } = {}) {
   for (const n of Object.keys(entity)) if (!names.includes(n)) names.push(n);
   return h('table', { class: 'details' }, h('tbody', {}, names.map((name) => h('tr', {},
     h('th', {}, name),
-    h('td', {}, formatValue(entity[name], name)),
-    extra ? h('td', { class: 'extra' }, extra(name, entity[name])) : null,
+    h('td', {}, extra ? extra(name, entity[name]) : null, formatValue(entity[name], name)),
   ))));
 }
 

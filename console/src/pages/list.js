@@ -3,7 +3,7 @@
 import { detailsTable, h, isNumber, replace, shortType, sortableTable } from '../dom.js';
 
 const REFRESH_MS = 3000;
-const DEFAULT_COLUMNS = 7;
+const DEFAULT_COLUMNS = 6;
 const ABSTRACT = new Set(['entity', 'configurationEntity', 'operationalEntity']);
 const STATE_KEY = 'qdrouter-console.list';
 
@@ -124,7 +124,7 @@ export function listPage(app) {
         state.added = `${name} added to Charts`;
         renderDetail();
       },
-    }, counter ? '\u2197 rate' : '\u2197 chart');
+    }, counter ? '\u2197 rate' : '\u2197');
   }
 
   function renderDetail() {
