@@ -203,6 +203,7 @@ export class Management {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
+        sender.queue = sender.queue.filter((q) => q.id !== id); // never sent: no credit came
         reject(new Error(`no answer from ${address} to ${operation} within ${timeoutMs / 1000} s`));
       }, timeoutMs);
       this.pending.set(id, { resolve, reject, timer, sender });
