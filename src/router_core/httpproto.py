@@ -351,9 +351,9 @@ class HttpProtocol:
         self.closed = True
         self.must_close = True
 
-    def data_to_send(self) -> bytes:
-        out = bytes(self._out)
-        self._out.clear()
+    def data_to_send(self) -> bytearray:
+        """What to write to the socket, handed over (not copied): the caller owns it."""
+        out, self._out = self._out, bytearray()
         return out
 
     def pending_output(self) -> int:

@@ -160,7 +160,10 @@ class HttpStream:
         return events
 
     def _collect(self) -> None:
-        self.out += self.proto.data_to_send()
+        if self.out:
+            self.out += self.proto.data_to_send()
+        else:
+            self.out = self.proto.data_to_send()  # taken over, not copied
 
     def flush(self) -> bool:
         """Write what is queued; True once all of it is written."""
