@@ -184,12 +184,17 @@ function peerCost(router, peerId) {
   return { conn, cost: typeof cost === 'number' ? cost : null };
 }
 
-/** Undirected links between known routers, each with its cost and both ends' connections. */
+/** Undirected links between known routers that both ends report, each with its cost and both
+ *  ends' connections. */
 export function computeEdges(routers) {
   const edges = new Map();
   for (const r of routers.values()) {
     for (const peer of (r.node && r.node.linkState) || []) {
       if (!routers.has(peer) || peer === r.id) continue;
+      // a link both ends report: a router that stopped keeps its last link state for a while
+      // (until it ages out), but its neighbours drop the link at once
+      const back = routers.get(peer).node;
+      if (!back || !(back.linkState || []).includes(r.id)) continue;
       const [a, b] = [r.id, peer].sort();
       const key = `${a}|${b}`;
       if (edges.has(key)) continue;

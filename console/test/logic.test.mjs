@@ -58,8 +58,13 @@ test('edges: without connection properties the least path cost between the ends'
 });
 
 test('edges: unknown cost when neither end answered', () => {
-  const edges = computeEdges(new Map([router('A', ['B']), router('B', [])]));
+  const edges = computeEdges(new Map([router('A', ['B']), router('B', ['A'])]));
   assert.deepEqual(edges.map((e) => [e.key, e.cost]), [['A|B', null]]);
+});
+
+test('edges: a link only one end still reports (a stopped router\'s stale state) is not drawn', () => {
+  const edges = computeEdges(new Map([router('A', ['B']), router('B', ['A']), router('C', ['B'])]));
+  assert.deepEqual(edges.map((e) => e.key), ['A|B']);
 });
 
 test('layout: routers inside the drawing, apart, kept where they were', () => {

@@ -64,7 +64,8 @@ class Chromium:
         first = self._answer(0, 90.0)
         if not first.get("ok"):
             self.close()
-            raise BrowserError(f"Chromium did not start: {first.get('error')}\n" + "\n".join(self.log))
+            raise BrowserError(f"Chromium did not start: {first.get('error')}\n"
+                               + "\n".join(self.log))
         self.version = first.get("value")
 
     def _read(self) -> None:
