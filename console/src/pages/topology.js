@@ -79,6 +79,12 @@ export function topologyPage(app) {
       endInfo(e.b, e.connB, e.a));
   }
 
+  function memoryLine() {
+    const known = [...net.routers.values()].map((r) => r.router.memoryUsage).filter((m) => typeof m === 'number');
+    if (!known.length) return null;
+    return h('p', { class: 'muted small' }, `Memory in use across the network: ${formatBytes(known.reduce((a, b) => a + b, 0))}`);
+  }
+
   function summary() {
     const t = net.totals();
     return [
@@ -104,11 +110,12 @@ export function topologyPage(app) {
         h('ul', { class: 'legend' },
           h('li', {}, h('span', { class: 'swatch own' }), 'the router the console is connected to'),
           h('li', {}, h('span', { class: 'swatch router' }), 'another router of the network'),
+          h('li', {}, h('span', { class: 'swatch unreachable' }), 'a router whose agent does not answer'),
           h('li', {}, h('span', { class: 'swatch client' }), 'a client connection (number in the badge)'),
           h('li', {}, h('span', { class: 'swatch cost' }, '1'), 'cost of an inter-router link')),
         net.history.length ? h('div', {}, h('h3', {}, 'Recent changes'),
           h('ul', { class: 'history' }, net.history.slice(0, 8).map((e) => h('li', {}, h('time', {}, e.time.toLocaleTimeString()), ' ', e.text)))) : null,
-        h('p', { class: 'muted small' }, `Memory in use across the network: ${formatBytes([...net.routers.values()].reduce((s, r) => s + (r.router.memoryUsage || 0), 0))}`));
+        memoryLine());
     }
     replace(sideEl, side);
   }
