@@ -38,12 +38,14 @@ export function topologyPage(app) {
     const fields = {};
     for (const f of ROUTER_FIELDS) if (r.router[f] !== undefined && r.router[f] !== null) fields[f] = r.router[f];
     const node = r.node || {};
-    const path = r.own ? 'this is the router the console is connected to'
-      : `cost ${formatValue(node.cost)} from ${net.ownId}${node.nextHop ? `, via ${node.nextHop}` : ', a neighbour'}`;
+    let path;
+    if (r.own) path = 'this is the router the console is connected to';
+    else if (node.cost === null || node.cost === undefined) path = `no path from ${net.ownId} (it has left, or is leaving, the network)`;
+    else path = `cost ${formatValue(node.cost)} from ${net.ownId}${node.nextHop ? `, via ${node.nextHop}` : ', a neighbour'}`;
     return h('div', { class: 'panel', 'data-testid': 'router-details' },
       h('h2', {}, r.id),
       h('p', { class: 'muted' }, path),
-      r.error ? h('p', { class: 'banner warn' }, r.error) : null,
+      r.error ? h('p', { class: 'banner warn' }, r.error, '; what it reported last is shown.') : null,
       detailsTable(fields, { order: ROUTER_FIELDS }),
       h('h3', {}, 'Links to'),
       h('p', {}, (node.linkState || []).join(', ') || 'none'),
