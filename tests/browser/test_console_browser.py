@@ -136,6 +136,21 @@ def interior(router_factory, name: str, ir_port: int, connect_to=None, cost: int
 def test_console_pages_in_chromium(router_factory, chromium, receiver_client, tmp_path):
     shots = tmp_path / "screenshots"
     shots.mkdir()
+    try:
+        scenario(router_factory, chromium, receiver_client, shots)
+    except BaseException:
+        # what the page showed when it went wrong: a screenshot, its text and its errors
+        try:
+            chromium.screenshot(shots / "failure.png", full_page=True)
+            print(f"failure screenshot: {shots / 'failure.png'}")
+            print("page text:\n" + chromium.js("return document.body.innerText"))
+            print("page errors:", chromium.errors())
+        except Exception as exc:  # the browser itself may be what failed
+            print(f"no failure screenshot: {exc}")
+        raise
+
+
+def scenario(router_factory, chromium, receiver_client, shots):
     http_port, ir_a, ir_b, ir_c = (free_port() for _ in range(4))
     a = interior(router_factory, "A", ir_a, http_port=http_port)
     b = interior(router_factory, "B", ir_b, connect_to=("A", ir_a), cost=1)
@@ -171,10 +186,13 @@ def test_console_pages_in_chromium(router_factory, chromium, receiver_client, tm
     chromium.wait_js("return document.querySelectorAll('[data-testid=topology-graph] g.node')"
                      ".length === 3 && document.querySelectorAll("
                      "'[data-testid=topology-graph] g.edge').length === 2", timeout=WAIT)
-    edges = chromium.js("return [...document.querySelectorAll('g.edge')]"
-                        ".map(e => e.dataset.edge + '=' + e.querySelector('text.cost').textContent)"
-                        ".sort()")
-    assert edges == ["Router.A|Router.B=1", "Router.B|Router.C=3"]
+    edges = "[...document.querySelectorAll('g.edge')]" \
+            ".map(e => e.dataset.edge + '=' + e.querySelector('text.cost').textContent).sort()"
+    try:
+        chromium.wait_js(f"return JSON.stringify({edges}) === arg",
+                         arg='["Router.A|Router.B=1","Router.B|Router.C=3"]', timeout=WAIT)
+    except AssertionError:
+        raise AssertionError(f"links and costs drawn: {chromium.js('return ' + edges)}") from None
     chromium.wait_js("return document.querySelector('g.node[data-router=\"Router.B\"] .badge text')"
                      "?.textContent === '1'", timeout=WAIT)
     chromium.click('g.node[data-router="Router.B"]')
