@@ -56,6 +56,12 @@ if [ "$pip" = 1 ]; then
     "$prefix/bin/pip" install --quiet --upgrade pip
     "$prefix/bin/pip" install --quiet "$here"
     install -m 0644 "$here/README.md" "$prefix/README.md"
+    # the web console (built by scripts/install.sh), where the router looks for it by default
+    if [ -f "$here/console/dist/index.html" ]; then
+        rm -rf "$prefix/share/qdrouter-py/console"
+        install -d "$prefix/share/qdrouter-py"
+        cp -r "$here/console/dist" "$prefix/share/qdrouter-py/console"
+    fi
 fi
 install -d "$root/usr/local/bin"
 for tool in qdrouterd qdstat qdmanage; do

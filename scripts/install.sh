@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the router and its dependencies on Debian bookworm (or a box like it).
 #   bash scripts/install.sh          system packages + .venv with the router (compiled fast paths)
-#   bash scripts/install.sh --test   the same plus the test dependencies
+#   bash scripts/install.sh --test   the same plus the test dependencies (and Chromium for the
+#                                    web console's browser tests)
 # System packages: proton builds from source and needs the -dev packages, or it silently builds
 # without TLS and SASL; libsasl2-modules provides the ANONYMOUS/PLAIN mechanisms at run time.
 set -euo pipefail
@@ -13,10 +14,14 @@ extras=""
 packages="gcc g++ pkg-config patch libssl-dev libsasl2-dev libsasl2-modules sasl2-bin python3-dev python3-venv openjdk-17-jre-headless"
 # --test: proton-C's headers for the compiled load generator (benchmarks/cloadgen.c)
 [ "${1:-}" = "--test" ] && packages="$packages libqpid-proton11-dev"
+# the browser tests drive Debian's Chromium (never a browser a tool downloads)
+[ -n "$extras" ] && packages="$packages chromium"
 missing=""
 for p in $packages; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
+# the web console (console/) is built with Node.js and npm: Debian's, unless a node/npm is there
+command -v npm >/dev/null && command -v node >/dev/null || missing="$missing nodejs npm"
 if [ -n "$missing" ]; then
     if command -v apt-get >/dev/null; then
         SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
@@ -27,6 +32,18 @@ if [ -n "$missing" ]; then
         exit 1
     fi
 fi
+
+# The web console served by http listeners: its npm dependencies (exact versions from
+# console/package-lock.json, reinstalled when the lock file changes) and its build, console/dist/.
+(
+    cd console
+    lock_marker=node_modules/.installed-$(sha256sum package-lock.json | cut -c1-16)
+    if [ ! -f "$lock_marker" ]; then
+        npm ci --no-audit --no-fund --loglevel=error
+        touch "$lock_marker"
+    fi
+    npm run --silent build
+)
 
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv

@@ -80,7 +80,7 @@ class ControlPlane:
                 self._restore_routing_state()
             for cls in ROUTING_INPUTS:
                 self.handlers[cls] = self._on_routing_input
-        # HTTP listeners (/metrics, /healthz) and the metrics sink, in this process's poll loop
+        # /metrics and /healthz asked by the workers (a Unix socket), and the metrics sink
         self.poller = zmq.Poller()
         self.metrics = MetricsService(spec, self.poller, self.send_control, self._log_http,
                                       self.management.started)
@@ -181,9 +181,6 @@ class ControlPlane:
         self.outbox.extend(messages)
 
     def send_control(self, *messages: tuple) -> None:
-        for msg in messages:
-            if type(msg) is ipc.ConfigChange:
-                self.metrics.on_config_change(msg)  # http listeners live here, not in workers
         self.control.extend(messages)
 
     def _flush(self) -> None:
@@ -211,7 +208,7 @@ class ControlPlane:
         # the management links go to the core before we report ready: a client that connects
         # once the router says "Operational" must find $management attached
         self._flush()
-        error = self.metrics.start(self.spec.get("listeners", []))
+        error = self.metrics.start(self.ipc_dir)
         self.status.send_multipart(ipc.encode_batch(self.index, [
             ipc.ChildStatus("agent", self.index, os.getpid(), "failed" if error else "ready",
                             error or "")]))

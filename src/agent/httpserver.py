@@ -1,21 +1,22 @@
 """The agent's HTTP endpoints: ``/metrics`` (Prometheus), ``/healthz``, and the metrics sink timer.
 
-A listener with ``http: yes`` is served here, in the agent process, not by the AMQP workers
-(they skip such listeners). The server is a minimal non-blocking HTTP/1.1 server driven by the
-agent's ZeroMQ poll loop: its listening and connection sockets are registered (by fd) in the
-same ``zmq.Poller`` as the core's socket, so nothing here ever blocks or needs a thread.
+A listener with ``http: yes`` is bound by the supervisor and served by the I/O workers
+(``router_io.httpstream``: AMQP over WebSockets, static files). They forward ``GET /metrics`` and
+``GET /healthz`` here, as HTTP/1.1 over a Unix socket in the router's ipc directory
+(``AGENT_SOCKET``), because the answer needs a fresh snapshot of the core, which the agent asks
+for. The server is a non-blocking loop around :class:`router_core.httpproto.HttpProtocol` (h11)
+driven by the agent's ZeroMQ poll loop: its sockets are registered (by fd) in the same
+``zmq.Poller`` as the core's socket, so nothing here ever blocks or needs a thread.
 
 * ``GET /metrics``  the Prometheus text (``agent.metrics.prometheus_text``) of a FRESH core
   snapshot: the request waits for the CoreState (bounded: ``METRICS_TIMEOUT``, then 503);
 * ``GET /healthz``  ``200 ok`` when the core answers a query within ``HEALTHZ_TIMEOUT``, else 503;
-* anything else 404; methods other than GET/HEAD 405. ``metrics: no`` / ``healthz: no`` on the
-  listener turn the endpoint into a 404 (both default to yes, as in Qpid Dispatch).
+* anything else 404; methods other than GET/HEAD 405. (``metrics: no`` / ``healthz: no`` on a
+  listener are applied by the worker, which then answers 404 without asking.)
 
-HTTP handled: request line + headers up to ``MAX_HEADER_BYTES`` (else 431), keep-alive (HTTP/1.1
-default, ``Connection: close`` honoured; HTTP/1.0 closes unless keep-alive is asked), one request
-at a time per connection (pipelined ones wait their turn), requests with a body are answered and
-the connection closed. Idle connections close after ``IDLE_TIMEOUT``; at most
-``MAX_CONNECTIONS`` at once (more get a 503 and are closed).
+HTTP (h11): keep-alive, pipelined requests answered in order, a bad request answered with h11's
+status hint (400, 431...) and the connection closed. Idle connections close after
+``IDLE_TIMEOUT``; at most ``MAX_CONNECTIONS`` at once (more get a 503 and are closed).
 
 The metrics sink (router attributes ``metricsDir``, ``metricsIntervalSeconds``,
 ``metricsMaxBytes``, ``metricsKeepFiles``): every interval a snapshot is taken and its
@@ -30,160 +31,47 @@ import json
 import os
 import socket
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 import zmq
 
-from router_core import ipc
+from router_core import httpproto, ipc
 
-MAX_HEADER_BYTES = 16384
 MAX_CONNECTIONS = 64
 IDLE_TIMEOUT = 30.0
 METRICS_TIMEOUT = 5.0
 HEALTHZ_TIMEOUT = 2.0
-SERVER = "qdrouterd"
 _READ_SIZE = 65536
-
-REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
-           413: "Payload Too Large", 431: "Request Header Fields Too Large",
-           500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
-           505: "HTTP Version Not Supported"}
-TEXT = "text/plain; charset=utf-8"
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str = "") -> None:
-        super().__init__(message or REASONS.get(status, ""))
-        self.status = status
-
-
-@dataclass
-class HttpRequest:
-    method: str
-    target: str
-    version: str
-    headers: dict = field(default_factory=dict)  # lower-case names; repeated ones joined by ","
-
-    @property
-    def path(self) -> str:
-        return self.target.split("?", 1)[0].split("#", 1)[0]
-
-    @property
-    def keep_alive(self) -> bool:
-        tokens = {t.strip().lower() for t in self.headers.get("connection", "").split(",")}
-        if self.version == "HTTP/1.1":
-            return "close" not in tokens
-        return "keep-alive" in tokens
-
-    @property
-    def content_length(self) -> int:
-        value = self.headers.get("content-length", "0").strip()
-        if not value.isdigit():
-            raise HttpError(400, "bad Content-Length")
-        return int(value)
-
-
-def parse_request(buf: bytes, max_header: int = MAX_HEADER_BYTES) -> Optional[tuple]:
-    """``(HttpRequest, bytes consumed by the head)`` or None while the head is incomplete.
-
-    Raises HttpError (400, 431, 501, 505) for a request that cannot be served.
-    """
-    end = buf.find(b"\r\n\r\n")
-    sep = 4
-    if end < 0:
-        end = buf.find(b"\n\n")  # tolerate bare LF, as most servers do
-        sep = 2
-    if end < 0:
-        if len(buf) > max_header:
-            raise HttpError(431)
-        return None
-    if end > max_header:
-        raise HttpError(431)
-    try:
-        head = bytes(buf[:end]).decode("latin-1")
-    except Exception:  # pragma: no cover - latin-1 decodes every byte
-        raise HttpError(400) from None
-    lines = head.replace("\r\n", "\n").split("\n")
-    while lines and not lines[0]:
-        lines.pop(0)  # RFC 9112: ignore empty lines before the request line
-    if not lines:
-        raise HttpError(400, "empty request")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[0] or not parts[1]:
-        raise HttpError(400, "bad request line")
-    method, target, version = parts
-    if not method.isalpha() or not method.isupper():
-        raise HttpError(400, "bad method")
-    if version not in ("HTTP/1.1", "HTTP/1.0"):
-        if version.startswith("HTTP/"):
-            raise HttpError(505)
-        raise HttpError(400, "bad version")
-    headers: dict[str, str] = {}
-    for line in lines[1:]:
-        if line[:1] in (" ", "\t"):
-            raise HttpError(400, "obsolete header folding")
-        name, colon, value = line.partition(":")
-        if not colon or not name or name != name.strip():
-            raise HttpError(400, "bad header line")
-        key = name.lower()
-        value = value.strip()
-        headers[key] = f"{headers[key]},{value}" if key in headers else value
-    if "transfer-encoding" in headers:
-        raise HttpError(501, "request bodies are not supported")
-    request = HttpRequest(method, target, version, headers)
-    request.content_length  # noqa: B018 - validates it
-    return request, end + sep
-
-
-def build_response(status: int, body: bytes = b"", content_type: str = TEXT,
-                   keep_alive: bool = True, head_only: bool = False,
-                   headers: Optional[dict] = None) -> bytes:
-    lines = [f"HTTP/1.1 {status} {REASONS.get(status, 'Unknown')}",
-             f"Server: {SERVER}",
-             f"Content-Type: {content_type}",
-             f"Content-Length: {len(body)}",
-             "Cache-Control: no-store",
-             f"Connection: {'keep-alive' if keep_alive else 'close'}"]
-    lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-    out = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return out if head_only else out + body
+TEXT = httpproto.TEXT
+AGENT_SOCKET = "http-agent"  # in the router's ipc directory; router_io.httpstream asks here
 
 
 # Handler: (request, listener settings, respond) -> None; respond(status, body, content_type,
 # headers=None) may be called later (from the poll loop), exactly once.
-Handler = Callable[[HttpRequest, dict, Callable[..., None]], None]
+Handler = Callable[[httpproto.Request, dict, Callable[..., None]], None]
 
 
 class _Conn:
-    __slots__ = ("sock", "settings", "rbuf", "wbuf", "busy", "close_after", "last", "peer",
-                 "token")
+    __slots__ = ("sock", "settings", "proto", "wbuf", "last", "token")
 
-    def __init__(self, sock: socket.socket, settings: dict, peer: str, now: float) -> None:
+    def __init__(self, sock: socket.socket, settings: dict, now: float) -> None:
         self.sock = sock
         self.settings = settings
-        self.rbuf = bytearray()
+        self.proto = httpproto.HttpProtocol(websockets=False)
         self.wbuf = bytearray()
-        self.busy = False         # a request is being answered
-        self.close_after = False  # close once wbuf is written
         self.last = now
-        self.peer = peer
         self.token = 0            # which request a late respond() belongs to
 
 
-def open_http_listener(settings: dict) -> socket.socket:
-    """A non-blocking listening socket for an http listener (no SO_REUSEPORT: one owner)."""
-    host = settings.get("host") or "0.0.0.0"
-    port = settings.get("port", "amqp")
-    text = str(port)
-    port_num = int(text) if text.isdigit() else socket.getservbyname(text, "tcp")
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    infos = socket.getaddrinfo(host, port_num, family, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
-    family, stype, proto, _, sockaddr = infos[0]
-    sock = socket.socket(family, stype, proto)
+def open_unix_listener(path: str) -> socket.socket:
+    """The agent's internal HTTP endpoint: a Unix stream socket only the router's workers use."""
     try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(sockaddr)
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.bind(path)
         sock.listen(64)
         sock.setblocking(False)
     except OSError:
@@ -193,7 +81,8 @@ def open_http_listener(settings: dict) -> socket.socket:
 
 
 class HttpServer:
-    """Sockets and HTTP framing; what to answer is the handler's business."""
+    """Sockets around :class:`router_core.httpproto.HttpProtocol` (h11); what to answer is the
+    handler's business."""
 
     def __init__(self, poller: zmq.Poller, handler: Handler,
                  log: Callable[[str, str], None]) -> None:
@@ -205,25 +94,10 @@ class HttpServer:
         self._tokens = itertools.count(1)
 
     # --- listeners ----------------------------------------------------------------------------
-    def open_listener(self, settings: dict) -> None:
-        sock = open_http_listener(settings)
+    def add_listener(self, sock: socket.socket, settings: dict) -> None:
+        """Serve a bound, listening, non-blocking socket (the server closes it)."""
         self.listeners[sock.fileno()] = (sock, settings)
         self.poller.register(sock.fileno(), zmq.POLLIN)
-        self.log("info", f"HTTP listener on {settings.get('host')}:{settings.get('port')} "
-                         f"(metrics: {'yes' if settings.get('metrics', True) else 'no'}, "
-                         f"healthz: {'yes' if settings.get('healthz', True) else 'no'})")
-
-    def close_listener(self, name: str) -> bool:
-        found = False
-        for fd, (sock, settings) in list(self.listeners.items()):
-            if settings.get("name") == name:
-                self.poller.unregister(fd)
-                sock.close()
-                del self.listeners[fd]
-                found = True
-                self.log("info", f"Stopped HTTP listener on {settings.get('host')}:"
-                                 f"{settings.get('port')}")
-        return found
 
     def owns(self, fd: int) -> bool:
         return fd in self.listeners or fd in self.conns
@@ -246,7 +120,7 @@ class HttpServer:
         lsock, settings = self.listeners[fd]
         for _ in range(64):
             try:
-                sock, addr = lsock.accept()
+                sock, _ = lsock.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -255,13 +129,13 @@ class HttpServer:
             sock.setblocking(False)
             if len(self.conns) >= MAX_CONNECTIONS:
                 try:
-                    sock.send(build_response(503, b"too many connections\n", keep_alive=False))
+                    sock.send(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 21\r\n"
+                              b"Connection: close\r\n\r\ntoo many connections\n")
                 except OSError:
                     pass
                 sock.close()
                 continue
-            conn = _Conn(sock, settings, f"{addr[0]}:{addr[1]}", now)
-            self.conns[sock.fileno()] = conn
+            self.conns[sock.fileno()] = _Conn(sock, settings, now)
             self.poller.register(sock.fileno(), zmq.POLLIN)
 
     def _read(self, fd: int, conn: _Conn, now: float) -> None:
@@ -270,49 +144,37 @@ class HttpServer:
         except (BlockingIOError, InterruptedError):
             return
         except OSError:
-            self._close(fd)
-            return
-        if not data:
+            data = b""
+        if not data and not conn.proto.busy:
             self._close(fd)
             return
         conn.last = now
-        conn.rbuf += data
-        if len(conn.rbuf) > 4 * MAX_HEADER_BYTES and conn.busy:
-            self._close(fd)  # a client flooding us while we answer
-            return
-        self._next_request(fd, conn)
+        self._events(fd, conn, conn.proto.receive_data(data))
 
-    def _next_request(self, fd: int, conn: _Conn) -> None:
-        if conn.busy or conn.close_after:
-            return
-        try:
-            parsed = parse_request(bytes(conn.rbuf))
-        except HttpError as exc:
-            conn.rbuf.clear()
-            self._send(fd, conn, build_response(exc.status, f"{exc}\n".encode(),
-                                                keep_alive=False), close=True)
-            return
-        if parsed is None:
-            return
-        request, used = parsed
-        del conn.rbuf[:used]
-        keep_alive = request.keep_alive
-        if request.content_length:
-            keep_alive = False  # we do not read bodies: answer, then close
-            conn.rbuf.clear()
-        conn.busy = True
+    def _events(self, fd: int, conn: _Conn, events: list) -> None:
+        """Pipelined requests in turn, in a loop, while each is answered at once."""
+        while events:
+            for event in events:
+                if type(event) is httpproto.Request:
+                    self._request(fd, conn, event)
+            if conn.proto.busy or self.conns.get(fd) is not conn:
+                break
+            events = conn.proto.resume()
+        self._write(fd, conn)
+
+    def _request(self, fd: int, conn: _Conn, request: httpproto.Request) -> None:
         conn.token = token = next(self._tokens)
-        head_only = request.method == "HEAD"
+        sync = [True]  # answered while the handler runs: _events goes on with the next request
 
         def respond(status: int, body: bytes = b"", content_type: str = TEXT,
                     headers: Optional[dict] = None) -> None:
-            if self.conns.get(fd) is not conn or conn.token != token or not conn.busy:
+            if self.conns.get(fd) is not conn or conn.token != token:
                 return  # the client went away (or this was answered already)
-            conn.busy = False
-            self._send(fd, conn, build_response(status, body, content_type, keep_alive,
-                                                head_only, headers), close=not keep_alive)
-            if fd in self.conns and conn.rbuf:
-                self._next_request(fd, conn)
+            if not conn.proto.respond(status, body, content_type, headers):
+                return
+            conn.token = 0
+            if not sync[0]:  # a late answer: send it and read on
+                self._events(fd, conn, conn.proto.resume())
 
         if request.method not in ("GET", "HEAD"):
             respond(405, b"only GET and HEAD\n", headers={"Allow": "GET, HEAD"})
@@ -322,13 +184,12 @@ class HttpServer:
         except Exception as exc:  # a handler bug answers 500, never takes the agent down
             self.log("error", f"HTTP handler failed for {request.path}: {exc!r}")
             respond(500, b"internal error\n")
-
-    def _send(self, fd: int, conn: _Conn, data: bytes, close: bool) -> None:
-        conn.wbuf += data
-        conn.close_after = conn.close_after or close
-        self._write(fd, conn)
+        sync[0] = False
 
     def _write(self, fd: int, conn: _Conn) -> None:
+        if self.conns.get(fd) is not conn:
+            return
+        conn.wbuf += conn.proto.data_to_send()
         while conn.wbuf:
             try:
                 sent = conn.sock.send(conn.wbuf)
@@ -340,7 +201,7 @@ class HttpServer:
                 return
             del conn.wbuf[:sent]
         self.poller.modify(fd, zmq.POLLIN)
-        if conn.close_after:
+        if conn.proto.must_close and not conn.proto.busy:
             try:
                 conn.sock.shutdown(socket.SHUT_WR)
             except OSError:
@@ -359,7 +220,7 @@ class HttpServer:
 
     def tick(self, now: float) -> None:
         for fd, conn in list(self.conns.items()):
-            if not conn.busy and now - conn.last > IDLE_TIMEOUT:
+            if not conn.proto.busy and now - conn.last > IDLE_TIMEOUT:
                 self._close(fd)
 
     def close_all(self) -> None:
@@ -444,35 +305,18 @@ class MetricsService:
         self._configure_sink(spec.get("router") or {})
 
     # --- listeners ----------------------------------------------------------------------------
-    def start(self, listeners: list) -> Optional[str]:
-        """Bind every http listener; an error text if one cannot be bound."""
-        for settings in listeners:
-            if not settings.get("http"):
-                continue
-            try:
-                self.server.open_listener(settings)
-            except OSError as exc:
-                return (f"HTTP listener error on {settings.get('host')}:{settings.get('port')}: "
-                        f"{exc.strerror or exc}")
+    def start(self, ipc_dir: str) -> Optional[str]:
+        """Serve /metrics and /healthz on the internal Unix socket the workers forward the
+        requests of http listeners to; an error text if it cannot be bound."""
+        path = os.path.join(ipc_dir, AGENT_SOCKET)
+        try:
+            self.server.add_listener(open_unix_listener(path), {})
+        except OSError as exc:
+            return f"cannot serve /metrics and /healthz on {path}: {exc.strerror or exc}"
         return None
 
-    def on_config_change(self, change: Any) -> None:
-        """Follow management/reload listener changes that concern http listeners."""
-        kind = change.entity_type.rsplit(".", 1)[-1]
-        attrs = change.attributes
-        if kind != "listener" or not attrs.get("http"):
-            return
-        if change.op == "create":
-            try:
-                self.server.open_listener(attrs)
-            except OSError as exc:
-                self.log("error", f"HTTP listener error on {attrs.get('host')}:"
-                                  f"{attrs.get('port')}: {exc.strerror or exc}")
-        elif change.op == "delete":
-            self.server.close_listener(str(attrs.get("name")))
-
     # --- HTTP ---------------------------------------------------------------------------------
-    def handle(self, request: HttpRequest, settings: dict, respond: Callable[..., None]) -> None:
+    def handle(self, request: httpproto.Request, settings: dict, respond: Callable[..., None]) -> None:
         path = request.path
         if path == "/metrics" and settings.get("metrics", True):
             from agent.metrics import PROMETHEUS_CONTENT_TYPE, prometheus_text
@@ -565,9 +409,4 @@ class MetricsService:
         self.server.close_all()
 
 
-def is_http_listener(settings: dict) -> bool:
-    return bool(settings.get("http"))
-
-
-__all__ = ["HttpError", "HttpRequest", "HttpServer", "MetricsService", "CoreQueries",
-           "build_response", "parse_request", "is_http_listener"]
+__all__ = ["HttpServer", "MetricsService", "CoreQueries", "open_unix_listener", "AGENT_SOCKET"]

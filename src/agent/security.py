@@ -168,13 +168,28 @@ def connection_problem(short: str, attrs: dict,
     profile = profile_of(str(name)) if name else None
     mechs = mechanisms(attrs.get("saslMechanisms"))
     if short == "listener":
-        if attrs.get("http"):
-            for attr in ("sslProfile", "requireSsl", "requireEncryption", "authenticatePeer",
-                         "saslMechanisms"):
-                if attrs.get(attr):
-                    return (f"{where}: '{attr}' is not supported on an http listener by this "
-                            "router (its /metrics and /healthz are served in plain HTTP without "
-                            "authentication)")
+        if attrs.get("http") or attrs.get("httpRootDir"):
+            # TLS on an http listener wraps the HTTP/WebSocket stream (router_io.httpstream);
+            # proton sees plain AMQP inside the WebSocket, so what needs proton's TLS is refused
+            if attrs.get("requireEncryption"):
+                return (f"{where}: 'requireEncryption' is not supported on an http listener "
+                        "(use an sslProfile: every connection to it is then TLS)")
+            if attrs.get("requireSsl") and not name:
+                return (f"{where}: requireSsl needs an sslProfile (with certFile and "
+                        "privateKeyFile)")
+            if name and profile is not None and not profile.get("certFile"):
+                return (f"{where}: sslProfile '{name}' has no certFile/privateKeyFile, which a "
+                        "TLS listener needs")
+            if (attrs.get("authenticatePeer") and profile is not None
+                    and profile.get("caCertFile") and profile.get("uidFormat")):
+                return (f"{where}: sslProfile '{name}' has uidFormat, but the user of an AMQP "
+                        "connection over a WebSocket is not taken from its client certificate "
+                        "by this router")
+            for mech in ("EXTERNAL", "DIGEST-MD5"):
+                if mech in mechs:
+                    return (f"{where}: saslMechanisms {mech} is not supported on an http "
+                            "listener by this router (AMQP over WebSocket sees no TLS client "
+                            "certificate or TLS layer)")
             return None
         if attrs.get("requireSsl") and not name:
             return f"{where}: requireSsl needs an sslProfile (with certFile and privateKeyFile)"

@@ -215,18 +215,24 @@ class Supervisor:
         A listener that cannot be bound is logged as 1.19 does (``SERVER (error) Listener error
         on HOST:PORT: REASON - listen on HOST:PORT (proton:io)``); the text returned is 1.19's
         critical line, ``Shutting down, required listener failed HOST:PORT``.
-        HTTP listeners are bound by the agent (agent/httpserver.py), exclusively as well.
+        HTTP listeners (``http: yes``) are bound here too and served by the workers
+        (router_io/httpstream.py: WebSocket, static files; /metrics and /healthz via the agent).
         """
         for settings in self.spec.get("listeners", []):
-            if settings.get("http"):
-                continue
             try:
                 self.broker.open(settings)
             except ListenerError as exc:
                 # the two lines 1.19 logs (it logs them after "Operational"; we never get there)
                 where = f"{settings.get('host') or ''}:{settings.get('port', 'amqp')}"
-                self.log.log("SERVER", "error", f"{exc} - listen on {where} (proton:io)")
+                if settings.get("http") or settings.get("httpRootDir"):
+                    self.log.log("SERVER", "error", f"HTTP l{str(exc)[1:]}")
+                    self.log.log("SERVER", "notice", f"Error listening for HTTP on {where}")
+                else:
+                    self.log.log("SERVER", "error", f"{exc} - listen on {where} (proton:io)")
                 return f"Shutting down, required listener failed {where}"
+            if settings.get("http") or settings.get("httpRootDir"):
+                self.log.log("SERVER", "notice", "Listening for HTTP on "
+                             f"{settings.get('host') or ''}:{settings.get('port', 'amqp')}")
         for settings in self.spec.get("connectors", []):
             self.broker.add_connector(settings)
         return None

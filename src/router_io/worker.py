@@ -8,7 +8,11 @@ One loop iteration (batch, then flush):
 4. let the engine turn all pending proton events into commands;
 5. send those commands to the core as ONE batch, then write every connection's output.
 
-Only this module touches sockets; the AMQP logic lives in ``router_io.engine``.
+Only this module (and ``router_io.httpstream`` for http listeners) touches sockets; the AMQP
+logic lives in ``router_io.engine``. A listener with ``http: yes`` speaks HTTP/1.1 (h11): a
+WebSocket upgrade (subprotocol ``amqp`` or ``binary``) becomes an AMQP connection of the engine
+like any other, ``/metrics`` and ``/healthz`` are asked of the agent (its Unix socket), other
+GETs are static files from ``httpRootDir`` (``router_io.httpstream``).
 Listeners are bound once, by the supervisor (``router_core.listenfds``), and lent to every worker:
 all workers accept on the same socket, and it stays open while a worker is restarted.
 Must not import router_core.core (the core runs in its own process).
@@ -32,8 +36,11 @@ from router_core import listenfds
 from router_core.listenfds import ListenerError, resolve_port
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
+from router_core.httpproto import AmqpData, Closed, Request, Upgraded
 from router_io.engine import Connection
 from router_io.engine_select import get_engine_class
+from router_io.httpstream import (IDLE_TIMEOUT, AgentFetch, HttpStream, http_root,
+                                  static_response, tls_context)
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
 _READ_SIZE = 65536
@@ -102,6 +109,10 @@ class Worker:
         self.rbuf = bytearray(_READ_SIZE)
         self.wbuf = bytearray(_READ_SIZE)
         self.next_tick = 0.0
+        self.http: dict[int, HttpStream] = {}      # http-listener sockets still speaking HTTP
+        self.ws: dict[int, tuple] = {}             # upgraded ones: fd -> (HttpStream, Connection)
+        self.fetches: dict[int, tuple] = {}        # fd -> (AgentFetch, HttpStream)
+        self.tls_contexts: dict[tuple, Any] = {}
 
     def _log_server(self, level: str, text: str) -> None:
         self.log_sink.log("SERVER", level, text)
@@ -267,6 +278,10 @@ class Worker:
                     self._accept(target)
                 elif target in self.connecting:
                     self._finish_connect(target)
+                elif target in self.http:
+                    self._http_event(target, mask)
+                elif target in self.fetches:
+                    self._fetch_event(target)
                 else:
                     entry = self.sockets.get(target)
                     if entry is None:
@@ -276,6 +291,8 @@ class Worker:
                     if mask & POLLOUT:
                         engine.dirty.add(entry[1])
             entry = None  # a connection closed in _flush must not live on in this frame
+            if self.ws:
+                self._ws_pending_input()
             if time.monotonic() >= self.next_tick:
                 self._tick()
             try:  # each event is isolated in the engine (one connection closes); this is a net
@@ -290,6 +307,8 @@ class Worker:
         self._shutdown()
 
     def _timeout_ms(self) -> int:
+        if self.ws and any(s.amqp_in and c.capacity() > 0 for s, c in self.ws.values()):
+            return 0  # decoded WebSocket input the engine can take now (_ws_pending_input)
         return max(0, min(1000, int((self.next_tick - time.monotonic()) * 1000) + 1))
 
     def _drain_core(self) -> None:
@@ -335,9 +354,8 @@ class Worker:
         name = attrs.get("name")
         if kind == "sslProfile":  # used by the connections accepted/made from now on
             self.engine.set_ssl_profile(str(name), attrs if change.op == "create" else None)
+            self.tls_contexts.clear()  # http listeners' contexts are made again when needed
             return True, ""
-        if kind == "listener" and attrs.get("http"):
-            return True, "served by the agent"  # agent/httpserver.py binds http listeners
         if kind == "listener" and change.op == "create":
             try:
                 sock = listenfds.open_lent(self.ipc_dir, attrs)
@@ -346,7 +364,9 @@ class Worker:
             except (OSError, ValueError) as exc:
                 return False, f"cannot get the listening socket from the supervisor: {exc}"
             self._add_listener(sock, attrs)
-            self._log_server("info", f"Listening on {attrs.get('host')}:{attrs.get('port')}")
+            http = " for HTTP" if attrs.get("http") or attrs.get("httpRootDir") else ""
+            self._log_server("info", f"Listening{http} on {attrs.get('host')}:"
+                                     f"{attrs.get('port')}")
             return True, ""
         if kind == "listener" and change.op == "delete":
             for fd, (sock, settings) in list(self.listeners.items()):
@@ -409,6 +429,9 @@ class Worker:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             host = f"{addr[0]}:{addr[1]}"
+            if settings.get("http") or settings.get("httpRootDir"):
+                self._http_accept(sock, settings, host)
+                continue
             conn = self.engine.new_connection(settings, host, "in")
             self.sockets[sock.fileno()] = (sock, conn)
             self.sock_of[conn] = sock
@@ -502,6 +525,8 @@ class Worker:
             if sent < n:
                 blocked = True
                 break
+        if not blocked and type(sock) is HttpStream and not sock.flush():
+            blocked = True  # WebSocket frames still queued for the socket
         fd = sock.fileno()
         if blocked and fd not in self.want_write:
             self.want_write.add(fd)
@@ -515,6 +540,7 @@ class Worker:
     def _close_socket(self, sock: socket.socket, conn: Connection) -> None:
         fd = sock.fileno()
         self.sockets.pop(fd, None)
+        self.ws.pop(fd, None)
         self.sock_of.pop(conn, None)
         self.want_write.discard(fd)
         try:
@@ -542,11 +568,16 @@ class Worker:
             if nxt:
                 deadline = min(deadline, nxt / 1000.0)
             self.engine.dirty.add(conn)
+        if self.http or self.fetches:
+            self._http_tick(now)
+            deadline = min(deadline, now + 1.0)
         self.next_tick = min(deadline, self._service_connectors(now))
 
     def _shutdown(self) -> None:
         for sock, _ in self.listeners.values():
             sock.close()
+        for fd in list(self.http):
+            self._http_close(fd)
         for sock, conn in list(self.sockets.values()):
             conn.connection.close()
         self.engine.process_events()
@@ -556,6 +587,170 @@ class Worker:
         self.core.close(0)
         self.status.close(0)
         self.ctx.term()
+
+    # --- http listeners: HTTP requests, WebSocket upgrades (router_io.httpstream) ---------------
+    def _http_tls(self, settings: dict) -> Any:
+        name = settings.get("sslProfile")
+        if not name:
+            return None
+        profile = settings.get("sslProfileAttributes") or self.engine.ssl_profiles.get(str(name))
+        if profile is None:
+            raise ValueError(f"sslProfile '{name}' is not configured")
+        client_certs = bool(settings.get("authenticatePeer") and profile.get("caCertFile"))
+        key = (str(name), id(profile), client_certs)
+        ctx = self.tls_contexts.get(key)
+        if ctx is None:
+            ctx = self.tls_contexts[key] = tls_context(profile, client_certs)
+        return ctx
+
+    def _http_accept(self, sock: socket.socket, settings: dict, host: str) -> None:
+        try:
+            tls = self._http_tls(settings)
+        except ValueError as exc:
+            self._log_server("error", f"HTTP connection from {host} refused: {exc}")
+            sock.close()
+            return
+        stream = HttpStream(sock, settings, host, tls)
+        self.http[sock.fileno()] = stream
+        self.poller.register(stream, POLLIN)
+
+    def _http_event(self, fd: int, mask: int) -> None:
+        stream = self.http[fd]
+        try:
+            if mask & POLLIN:
+                self._http_events(fd, stream, stream.read_events())
+            if self.http.get(fd) is stream:
+                self._http_flush(fd, stream)
+        except Exception as exc:  # noqa: BLE001 - that connection closes, the worker goes on
+            self._log_server("error", f"HTTP connection from {stream.peer}: internal error: "
+                             + "".join(traceback.format_exception(exc)).rstrip())
+            if self.http.get(fd) is stream:
+                self._http_close(fd)
+
+    def _http_events(self, fd: int, stream: HttpStream, events: list) -> None:
+        """Handle the requests read; pipelined ones in turn, in a loop (not recursion), as long
+        as each is answered at once (a forwarded one resumes the loop when answered)."""
+        while events:
+            for i, event in enumerate(events):
+                if type(event) is Request:
+                    self._http_request(stream, event)
+                elif type(event) is Upgraded:
+                    self._ws_upgrade(fd, stream, events[i + 1:])
+                    return
+                elif type(event) is Closed and not stream.eof and stream.proto.ws is None:
+                    self._log_server("info", f"HTTP connection from {stream.peer} closed: "
+                                             f"{event.reason}")
+            if stream.proto.busy or self.http.get(fd) is not stream:
+                return
+            events = stream.proto.resume()
+
+    def _http_request(self, stream: HttpStream, request: Request) -> None:
+        path, settings = request.path, stream.settings
+        if (path in ("/metrics", "/healthz") and settings.get(path[1:], True) is not False
+                and request.method in ("GET", "HEAD")):
+            try:
+                fetch = AgentFetch(self.ipc_dir, path)
+            except OSError as exc:
+                stream.proto.respond(503, f"the router's agent is not reachable: {exc}\n"
+                                     .encode())
+                return
+            stream.fetch = fetch
+            self.fetches[fetch.fileno()] = (fetch, stream)
+            self.poller.register(fetch, POLLIN)
+            return
+        status, body, ctype, headers = static_response(http_root(settings), request.method, path)
+        stream.proto.respond(status, body, ctype, headers)
+
+    def _http_respond(self, stream: HttpStream, status: int, body: bytes,
+                      ctype: str = "text/plain; charset=utf-8") -> None:
+        """A late answer (from the agent, or its timeout): send it, then go on reading."""
+        if not stream.proto.respond(status, body, ctype):
+            return
+        fd = stream.fileno()
+        if self.http.get(fd) is stream:
+            self._http_events(fd, stream, stream.proto.resume())  # pipelined requests
+        if self.http.get(fd) is stream:
+            self._http_flush(fd, stream)
+
+    def _http_flush(self, fd: int, stream: HttpStream) -> None:
+        done = stream.flush()
+        # a client that ended its side after a request still gets the answer
+        if stream.finished() and stream.fetch is None or stream.eof and done \
+                and not stream.proto.busy:
+            self._http_close(fd)
+            return
+        # after the client's end of stream the socket stays readable: stop polling for input
+        self.poller.modify(stream, (0 if stream.eof else POLLIN) | (0 if done else POLLOUT))
+
+    def _http_close(self, fd: int) -> None:
+        stream = self.http.pop(fd, None)
+        if stream is None:
+            return
+        if stream.fetch is not None:
+            self._fetch_done(stream.fetch)
+        try:
+            self.poller.unregister(stream)
+        except KeyError:
+            pass
+        stream.close()
+
+    def _fetch_done(self, fetch: AgentFetch) -> None:
+        entry = self.fetches.pop(fetch.fileno(), None)
+        try:
+            self.poller.unregister(fetch)
+        except KeyError:
+            pass
+        fetch.close()
+        if entry is not None:
+            entry[1].fetch = None
+
+    def _fetch_event(self, fd: int) -> None:
+        fetch, stream = self.fetches[fd]
+        answer = fetch.read()
+        if answer is None:
+            return
+        self._fetch_done(fetch)
+        if self.http.get(stream.fileno()) is stream:
+            self._http_respond(stream, *answer)
+
+    def _http_tick(self, now: float) -> None:
+        for fetch, stream in list(self.fetches.values()):
+            if now >= fetch.deadline:
+                self._fetch_done(fetch)
+                self._http_respond(stream, 503, b"the router's agent did not answer in time\n")
+        for fd, stream in list(self.http.items()):
+            if not stream.proto.busy and now - stream.last > IDLE_TIMEOUT:
+                self._http_close(fd)
+
+    def _ws_upgrade(self, fd: int, stream: HttpStream, rest: list) -> None:
+        """The request became a WebSocket: from now on an AMQP connection like any other."""
+        for event in rest:
+            if type(event) is AmqpData:
+                stream.amqp_in += event.data
+            elif type(event) is Closed:
+                stream.eof = True
+        # TLS, if any, is the WebSocket's (HttpStream); proton sees plain AMQP
+        settings = {k: v for k, v in stream.settings.items()
+                    if k not in ("sslProfile", "requireSsl", "requireEncryption")}
+        conn = self.engine.new_connection(settings, stream.peer, "in")
+        del self.http[fd]
+        self.poller.modify(stream, POLLIN)  # _flush_one asks for POLLOUT when it needs it
+        self.sockets[fd] = (stream, conn)
+        self.sock_of[conn] = stream
+        self.ws[fd] = (stream, conn)
+        self._log_server("info", f"[C{conn.conn_id}] Accepted WebSocket connection to "
+                                 f"{stream.settings.get('host')}:{stream.settings.get('port')} "
+                                 f"from {stream.peer}")
+        self._flush_one(stream, conn)  # the 101 answer
+        if stream.amqp_in or stream.eof:
+            self._read(stream, conn)
+
+    def _ws_pending_input(self) -> None:
+        """AMQP bytes decoded from WebSocket messages wait for the engine's capacity: the
+        socket is not readable any more, so the poll would not bring them back."""
+        for stream, conn in list(self.ws.values()):
+            if stream.amqp_in and conn.capacity() > 0 and self.sock_of.get(conn) is stream:
+                self._read(stream, conn)
 
     def stop(self, *_: Any) -> None:
         self.running = False

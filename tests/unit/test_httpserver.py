@@ -1,5 +1,6 @@
-"""The agent's HTTP server: request parsing, responses, and the server driven by a zmq.Poller
-with real loopback sockets (no router): keep-alive, late answers, errors, limits."""
+"""The agent's HTTP server (h11, via router_core.httpproto) driven by a zmq.Poller with real
+loopback sockets (no router): keep-alive, late answers, errors, limits; and the /metrics and
+/healthz handlers. The protocol itself (parsing, WebSocket, TLS) is tested in test_httpproto."""
 from __future__ import annotations
 
 import socket
@@ -9,76 +10,7 @@ import pytest
 import zmq
 
 from agent import httpserver as hs
-from router_core import ipc
-
-
-# --- parsing ------------------------------------------------------------------------------------
-def test_parse_simple_get():
-    req, used = hs.parse_request(b"GET /metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\nrest")
-    assert (req.method, req.path, req.version) == ("GET", "/metrics", "HTTP/1.1")
-    assert req.headers == {"host": "a"} and used == len(b"GET /metrics?x=1 HTTP/1.1\r\nHost: "
-                                                         b"a\r\n\r\n")
-    assert req.keep_alive
-
-
-def test_incomplete_head_waits():
-    assert hs.parse_request(b"GET / HTTP/1.1\r\nHost: a\r\n") is None
-
-
-def test_bare_lf_and_leading_empty_lines():
-    req, used = hs.parse_request(b"\r\nGET /healthz HTTP/1.0\nConnection: keep-alive\n\n")
-    assert req.path == "/healthz" and req.keep_alive
-
-
-@pytest.mark.parametrize("head,connection,expected", [
-    ("HTTP/1.1", None, True), ("HTTP/1.1", "close", False),
-    ("HTTP/1.1", "Keep-Alive, Close", False),
-    ("HTTP/1.0", None, False), ("HTTP/1.0", "keep-alive", True)])
-def test_keep_alive_rules(head, connection, expected):
-    extra = f"Connection: {connection}\r\n" if connection else ""
-    req, _ = hs.parse_request(f"GET / {head}\r\n{extra}\r\n".encode())
-    assert req.keep_alive is expected
-
-
-def test_repeated_headers_are_joined():
-    req, _ = hs.parse_request(b"GET / HTTP/1.1\r\nA: 1\r\na: 2\r\n\r\n")
-    assert req.headers["a"] == "1,2"
-
-
-@pytest.mark.parametrize("data,status", [
-    (b"GET /\r\n\r\n", 400),
-    (b"get / HTTP/1.1\r\n\r\n", 400),
-    (b"GET / HTTP/2.0\r\n\r\n", 505),
-    (b"GET / FOO/1.1\r\n\r\n", 400),
-    (b"GET  / HTTP/1.1\r\n\r\n", 400),
-    (b"GET / HTTP/1.1\r\nNoColon\r\n\r\n", 400),
-    (b"GET / HTTP/1.1\r\nA: 1\r\n folded\r\n\r\n", 400),
-    (b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400),
-    (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 501),
-])
-def test_bad_requests(data, status):
-    with pytest.raises(hs.HttpError) as info:
-        hs.parse_request(data)
-    assert info.value.status == status
-
-
-def test_header_limit():
-    with pytest.raises(hs.HttpError) as info:
-        hs.parse_request(b"GET / HTTP/1.1\r\nX: " + b"a" * 100, max_header=50)
-    assert info.value.status == 431
-    with pytest.raises(hs.HttpError):
-        hs.parse_request(b"GET / HTTP/1.1\r\nX: " + b"a" * 100 + b"\r\n\r\n", max_header=50)
-
-
-def test_build_response():
-    out = hs.build_response(200, b"ok\n", keep_alive=False)
-    head, body = out.split(b"\r\n\r\n", 1)
-    lines = head.decode().split("\r\n")
-    assert lines[0] == "HTTP/1.1 200 OK" and body == b"ok\n"
-    assert "Content-Length: 3" in lines and "Connection: close" in lines
-    head_only = hs.build_response(404, b"nope", head_only=True, headers={"Allow": "GET"})
-    assert head_only.endswith(b"\r\n\r\n") and b"Content-Length: 4" in head_only
-    assert b"Allow: GET" in head_only
+from router_core import httpproto, ipc
 
 
 # --- the server in a poll loop ------------------------------------------------------------------
@@ -92,10 +24,10 @@ class Harness:
         self.server = hs.HttpServer(self.poller, self.handle, lambda lvl, t: self.logs.append(t))
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        sock.setblocking(False)
         self.port = sock.getsockname()[1]
-        sock.close()
-        self.server.open_listener({"name": "h", "host": "127.0.0.1", "port": str(self.port),
-                                   **(settings or {})})
+        self.server.add_listener(sock, {"name": "h", **(settings or {})})
         self.defer = False
 
     def handle(self, request, settings, respond):
@@ -155,22 +87,39 @@ def test_get_and_keep_alive(harness):
     with harness.client() as c:
         c.sendall(b"GET /a HTTP/1.1\r\nHost: x\r\n\r\n")
         assert harness.read_response(c).endswith(b"you asked /a\n")
-        c.sendall(b"GET /b HTTP/1.1\r\n\r\n")  # same connection
+        c.sendall(b"GET /b HTTP/1.1\r\nHost: x\r\n\r\n")  # same connection
         assert harness.read_response(c).endswith(b"you asked /b\n")
 
 
 def test_pipelined_requests_answered_in_order(harness):
     with harness.client() as c:
-        c.sendall(b"GET /1 HTTP/1.1\r\n\r\nGET /2 HTTP/1.1\r\n\r\n")
+        c.sendall(b"GET /1 HTTP/1.1\r\nHost: x\r\n\r\nGET /2 HTTP/1.1\r\nHost: x\r\n\r\n")
         data = harness.read_response(c)
         data += harness.read_response(c)
         assert data.index(b"you asked /1") < data.index(b"you asked /2")
 
 
+def test_many_pipelined_requests_answered_in_a_loop(harness):
+    with harness.client() as c:
+        c.sendall(b"GET /p HTTP/1.1\r\nHost: x\r\n\r\n" * 1500
+                  + b"GET /last HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        deadline = time.monotonic() + 10
+        c.setblocking(False)
+        while time.monotonic() < deadline and not data.endswith(b"you asked /last\n"):
+            harness.pump(0.05)
+            try:
+                data += c.recv(1 << 20)
+            except BlockingIOError:
+                pass
+        assert data.count(b"you asked /p\n") == 1500 and data.endswith(b"you asked /last\n")
+    assert not any("failed" in line for line in harness.logs)
+
+
 def test_late_answer_and_client_gone(harness):
     harness.defer = True
     with harness.client() as c:
-        c.sendall(b"GET /late HTTP/1.1\r\n\r\n")
+        c.sendall(b"GET /late HTTP/1.1\r\nHost: x\r\n\r\n")
         harness.pump(0.2)
         assert len(harness.pending) == 1
         _, respond = harness.pending.pop()
@@ -180,7 +129,7 @@ def test_late_answer_and_client_gone(harness):
         assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"later\n")
         assert b"twice" not in data
     c2 = harness.client()
-    c2.sendall(b"GET /x HTTP/1.1\r\n\r\n")
+    c2.sendall(b"GET /x HTTP/1.1\r\nHost: x\r\n\r\n")
     harness.pump(0.2)
     c2.close()
     harness.pump(0.2)
@@ -200,18 +149,18 @@ def test_connection_close_and_http10(harness):
 
 def test_errors(harness):
     with harness.client() as c:
-        c.sendall(b"DELETE /x HTTP/1.1\r\n\r\n")
+        c.sendall(b"DELETE /x HTTP/1.1\r\nHost: x\r\n\r\n")
         data = harness.read_response(c)
         assert data.startswith(b"HTTP/1.1 405") and b"Allow: GET, HEAD" in data
     with harness.client() as c:
         c.sendall(b"garbage\r\n\r\n")
         assert harness.read_response(c).startswith(b"HTTP/1.1 400")
     with harness.client() as c:
-        c.sendall(b"GET /boom HTTP/1.1\r\n\r\n")
+        c.sendall(b"GET /boom HTTP/1.1\r\nHost: x\r\n\r\n")
         assert harness.read_response(c).startswith(b"HTTP/1.1 500")
     assert any("boom" in line for line in harness.logs)
     with harness.client() as c:
-        c.sendall(b"HEAD /h HTTP/1.1\r\n\r\n")
+        c.sendall(b"HEAD /h HTTP/1.1\r\nHost: x\r\n\r\n")
         data = harness.read_response(c)
         assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"\r\n\r\n")
 
@@ -230,14 +179,47 @@ def test_connection_limit(harness, monkeypatch):
     with harness.client() as first, harness.client() as second:
         second.settimeout(2)
         assert second.recv(4096).startswith(b"HTTP/1.1 503")
-        first.sendall(b"GET /still HTTP/1.1\r\n\r\n")
+        first.sendall(b"GET /still HTTP/1.1\r\nHost: x\r\n\r\n")
         assert harness.read_response(first).endswith(b"you asked /still\n")
 
 
-def test_close_listener_by_name(harness):
-    assert harness.server.close_listener("h")
+def test_close_all_closes_the_listener(harness):
+    harness.server.close_all()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", harness.port), timeout=1).close()
+
+
+def test_http11_without_host_is_refused(harness):
+    with harness.client() as c:
+        c.sendall(b"GET /a HTTP/1.1\r\n\r\n")
+        data = harness.read_response(c)
+        assert data.startswith(b"HTTP/1.1 400") and b"Host" in data
+
+
+def test_unix_listener(tmp_path):
+    poller = zmq.Poller()
+    server = hs.HttpServer(poller, lambda req, settings, respond: respond(200, b"unix\n"),
+                           lambda lvl, t: None)
+    path = str(tmp_path / hs.AGENT_SOCKET)
+    server.add_listener(hs.open_unix_listener(path), {})
+    try:
+        with socket.socket(socket.AF_UNIX) as c:
+            c.settimeout(2)
+            c.connect(path)
+            c.sendall(b"GET /healthz HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n")
+            data = b""
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and not data.endswith(b"unix\n"):
+                for fd, mask in poller.poll(20):
+                    server.handle(fd, mask)
+                c.setblocking(False)
+                try:
+                    data += c.recv(4096)
+                except BlockingIOError:
+                    pass
+        assert data.startswith(b"HTTP/1.1 200") and data.endswith(b"unix\n")
+    finally:
+        server.close_all()
 
 
 # --- MetricsService endpoints ---------------------------------------------------------------------
@@ -262,7 +244,7 @@ def _answer(svc, sent, state=SNAPSHOT):
 
 
 def _request(path):
-    return hs.parse_request(f"GET {path} HTTP/1.1\r\n\r\n".encode())[0]
+    return httpproto.Request("GET", path, {"host": "agent"})
 
 
 def test_metrics_endpoint_answers_from_a_fresh_snapshot():

@@ -67,8 +67,23 @@ def test_connection_checks(pki):
                                              "saslMechanisms": "EXTERNAL"}, profiles)
     assert "trustedCertsFile" in check("listener", {"port": 1, "trustedCertsFile": "/x"},
                                        profiles)
-    assert "http listener" in check("listener", {"port": 1, "http": True, "sslProfile": "t"},
-                                    profiles)
+    # an http listener: TLS on the HTTP/WebSocket stream; what needs proton's TLS is refused
+    assert check("listener", {"port": 1, "http": True, "sslProfile": "t"}, profiles) is None
+    assert check("listener", {"port": 1, "http": True, "sslProfile": "t", "requireSsl": True,
+                              "authenticatePeer": True, "saslMechanisms": "PLAIN"},
+                 profiles) is None
+    assert "no certFile" in check("listener", {"port": 1, "http": True, "sslProfile": "e"},
+                                  profiles)
+    assert "requireSsl" in check("listener", {"port": 1, "http": True, "requireSsl": True},
+                                 profiles)
+    uid = {"u": dict(prof, name="u", uidFormat="cn")}
+    uid_profiles = lambda n: uid.get(n) or profiles(n)  # noqa: E731
+    assert "uidFormat" in check("listener", {"port": 1, "http": True, "sslProfile": "u",
+                                             "authenticatePeer": True}, uid_profiles)
+    assert check("listener", {"port": 1, "http": True, "sslProfile": "u"}, uid_profiles) is None
+    for attrs in ({"requireEncryption": True}, {"sslProfile": "n", "saslMechanisms": "EXTERNAL"},
+                  {"sslProfile": "t", "requireSsl": True, "saslMechanisms": "DIGEST-MD5"}):
+        assert "http listener" in check("listener", {"port": 1, "http": True, **attrs}, profiles)
     assert "saslPassword" in check("connector", {"port": 1, "saslPassword": "env:QD_NOPE_X"},
                                    profiles)
     # DIGEST-MD5 works over TLS only here: refused elsewhere instead of failing every client
