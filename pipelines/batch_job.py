@@ -24,6 +24,11 @@ local[*]). Settings follow the data size: shuffle partitions from the input byte
 adaptive execution from 256 MiB up (below, neither it nor code generation: the job is
 planning-bound and they double its time), Spark's log at WARN (the JVM's with
 pipelines/log4j2.properties) and no console progress bars or web UI unless ``--progress``.
+The driver JVM starts from a class archive (JDK class data sharing, ``-XX:SharedArchiveFile``)
+kept in ``$XDG_CACHE_HOME/qdrouter-py`` (else ``~/.cache/qdrouter-py``), one per Java and
+pyspark install: the first run writes it when its JVM exits (about 180 MB, the summary is
+printed first), later runs load Spark's classes from it instead of the jars and start seconds
+sooner. ``--no-class-archive`` does without; a JVM that cannot use an archive ignores it.
 The Parquet tables go wherever Spark can write (hdfs://, s3a:// ...); the chart and summary are
 written by the driver, so OUTDIR must also be a local (or mounted) path for those two.
 """
@@ -32,14 +37,17 @@ from __future__ import annotations
 import argparse
 from concurrent.futures import ThreadPoolExecutor
 import glob
+import hashlib
 import math
 import os
+import shutil
+import subprocess
 import sys
 import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -69,6 +77,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "among the top addresses")
     p.add_argument("--progress", action="store_true",
                    help="Spark's console progress bars and web UI (off by default)")
+    p.add_argument("--no-class-archive", dest="class_archive", action="store_false",
+                   help="start the driver JVM without (and do not write) the class archive")
+    p.add_argument("--timings", action="store_true",
+                   help="print where the time went (phases, JVM CPU) on stderr")
     return p.parse_args(argv)
 
 
@@ -94,18 +106,94 @@ def shuffle_partitions(nbytes: Optional[int], cores: int = 0) -> int:
     return max(1, min(200, math.ceil(nbytes / BYTES_PER_PARTITION)))
 
 
+class ClassArchive:
+    """The driver JVM's class archive (see the module docstring): ``options`` for the JVM, and
+    ``finish()`` after the session stopped, which waits for a JVM that is writing a new archive
+    and puts it in place (written under a temporary name, renamed when whole)."""
+
+    def __init__(self, directory: Optional[Path] = None) -> None:
+        self.path: Optional[Path] = None
+        self.writing: Optional[Path] = None
+        java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) \
+            if os.environ.get("JAVA_HOME") else shutil.which("java")
+        if java is None:
+            return
+        import pyspark
+        java = os.path.realpath(java)
+        try:
+            stamp = f"{java}:{os.stat(java).st_mtime_ns}:{pyspark.__version__}:{pyspark.__file__}"
+        except OSError:
+            return
+        if directory is None:
+            cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+            directory = Path(cache) / "qdrouter-py"
+        key = hashlib.sha1(stamp.encode()).hexdigest()[:16]
+        self.path = directory / f"spark-driver-{pyspark.__version__}-{key}.jsa"
+
+    def options(self) -> str:
+        if self.path is None:
+            return ""
+        # the JVM's own remarks about archiving (classes it cannot archive ...) would go to
+        # stdout, into the summary: errors only, on stderr
+        quiet = " -Xlog:disable -Xlog:all=error:stderr"
+        self._remove_stale()
+        if self.path.is_file():
+            return f" -XX:SharedArchiveFile={self.path}{quiet}"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return ""
+        self.writing = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        return f" -XX:ArchiveClassesAtExit={self.writing}{quiet}"
+
+    def _remove_stale(self) -> None:
+        """Archives left half-written by a job that was killed (its process is gone)."""
+        for tmp in self.path.parent.glob(f"{self.path.name}.*.tmp"):
+            try:
+                os.kill(int(tmp.name.rsplit(".", 2)[-2]), 0)
+            except ProcessLookupError:
+                tmp.unlink(missing_ok=True)
+            except (ValueError, OSError):
+                pass
+
+    def finish(self, jvm: Optional[subprocess.Popen], timeout: float = 180.0) -> None:
+        if self.writing is None or jvm is None:
+            return
+        print(f"batch_job: writing the JVM class archive {self.path} (first run only; later "
+              f"runs start faster)", file=sys.stderr)
+        try:
+            if jvm.stdin is not None:
+                jvm.stdin.close()  # PySpark's JVM exits when its stdin closes (and then dumps)
+            jvm.wait(timeout)
+        except subprocess.TimeoutExpired:
+            print("batch_job: the JVM did not finish its class archive in time; not kept",
+                  file=sys.stderr)
+            return
+        finally:
+            if jvm.returncode is None or jvm.returncode != 0:
+                self.writing.unlink(missing_ok=True)
+        if self.writing.is_file() and self.writing.stat().st_size > 0:
+            os.replace(self.writing, self.path)
+
+
 def build_session(master: Optional[str], app: str, *, nbytes: Optional[int] = None,
-                  progress: bool = False) -> SparkSession:
+                  progress: bool = False,
+                  archive: Optional[ClassArchive] = None) -> SparkSession:
     small = nbytes is not None and nbytes < SMALL_INPUT
     java_options = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     if small:  # a JVM that lives seconds: the quick compiler and a plain GC start faster
         java_options += " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    if archive is not None:
+        java_options += archive.options()
     # Small inputs (a benchmark run: kilobytes to megabytes) are planning-bound: adaptive
     # re-planning and code generation cost seconds per query and save nothing on one
     # partition, so they are off there; from SMALL_INPUT up (or when the size is unknown)
     # adaptive execution coalesces and splits partitions.
     builder = (SparkSession.builder.appName(app)
                .config("spark.sql.session.timeZone", "UTC")
+               # PySpark sends each Column call's Python call site to the JVM (four py4j
+               # round trips per F.col, F.when ...): thousands per job, for error messages
+               .config("spark.python.sql.dataFrameDebugging.enabled", "false")
                .config("spark.sql.adaptive.enabled", "false" if small else "true")
                .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions(nbytes)))
@@ -137,8 +225,10 @@ def read_loadgen(spark: SparkSession, files: Sequence[str]) -> DataFrame:
 JOB_THREADS = 4  # Spark jobs submitted at once by run()
 
 
-def run(spark: SparkSession, args: argparse.Namespace) -> dict:
-    """Compute and write every output; return what the summary was made of."""
+def run(spark: SparkSession, args: argparse.Namespace,
+        mark: Callable[[str], None] = lambda phase: None) -> dict:
+    """Compute and write every output; return what the summary was made of. ``mark(phase)``
+    is called as each phase ends (``--timings``)."""
     window = tf.window_duration(args.window)
     out = args.out.rstrip("/")
     metrics = tf.with_counter_deltas(read_metrics(spark, args.metrics_dir)).cache()
@@ -164,6 +254,7 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict:
         reconciliation = tables["reconciliation"] = (tf.reconcile(address_tp, seconds, window)
                                                      .cache())
         recon_totals = tables["reconciliation_totals"] = tf.reconcile_totals(totals, seconds)
+    mark("query plans")
     # Every output is a small Spark job whose time goes into planning, not data: run them side
     # by side (Spark takes jobs from several threads) instead of one after another.
     with ThreadPoolExecutor(max_workers=JOB_THREADS) as pool:
@@ -206,9 +297,11 @@ def run(spark: SparkSession, args: argparse.Namespace) -> dict:
         }
         for write in writes:
             write.result()
+    mark("Spark jobs")
     out_dir = Path(out)
     facts["chart"] = write_chart(out_dir / "throughput.png", facts)
     (out_dir / "summary.txt").write_text(summary_text(facts))
+    mark("chart and summary")
     return facts
 
 
@@ -378,18 +471,63 @@ def _preload_matplotlib() -> None:
         pass  # write_chart() says there is no chart
 
 
+class Timings:
+    """``--timings``: seconds per phase and the driver JVM's CPU time, on stderr."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.last = self.started = time.monotonic()
+        self.phases: list[tuple[str, float]] = []
+
+    def mark(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases.append((phase, now - self.last))
+        self.last = now
+
+    def report(self, jvm: Optional[subprocess.Popen]) -> None:
+        if not self.on:
+            return
+        parts = ", ".join(f"{name} {secs:.1f} s" for name, secs in self.phases)
+        cpu = _process_cpu(jvm.pid) if jvm is not None else None
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        print(f"batch_job: timings: {parts}"
+              + (f"; driver JVM CPU {cpu:.1f} s" if cpu is not None else "")
+              + (f"; load average {load:.2f}" if load is not None else ""), file=sys.stderr)
+
+
+def _process_cpu(pid: int) -> Optional[float]:
+    """utime + stime of a live process in seconds (Linux), else None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _jvm_process(session: SparkSession) -> Optional[subprocess.Popen]:
+    """The driver JVM PySpark launched (None when it was started some other way)."""
+    proc = getattr(getattr(session.sparkContext, "_gateway", None), "proc", None)
+    return proc if isinstance(proc, subprocess.Popen) else None
+
+
 def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = None) -> int:
     """Run the job; with ``spark`` given (tests), use that session and leave it running."""
-    started = time.monotonic()
     args = parse_args(argv)
+    timings = Timings(args.timings)
     # the chart's library loads (about a second) while the JVM starts
     threading.Thread(target=_preload_matplotlib, daemon=True).start()
     own = spark is None
+    archive = ClassArchive() if own and args.class_archive else None
     session = spark or build_session(
-        args.master, "router-metrics-batch", progress=args.progress,
+        args.master, "router-metrics-batch", progress=args.progress, archive=archive,
         nbytes=input_bytes([f"{args.metrics_dir.rstrip('/')}/{METRICS_GLOB}", *args.loadgen]))
+    jvm = _jvm_process(session) if own else None
+    timings.mark("Spark session")
     try:
-        facts = run(session, args)
+        facts = run(session, args, timings.mark)
+        print(summary_text(facts), end="", flush=True)
+        timings.report(jvm)
     except AnalysisException as e:
         if "PATH_NOT_FOUND" not in str(e) and "does not exist" not in str(e):
             raise
@@ -398,8 +536,9 @@ def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = N
     finally:
         if own:
             session.stop()
-    print(summary_text(facts), end="")
-    print(f"batch_job: done in {time.monotonic() - started:.1f} s", file=sys.stderr)
+            if archive is not None:
+                archive.finish(jvm)
+    print(f"batch_job: done in {time.monotonic() - timings.started:.1f} s", file=sys.stderr)
     return 0
 
 

@@ -127,23 +127,22 @@ def with_counter_deltas(metrics: DataFrame) -> DataFrame:
     """
     w = _incarnation_order()
     counters = _counter_columns(metrics)
-    # one projection for every column (a withColumn per counter re-analyses the plan each time)
-    df = metrics.withColumns({"_prev_ts": F.lag("ts").over(w),
-                              "_prev_final": F.lag("final").over(w),
-                              **{f"_prev_{c}": F.lag(c).over(w) for c in counters}})
+    # the previous record as ONE lag of a struct: a lag per counter is a window expression
+    # each, and analysing two dozen of them costs more than the whole job on small input
+    prev = F.lag(F.struct(*[F.col(c).alias(c) for c in ("ts", "final", *counters)])).over(w)
+    df = metrics.withColumn("_prev", prev)
     no_deltas = F.coalesce(*[F.col(DELTA_PREFIX + c) for c in counters]).isNull()
-    fill = no_deltas & F.col("_prev_ts").isNotNull()
+    fill = no_deltas & F.col("_prev").isNotNull()
     new = {}
     for c in counters:
-        prev = F.col(f"_prev_{c}")
+        before = F.col("_prev")[c]
         # after a final record the key is a new incarnation: it started at zero
-        diff = (F.when(F.col(c) < prev, F.col(c)).when(F.col("_prev_final"), F.col(c))
-                .otherwise(F.col(c) - prev))
+        diff = (F.when(F.col(c) < before, F.col(c)).when(F.col("_prev")["final"], F.col(c))
+                .otherwise(F.col(c) - before))
         new[DELTA_PREFIX + c] = F.when(fill, diff).otherwise(F.col(DELTA_PREFIX + c))
-    new["interval_s"] = (F.when(fill, F.col("ts") - F.col("_prev_ts"))
+    new["interval_s"] = (F.when(fill, F.col("ts") - F.col("_prev")["ts"])
                          .otherwise(F.col("interval_s")))
-    return df.withColumns(new).drop("_prev_ts", "_prev_final",
-                                     *[f"_prev_{c}" for c in counters])
+    return df.withColumns(new).drop("_prev")
 
 
 def _incarnation_order() -> Window:
