@@ -12,6 +12,9 @@ files, runs ``pipelines.transforms`` and writes, under OUTDIR (overwriting):
     top_addresses/        Parquet, the --top busiest addresses (internal ones with --internal)
     network_throughput/   Parquet, per window over all routers (ingress, egress, transit)
     transit_hops/         Parquet, per router and address: deliveries sent on to other routers
+    message_paths/        Parquet, per address and route through the routers: messages (only
+                          when loadgen receivers ran with --record-trace: x-opt-qd.trace)
+    message_hops/         Parquet, per address and hop: messages, beside the router's transit
     client_latency/       Parquet, per window and address (only with --loadgen)
     reconciliation/       Parquet, clients vs router per window and address (only with --loadgen)
     reconciliation_totals/ Parquet, clients vs router per address over the run, exact
@@ -222,7 +225,21 @@ def read_loadgen(spark: SparkSession, files: Sequence[str]) -> DataFrame:
     return spark.read.schema(schemas.LOADGEN_SCHEMA).json(list(files))
 
 
-JOB_THREADS = 4  # Spark jobs submitted at once by run()
+class Frames:
+    """The job's DataFrames, each built once on first use from any thread (its builder may
+    use others): outputs are built by the threads that write or collect them, so Spark plans
+    one while it runs another."""
+
+    def __init__(self, builders: dict[str, Callable[[], Optional[DataFrame]]]) -> None:
+        self.builders = builders
+        self.built: dict[str, Optional[DataFrame]] = {}
+        self.locks = {name: threading.Lock() for name in builders}
+
+    def __getitem__(self, name: str) -> Optional[DataFrame]:
+        with self.locks[name]:
+            if name not in self.built:
+                self.built[name] = self.builders[name]()
+            return self.built[name]
 
 
 def run(spark: SparkSession, args: argparse.Namespace,
@@ -231,72 +248,105 @@ def run(spark: SparkSession, args: argparse.Namespace,
     is called as each phase ends (``--timings``)."""
     window = tf.window_duration(args.window)
     out = args.out.rstrip("/")
+    clients = bool(args.loadgen)
+    loadgen = read_loadgen(spark, args.loadgen) if clients else None
     metrics = tf.with_counter_deltas(read_metrics(spark, args.metrics_dir)).cache()
-    address_tp = tf.address_throughput(metrics, window)
-    router_tp = tf.router_throughput(metrics, window)
-    tables: dict[str, DataFrame] = {}
-    seconds = reconciliation = recon_totals = None
-    if args.loadgen:
-        seconds = tf.loadgen_seconds(read_loadgen(spark, args.loadgen)).cache()
-        latency = tables["client_latency"] = tf.client_latency(seconds, window).cache()
-        address_tp = tf.with_latency(address_tp, latency)
-        router_tp = tf.with_latency(router_tp,
-                                    tf.client_latency(seconds, window, by_address=False))
-    address_tp = tables["address_throughput"] = address_tp.cache()
-    router_tp = tables["router_throughput"] = (router_tp.orderBy("window_start", "router_id")
-                                               .cache())
-    totals = tables["address_totals"] = tf.counter_totals(metrics, "address").cache()
-    tables["top_addresses"] = top = tf.top_addresses(address_tp, args.top,
-                                                     internal=args.internal).cache()
-    network = tables["network_throughput"] = tf.network_throughput(router_tp).cache()
-    hops = tables["transit_hops"] = tf.transit_hops(totals)
-    if seconds is not None:
-        reconciliation = tables["reconciliation"] = (tf.reconcile(address_tp, seconds, window)
-                                                     .cache())
-        recon_totals = tables["reconciliation_totals"] = tf.reconcile_totals(totals, seconds)
-    mark("query plans")
-    # Every output is a small Spark job whose time goes into planning, not data: run them side
-    # by side (Spark takes jobs from several threads) instead of one after another.
-    with ThreadPoolExecutor(max_workers=JOB_THREADS) as pool:
-        writes = [pool.submit(table.write.mode("overwrite").parquet, f"{out}/{name}")
-                  for name, table in tables.items()]
-        overview = pool.submit(lambda: metrics.agg(
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.col("final").cast("int")).alias("finals"),
-            F.array_sort(F.collect_set("router_id")).alias("routers"),
-            F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")).first())
-        pending = {
-            "router_rows": pool.submit(router_tp.collect),
-            "network_rows": pool.submit(network.collect),
-            "router_totals": pool.submit(lambda: tf.counter_totals(metrics, "router")
-                                         .orderBy("router_id").collect()),
-            "hops": pool.submit(hops.collect),
-            "reconciliation": pool.submit(lambda: recon_totals.collect()
-                                          if recon_totals is not None else None),
-            "recon_series": pool.submit(lambda: reconciliation.groupBy("window_start").agg(
-                *[F.sum(c).alias(c) for c in ("client_sent", "client_received",
-                                              "router_ingress", "router_egress")])
-                .orderBy("window_start").collect() if reconciliation is not None else None),
-        }
-        top_rows = top.collect()
-        top_keys = [r["key"] for r in top_rows[:6]]
-        top_series = (address_tp.filter(F.col("key").isin(top_keys))
-                      .groupBy("window_start", "address")
-                      .agg(F.sum("ingress_per_s").alias("ingress_per_s"))
-                      .orderBy("window_start").collect()) if top_keys else []
-        overview = overview.result()
+    # the overview first, alone: it fills the metrics cache every other job reads (jobs started
+    # together would each compute it)
+    overview = metrics.agg(
+        F.count(F.lit(1)).alias("records"),
+        F.sum(F.col("final").cast("int")).alias("finals"),
+        F.array_sort(F.collect_set("router_id")).alias("routers"),
+        F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")).first()
+    mark("metrics read")
+
+    def address_tp() -> DataFrame:
+        tp = tf.address_throughput(metrics, window)
+        return (tf.with_latency(tp, f["client_latency"]) if clients else tp).cache()
+
+    def router_tp() -> DataFrame:
+        tp = tf.router_throughput(metrics, window)
+        if clients:
+            tp = tf.with_latency(tp, tf.client_latency(f["seconds"], window, by_address=False))
+        return tp.orderBy("window_start", "router_id").cache()
+
+    f = Frames({
+        "seconds": lambda: tf.loadgen_seconds(loadgen).cache() if clients else None,
+        "paths": lambda: tf.message_paths(loadgen).cache() if clients else None,
+        "client_latency": lambda: (tf.client_latency(f["seconds"], window).cache()
+                                   if clients else None),
+        "address_throughput": address_tp,
+        "router_throughput": router_tp,
+        "address_totals": lambda: tf.counter_totals(metrics, "address").cache(),
+        "top_addresses": lambda: tf.top_addresses(f["address_throughput"], args.top,
+                                                  internal=args.internal).cache(),
+        "network_throughput": lambda: tf.network_throughput(f["router_throughput"]).cache(),
+        "transit_hops": lambda: tf.transit_hops(f["address_totals"]).cache(),
+        "reconciliation": lambda: (tf.reconcile(f["address_throughput"], f["seconds"], window)
+                                   .cache() if clients else None),
+        "reconciliation_totals": lambda: (tf.reconcile_totals(f["address_totals"],
+                                                              f["seconds"]).cache()
+                                          if clients else None),
+    })
+    tables = ["router_throughput", "address_throughput", "address_totals", "top_addresses",
+              "network_throughput", "transit_hops"]
+    if clients:
+        tables += ["client_latency", "reconciliation", "reconciliation_totals"]
+
+    def collect(name: str) -> Optional[list]:
+        df = f[name]
+        return df.collect() if df is not None else None
+
+    def top_series() -> list:
+        keys = [r["key"] for r in f["top_addresses"].collect()[:6]]
+        return (f["address_throughput"].filter(F.col("key").isin(keys))
+                .groupBy("window_start", "address")
+                .agg(F.sum("ingress_per_s").alias("ingress_per_s"))
+                .orderBy("window_start").collect()) if keys else []
+
+    def recon_series() -> Optional[list]:
+        if not clients:
+            return None
+        return (f["reconciliation"].groupBy("window_start")
+                .agg(*[F.sum(c).alias(c) for c in ("client_sent", "client_received",
+                                                   "router_ingress", "router_egress")])
+                .orderBy("window_start").collect())
+
+    pending = {
+        "router_rows": lambda: collect("router_throughput"),
+        "network_rows": lambda: collect("network_throughput"),
+        "router_totals": lambda: (tf.counter_totals(metrics, "router").orderBy("router_id")
+                                  .collect()),
+        "hops": lambda: collect("transit_hops"),
+        "reconciliation": lambda: collect("reconciliation_totals"),
+        "paths": lambda: collect("paths"),
+        "top": lambda: collect("top_addresses"),
+        "top_series": top_series,
+        "recon_series": recon_series,
+    }
+    # Every output is a small Spark job whose time goes into planning, not data: build and run
+    # them side by side (Spark plans and runs jobs from several threads) instead of one after
+    # another. One thread per task: a task waiting for a DataFrame another one builds never
+    # holds up the pool.
+    with ThreadPoolExecutor(max_workers=len(tables) + len(pending)) as pool:
+        writes = [pool.submit(lambda name=name: f[name].write.mode("overwrite")
+                              .parquet(f"{out}/{name}")) for name in tables]
+        futures = {key: pool.submit(task) for key, task in pending.items()}
         facts = {
             "window": window,
             "records": overview["records"],
             "finals": overview["finals"] or 0,
             "routers": list(overview["routers"]),
             "span": (overview["first_ts"], overview["last_ts"]),
-            "top": top_rows,
-            "top_series": top_series,
-            **{key: future.result() for key, future in pending.items()},
+            **{key: future.result() for key, future in futures.items()},
         }
         for write in writes:
             write.result()
+    if facts["paths"]:  # receivers recorded the messages' paths (--record-trace)
+        message_hops = tf.message_hops(f["paths"], f["address_totals"]).cache()
+        f["paths"].write.mode("overwrite").parquet(f"{out}/message_paths")
+        message_hops.write.mode("overwrite").parquet(f"{out}/message_hops")
+        facts["message_hops"] = message_hops.collect()
     mark("Spark jobs")
     out_dir = Path(out)
     facts["chart"] = write_chart(out_dir / "throughput.png", facts)
@@ -438,6 +488,16 @@ def summary_text(facts: dict) -> str:
             lines.append("transit per hop (router, address, in / sent on / out):")
             lines.extend(f"  {r['router_id']} {r['address']}: {r['ingress']} / {r['transit']} "
                          f"/ {r['egress']}" for r in facts["hops"])
+    if facts.get("paths"):
+        lines.append("message paths (the receivers' x-opt-qd.trace; address: route, messages):")
+        lines.extend(f"  {r['address']}: {r['route']} ({r['hops']} hop(s)): {r['messages']}"
+                     for r in facts["paths"])
+        lines.append("messages per hop (address: from -> to, messages / the router's own "
+                     "count of deliveries it sent on):")
+        lines.extend(f"  {r['address']}: {r['from_router']} -> {r['to_router']}: "
+                     f"{r['messages']} / "
+                     f"{'-' if r['router_transit'] is None else r['router_transit']}"
+                     for r in facts.get("message_hops") or [])
     if facts["top"]:
         first = facts["top"][0]
         lines.append(f"top address: {first['address']} ({first['ingress']} deliveries in, "

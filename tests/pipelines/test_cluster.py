@@ -33,7 +33,7 @@ START_TIMEOUT = 90.0
 JOB_TIMEOUT = 240.0
 TABLES = ("router_throughput", "address_throughput", "address_totals", "top_addresses",
           "network_throughput", "transit_hops", "client_latency", "reconciliation",
-          "reconciliation_totals")
+          "reconciliation_totals", "message_paths", "message_hops")
 
 
 def free_port() -> int:

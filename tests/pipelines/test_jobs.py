@@ -48,7 +48,7 @@ def batch_out(spark, tmp_path_factory):
 
 def test_batch_writes_parquet_tables(spark, batch_out):
     for table in ("router_throughput", "address_throughput", "top_addresses", "client_latency",
-                  "reconciliation"):
+                  "reconciliation", "message_paths", "message_hops"):
         assert (batch_out / table / "_SUCCESS").exists(), table
     rt = spark.read.parquet(str(batch_out / "router_throughput"))
     assert rt.count() == 5
@@ -74,6 +74,7 @@ def test_batch_summary(batch_out):
     assert "router(s) R1, R2" in text
     assert "R1: 750 deliveries in" in text and "R2: 30 deliveries in" in text
     assert "q1: 600 / 600 / 600 / 595  (not counted in: 0, not received: 5)" in text
+    assert "q1: R1 (0 hop(s)): 595" in text       # the receiver's --record-trace paths
 
 
 def test_batch_without_loadgen_and_missing_input(spark, tmp_path):
