@@ -30,8 +30,15 @@ Every router leads its own process group and is stopped here (SIGTERM, then SIGK
 group), also on Ctrl-C, SIGTERM or an exception; every wait is bounded; only 127.0.0.1 is used.
 Router log lines at (error)/(critical) level and tracebacks are reported with each run.
 
+With ``--metrics-dir DIR`` every router of a chain writes its metrics into DIR and with
+``--record-trace`` the receivers count the path of every message (x-opt-qd.trace), so
+``python -m pipelines.batch_job --metrics-dir DIR --loadgen OUT`` shows the network view and
+the messages per hop.
+
 Examples
     python benchmarks/bench_network.py --chains 1,2,3 --count 20000
+    python benchmarks/bench_network.py --chains 3 --count 20000 --unsettled \
+        --metrics-dir /tmp/qdr-net --record-trace --out /tmp/net.jsonl
     python benchmarks/bench_network.py --chains '' --convergence --repeat 3
 """
 from __future__ import annotations
@@ -110,13 +117,19 @@ def wait_until(check, timeout: float, what: str, interval: float = 0.1):
 # --------------------------------------------------------------------------- routers
 
 def interior_conf(router_id: str, port: int, ir_port: int, workers: int,
-                  connect_to: list[tuple[int, int, str]]) -> str:
+                  connect_to: list[tuple[int, int, str]], metrics_dir: Optional[str] = None,
+                  keep_annotations: bool = False) -> str:
     """An interior router: a normal listener, an inter-router listener, connectors
-    (ir_port, cost, name) to its peers' inter-router listeners."""
+    (ir_port, cost, name) to its peers' inter-router listeners; with ``metrics_dir`` its
+    metrics sink writes there every second (every router of a network into the same
+    directory); ``keep_annotations``: the normal listener passes x-opt-qd.trace to receivers."""
+    sink = (f"    metricsDir: {metrics_dir}\n    metricsIntervalSeconds: 1\n"
+            if metrics_dir else "")
+    strip = "    stripAnnotations: no\n" if keep_annotations else ""
     text = (f"router {{\n    mode: interior\n    id: {router_id}\n"
-            f"    workerThreads: {workers}\n}}\n"
+            f"    workerThreads: {workers}\n{sink}}}\n"
             f"listener {{\n    host: 127.0.0.1\n    port: {port}\n    authenticatePeer: no\n"
-            "    saslMechanisms: ANONYMOUS\n}\n"
+            f"    saslMechanisms: ANONYMOUS\n{strip}}}\n"
             f"listener {{\n    host: 127.0.0.1\n    port: {ir_port}\n    role: inter-router\n"
             "    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n}\n")
     for peer_port, cost, name in connect_to:
@@ -143,8 +156,11 @@ class Network:
 
     def __init__(self, workdir: Path, names: list[str], links: list[tuple[str, str, int]],
                  workers: int, router_cmd: Optional[str] = None,
+                 metrics_dir: Optional[str] = None, keep_annotations: bool = False,
                  extra_env: Optional[dict[str, str]] = None) -> None:
         self.workdir = workdir
+        self.metrics_dir = metrics_dir
+        self.keep_annotations = keep_annotations
         self.extra_env = dict(extra_env or {})   # e.g. a 1.x router's PYTHONPATH
         workdir.mkdir(parents=True, exist_ok=True)
         self.names = list(names)
@@ -160,7 +176,8 @@ class Network:
         for name in reversed(self.names):
             connect_to = [(self.ir_ports[b], cost, b) for a, b, cost in self.links if a == name]
             conf = interior_conf(f"Router.{name}", self.ports[name], self.ir_ports[name],
-                                 self.workers, connect_to)
+                                 self.workers, connect_to, self.metrics_dir,
+                                 self.keep_annotations)
             # the runtime directory (IPC sockets) inside workdir: a killed router's goes with it
             env = {"RUNTIME_DIRECTORY": str(self.workdir), **self.extra_env}
             router = rb.Router(self.workdir, self.ports[name], self.workers, self.router_cmd, env,
@@ -210,11 +227,13 @@ class Chain(Network):
     """R1 -> R2 -> ... -> RN, sender on R1, receiver on RN (the interface run_once needs)."""
 
     def __init__(self, workdir: Path, n: int, workers: int,
-                 router_cmd: Optional[str] = None,
+                 router_cmd: Optional[str] = None, metrics_dir: Optional[str] = None,
+                 keep_annotations: bool = False,
                  extra_env: Optional[dict[str, str]] = None) -> None:
         names = [f"R{i}" for i in range(1, n + 1)]
         links = [(names[i], names[i + 1], 1) for i in range(n - 1)]
-        super().__init__(workdir, names, links, workers, router_cmd, extra_env)
+        super().__init__(workdir, names, links, workers, router_cmd, metrics_dir,
+                         keep_annotations, extra_env)
 
     def client_urls(self) -> tuple[str, str]:
         return (f"127.0.0.1:{self.ports[self.names[0]]}",
@@ -268,7 +287,8 @@ def print_chain_table(rows: list[dict]) -> None:
 def run_chains(args: argparse.Namespace, workdir: Path, stamp: str, out: Path) -> list[dict]:
     rows: list[dict] = []
     for n in args.chains:
-        chain = Chain(workdir / f"chain{n}", n, args.workers, args.router_cmd)
+        chain = Chain(workdir / f"chain{n}", n, args.workers, args.router_cmd,
+                      args.metrics_dir, args.record_trace)
         try:
             chain.start()
             idle = rb.idle_cpu_pct(chain.pids(), args.idle_sample)
@@ -480,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="convergence: SIGKILL B's process group, or SIGSTOP it (silent B)")
     p.add_argument("--post", type=float, default=10.0,
                    help="convergence: seconds the sender keeps going after the kill")
+    p.add_argument("--metrics-dir",
+                   help="chains: every router writes its metrics (router-metrics/1) here every "
+                        "second, for pipelines.batch_job's network view")
     p.add_argument("--out", help="JSON lines file (default benchmarks/results/<UTC time>.jsonl)")
     p.add_argument("--workdir", help="keep configurations, router logs and client files here "
                                      "(default: a temporary directory, removed at the end)")

@@ -163,13 +163,14 @@ def stop_process(proc: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> None:
 
 
 def write_conf(path: Path, port: int, workers: int, distribution: Optional[str] = None,
-               metrics_dir: Optional[str] = None) -> None:
+               metrics_dir: Optional[str] = None, keep_annotations: bool = False) -> None:
     sink = (f"    metricsDir: {metrics_dir}\n"
             f"    metricsIntervalSeconds: {METRICS_INTERVAL_S:g}\n" if metrics_dir else "")
     text = ("router {\n    mode: standalone\n    id: Bench\n"
             f"    workerThreads: {workers}\n{sink}}}\n\n"
             "listener {\n    host: 127.0.0.1\n"
-            f"    port: {port}\n    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n}}\n")
+            f"    port: {port}\n    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n"
+            + ("    stripAnnotations: no\n" if keep_annotations else "") + "}\n")
     if distribution:  # every benchmark address starts with "bench"
         text += f"\naddress {{\n    prefix: bench\n    distribution: {distribution}\n}}\n"
     path.write_text(text, encoding="utf-8")
@@ -186,12 +187,13 @@ class Router:
     def __init__(self, workdir: Path, port: int, workers: int, router_cmd: Optional[str],
                  env: dict[str, str], distribution: Optional[str] = None,
                  metrics_dir: Optional[str] = None, conf_text: Optional[str] = None,
-                 name: str = "bench", new_session: bool = False) -> None:
+                 name: str = "bench", new_session: bool = False,
+                 keep_annotations: bool = False) -> None:
         self.port = port
         self.name = name
         self.conf = workdir / f"{name}.conf"
         if conf_text is None:
-            write_conf(self.conf, port, workers, distribution, metrics_dir)
+            write_conf(self.conf, port, workers, distribution, metrics_dir, keep_annotations)
         else:
             self.conf.write_text(conf_text, encoding="utf-8")
         self.log_path = workdir / f"router-{name}-{port}.log"
@@ -303,8 +305,10 @@ def wait_all(procs: list[subprocess.Popen], timeout: float) -> list[str]:
 
 def client_cmd(role: str, url: str, address: str, args: argparse.Namespace, out: Path,
                ready: Path, run_id: str, presettled: bool, listen: bool = False) -> list[str]:
-    exe = [str(cloadgen.build())] if getattr(args, "client", "py") == "c" \
-        else [sys.executable, str(LOADGEN)]
+    compiled = getattr(args, "client", "py") == "c"
+    if compiled and getattr(args, "record_trace", False):
+        raise SystemExit("--record-trace needs the Python loadgen (--client py)")
+    exe = [str(cloadgen.build())] if compiled else [sys.executable, str(LOADGEN)]
     cmd = exe + [role, "--url", url, "--address", address,
            "--count", str(args.count), "--body-size", str(args.body_size),
            "--timeout", str(args.timeout), "--out", str(out), "--run-id", run_id,
@@ -324,6 +328,8 @@ def client_cmd(role: str, url: str, address: str, args: argparse.Namespace, out:
             cmd += ["--idle-timeout", str(args.idle_timeout)]
         if listen:
             cmd.append("--listen")
+        if getattr(args, "record_trace", False):
+            cmd.append("--record-trace")
     return cmd
 
 
@@ -498,6 +504,9 @@ def add_load_options(p: argparse.ArgumentParser) -> argparse._MutuallyExclusiveG
     p.add_argument("--client", choices=["py", "c"], default="py",
                    help="load generator: loadgen.py, or the compiled cloadgen (cloadgen.py "
                         "builds it; never slower than the router)")
+    p.add_argument("--record-trace", action="store_true",
+                   help="receivers count the routers each message went through (its "
+                        "x-opt-qd.trace; the listeners keep annotations: stripAnnotations no)")
     return mode
 
 
@@ -559,7 +568,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 if not args.direct:
                     router = Router(workdir, args.port or free_port(), args.workers,
                                     args.router_cmd, env, args.distribution,
-                                    args.metrics_dir)
+                                    args.metrics_dir, keep_annotations=args.record_trace)
                     router.wait_ready()
                     idle = idle_cpu_pct(router.proc.pid, args.idle_sample)
                 for mode in group_modes:
@@ -579,10 +588,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 print(f"{variant}: {e}", file=sys.stderr)
             finally:
                 if router:
-                    if args.metrics_dir and router.alive():
-                        # one more metrics sample, so the final records of the addresses and
-                        # links the last run removed are written before the router stops
-                        time.sleep(METRICS_INTERVAL_S + 0.6)
+                    # no wait for a last metrics sample: the router's agent takes one when it
+                    # stops (SIGTERM), so the file ends with every final record
                     router.stop()
     if rows:
         print_table(rows)

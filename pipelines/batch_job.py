@@ -12,6 +12,9 @@ files, runs ``pipelines.transforms`` and writes, under OUTDIR (overwriting):
     top_addresses/        Parquet, the --top busiest addresses (internal ones with --internal)
     network_throughput/   Parquet, per window over all routers (ingress, egress, transit)
     transit_hops/         Parquet, per router and address: deliveries sent on to other routers
+    message_paths/        Parquet, per address and route through the routers: messages (only
+                          when loadgen receivers ran with --record-trace: x-opt-qd.trace)
+    message_hops/         Parquet, per address and hop: messages, beside the router's transit
     client_latency/       Parquet, per window and address (only with --loadgen)
     reconciliation/       Parquet, clients vs router per window and address (only with --loadgen)
     reconciliation_totals/ Parquet, clients vs router per address over the run, exact
@@ -24,6 +27,11 @@ local[*]). Settings follow the data size: shuffle partitions from the input byte
 adaptive execution from 256 MiB up (below, neither it nor code generation: the job is
 planning-bound and they double its time), Spark's log at WARN (the JVM's with
 pipelines/log4j2.properties) and no console progress bars or web UI unless ``--progress``.
+The driver JVM starts from a class archive (JDK class data sharing, ``-XX:SharedArchiveFile``)
+kept in ``$XDG_CACHE_HOME/qdrouter-py`` (else ``~/.cache/qdrouter-py``), one per Java and
+pyspark install: the first run writes it when its JVM exits (about 180 MB, the summary is
+printed first), later runs load Spark's classes from it instead of the jars and start seconds
+sooner. ``--no-class-archive`` does without; a JVM that cannot use an archive ignores it.
 The Parquet tables go wherever Spark can write (hdfs://, s3a:// ...); the chart and summary are
 written by the driver, so OUTDIR must also be a local (or mounted) path for those two.
 """
@@ -32,14 +40,17 @@ from __future__ import annotations
 import argparse
 from concurrent.futures import ThreadPoolExecutor
 import glob
+import hashlib
 import math
 import os
+import shutil
+import subprocess
 import sys
 import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -69,6 +80,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
                         "among the top addresses")
     p.add_argument("--progress", action="store_true",
                    help="Spark's console progress bars and web UI (off by default)")
+    p.add_argument("--no-class-archive", dest="class_archive", action="store_false",
+                   help="start the driver JVM without (and do not write) the class archive")
+    p.add_argument("--timings", action="store_true",
+                   help="print where the time went (phases, JVM CPU) on stderr")
     return p.parse_args(argv)
 
 
@@ -94,18 +109,94 @@ def shuffle_partitions(nbytes: Optional[int], cores: int = 0) -> int:
     return max(1, min(200, math.ceil(nbytes / BYTES_PER_PARTITION)))
 
 
+class ClassArchive:
+    """The driver JVM's class archive (see the module docstring): ``options`` for the JVM, and
+    ``finish()`` after the session stopped, which waits for a JVM that is writing a new archive
+    and puts it in place (written under a temporary name, renamed when whole)."""
+
+    def __init__(self, directory: Optional[Path] = None) -> None:
+        self.path: Optional[Path] = None
+        self.writing: Optional[Path] = None
+        java = shutil.which("java", path=os.path.join(os.environ["JAVA_HOME"], "bin")) \
+            if os.environ.get("JAVA_HOME") else shutil.which("java")
+        if java is None:
+            return
+        import pyspark
+        java = os.path.realpath(java)
+        try:
+            stamp = f"{java}:{os.stat(java).st_mtime_ns}:{pyspark.__version__}:{pyspark.__file__}"
+        except OSError:
+            return
+        if directory is None:
+            cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+            directory = Path(cache) / "qdrouter-py"
+        key = hashlib.sha1(stamp.encode()).hexdigest()[:16]
+        self.path = directory / f"spark-driver-{pyspark.__version__}-{key}.jsa"
+
+    def options(self) -> str:
+        if self.path is None:
+            return ""
+        # the JVM's own remarks about archiving (classes it cannot archive ...) would go to
+        # stdout, into the summary: errors only, on stderr
+        quiet = " -Xlog:disable -Xlog:all=error:stderr"
+        self._remove_stale()
+        if self.path.is_file():
+            return f" -XX:SharedArchiveFile={self.path}{quiet}"
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            return ""
+        self.writing = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        return f" -XX:ArchiveClassesAtExit={self.writing}{quiet}"
+
+    def _remove_stale(self) -> None:
+        """Archives left half-written by a job that was killed (its process is gone)."""
+        for tmp in self.path.parent.glob(f"{self.path.name}.*.tmp"):
+            try:
+                os.kill(int(tmp.name.rsplit(".", 2)[-2]), 0)
+            except ProcessLookupError:
+                tmp.unlink(missing_ok=True)
+            except (ValueError, OSError):
+                pass
+
+    def finish(self, jvm: Optional[subprocess.Popen], timeout: float = 180.0) -> None:
+        if self.writing is None or jvm is None:
+            return
+        print(f"batch_job: writing the JVM class archive {self.path} (first run only; later "
+              f"runs start faster)", file=sys.stderr)
+        try:
+            if jvm.stdin is not None:
+                jvm.stdin.close()  # PySpark's JVM exits when its stdin closes (and then dumps)
+            jvm.wait(timeout)
+        except subprocess.TimeoutExpired:
+            print("batch_job: the JVM did not finish its class archive in time; not kept",
+                  file=sys.stderr)
+            return
+        finally:
+            if jvm.returncode is None or jvm.returncode != 0:
+                self.writing.unlink(missing_ok=True)
+        if self.writing.is_file() and self.writing.stat().st_size > 0:
+            os.replace(self.writing, self.path)
+
+
 def build_session(master: Optional[str], app: str, *, nbytes: Optional[int] = None,
-                  progress: bool = False) -> SparkSession:
+                  progress: bool = False,
+                  archive: Optional[ClassArchive] = None) -> SparkSession:
     small = nbytes is not None and nbytes < SMALL_INPUT
     java_options = f"-Dlog4j2.configurationFile=file:{LOG4J_CONFIG}"
     if small:  # a JVM that lives seconds: the quick compiler and a plain GC start faster
         java_options += " -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+    if archive is not None:
+        java_options += archive.options()
     # Small inputs (a benchmark run: kilobytes to megabytes) are planning-bound: adaptive
     # re-planning and code generation cost seconds per query and save nothing on one
     # partition, so they are off there; from SMALL_INPUT up (or when the size is unknown)
     # adaptive execution coalesces and splits partitions.
     builder = (SparkSession.builder.appName(app)
                .config("spark.sql.session.timeZone", "UTC")
+               # PySpark sends each Column call's Python call site to the JVM (four py4j
+               # round trips per F.col, F.when ...): thousands per job, for error messages
+               .config("spark.python.sql.dataFrameDebugging.enabled", "false")
                .config("spark.sql.adaptive.enabled", "false" if small else "true")
                .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
                .config("spark.sql.shuffle.partitions", str(shuffle_partitions(nbytes)))
@@ -134,81 +225,133 @@ def read_loadgen(spark: SparkSession, files: Sequence[str]) -> DataFrame:
     return spark.read.schema(schemas.LOADGEN_SCHEMA).json(list(files))
 
 
-JOB_THREADS = 4  # Spark jobs submitted at once by run()
+class Frames:
+    """The job's DataFrames, each built once on first use from any thread (its builder may
+    use others): outputs are built by the threads that write or collect them, so Spark plans
+    one while it runs another."""
+
+    def __init__(self, builders: dict[str, Callable[[], Optional[DataFrame]]]) -> None:
+        self.builders = builders
+        self.built: dict[str, Optional[DataFrame]] = {}
+        self.locks = {name: threading.Lock() for name in builders}
+
+    def __getitem__(self, name: str) -> Optional[DataFrame]:
+        with self.locks[name]:
+            if name not in self.built:
+                self.built[name] = self.builders[name]()
+            return self.built[name]
 
 
-def run(spark: SparkSession, args: argparse.Namespace) -> dict:
-    """Compute and write every output; return what the summary was made of."""
+def run(spark: SparkSession, args: argparse.Namespace,
+        mark: Callable[[str], None] = lambda phase: None) -> dict:
+    """Compute and write every output; return what the summary was made of. ``mark(phase)``
+    is called as each phase ends (``--timings``)."""
     window = tf.window_duration(args.window)
     out = args.out.rstrip("/")
+    clients = bool(args.loadgen)
+    loadgen = read_loadgen(spark, args.loadgen) if clients else None
     metrics = tf.with_counter_deltas(read_metrics(spark, args.metrics_dir)).cache()
-    address_tp = tf.address_throughput(metrics, window)
-    router_tp = tf.router_throughput(metrics, window)
-    tables: dict[str, DataFrame] = {}
-    seconds = reconciliation = recon_totals = None
-    if args.loadgen:
-        seconds = tf.loadgen_seconds(read_loadgen(spark, args.loadgen)).cache()
-        latency = tables["client_latency"] = tf.client_latency(seconds, window).cache()
-        address_tp = tf.with_latency(address_tp, latency)
-        router_tp = tf.with_latency(router_tp,
-                                    tf.client_latency(seconds, window, by_address=False))
-    address_tp = tables["address_throughput"] = address_tp.cache()
-    router_tp = tables["router_throughput"] = (router_tp.orderBy("window_start", "router_id")
-                                               .cache())
-    totals = tables["address_totals"] = tf.counter_totals(metrics, "address").cache()
-    tables["top_addresses"] = top = tf.top_addresses(address_tp, args.top,
-                                                     internal=args.internal).cache()
-    network = tables["network_throughput"] = tf.network_throughput(router_tp).cache()
-    hops = tables["transit_hops"] = tf.transit_hops(totals)
-    if seconds is not None:
-        reconciliation = tables["reconciliation"] = (tf.reconcile(address_tp, seconds, window)
-                                                     .cache())
-        recon_totals = tables["reconciliation_totals"] = tf.reconcile_totals(totals, seconds)
-    # Every output is a small Spark job whose time goes into planning, not data: run them side
-    # by side (Spark takes jobs from several threads) instead of one after another.
-    with ThreadPoolExecutor(max_workers=JOB_THREADS) as pool:
-        writes = [pool.submit(table.write.mode("overwrite").parquet, f"{out}/{name}")
-                  for name, table in tables.items()]
-        overview = pool.submit(lambda: metrics.agg(
-            F.count(F.lit(1)).alias("records"),
-            F.sum(F.col("final").cast("int")).alias("finals"),
-            F.array_sort(F.collect_set("router_id")).alias("routers"),
-            F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")).first())
-        pending = {
-            "router_rows": pool.submit(router_tp.collect),
-            "network_rows": pool.submit(network.collect),
-            "router_totals": pool.submit(lambda: tf.counter_totals(metrics, "router")
-                                         .orderBy("router_id").collect()),
-            "hops": pool.submit(hops.collect),
-            "reconciliation": pool.submit(lambda: recon_totals.collect()
-                                          if recon_totals is not None else None),
-            "recon_series": pool.submit(lambda: reconciliation.groupBy("window_start").agg(
-                *[F.sum(c).alias(c) for c in ("client_sent", "client_received",
-                                              "router_ingress", "router_egress")])
-                .orderBy("window_start").collect() if reconciliation is not None else None),
-        }
-        top_rows = top.collect()
-        top_keys = [r["key"] for r in top_rows[:6]]
-        top_series = (address_tp.filter(F.col("key").isin(top_keys))
-                      .groupBy("window_start", "address")
-                      .agg(F.sum("ingress_per_s").alias("ingress_per_s"))
-                      .orderBy("window_start").collect()) if top_keys else []
-        overview = overview.result()
+    # the overview first, alone: it fills the metrics cache every other job reads (jobs started
+    # together would each compute it)
+    overview = metrics.agg(
+        F.count(F.lit(1)).alias("records"),
+        F.sum(F.col("final").cast("int")).alias("finals"),
+        F.array_sort(F.collect_set("router_id")).alias("routers"),
+        F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")).first()
+    mark("metrics read")
+
+    def address_tp() -> DataFrame:
+        tp = tf.address_throughput(metrics, window)
+        return (tf.with_latency(tp, f["client_latency"]) if clients else tp).cache()
+
+    def router_tp() -> DataFrame:
+        tp = tf.router_throughput(metrics, window)
+        if clients:
+            tp = tf.with_latency(tp, tf.client_latency(f["seconds"], window, by_address=False))
+        return tp.orderBy("window_start", "router_id").cache()
+
+    f = Frames({
+        "seconds": lambda: tf.loadgen_seconds(loadgen).cache() if clients else None,
+        "paths": lambda: tf.message_paths(loadgen).cache() if clients else None,
+        "client_latency": lambda: (tf.client_latency(f["seconds"], window).cache()
+                                   if clients else None),
+        "address_throughput": address_tp,
+        "router_throughput": router_tp,
+        "address_totals": lambda: tf.counter_totals(metrics, "address").cache(),
+        "top_addresses": lambda: tf.top_addresses(f["address_throughput"], args.top,
+                                                  internal=args.internal).cache(),
+        "network_throughput": lambda: tf.network_throughput(f["router_throughput"]).cache(),
+        "transit_hops": lambda: tf.transit_hops(f["address_totals"]).cache(),
+        "reconciliation": lambda: (tf.reconcile(f["address_throughput"], f["seconds"], window)
+                                   .cache() if clients else None),
+        "reconciliation_totals": lambda: (tf.reconcile_totals(f["address_totals"],
+                                                              f["seconds"]).cache()
+                                          if clients else None),
+    })
+    tables = ["router_throughput", "address_throughput", "address_totals", "top_addresses",
+              "network_throughput", "transit_hops"]
+    if clients:
+        tables += ["client_latency", "reconciliation", "reconciliation_totals"]
+
+    def collect(name: str) -> Optional[list]:
+        df = f[name]
+        return df.collect() if df is not None else None
+
+    def top_series() -> list:
+        keys = [r["key"] for r in f["top_addresses"].collect()[:6]]
+        return (f["address_throughput"].filter(F.col("key").isin(keys))
+                .groupBy("window_start", "address")
+                .agg(F.sum("ingress_per_s").alias("ingress_per_s"))
+                .orderBy("window_start").collect()) if keys else []
+
+    def recon_series() -> Optional[list]:
+        if not clients:
+            return None
+        return (f["reconciliation"].groupBy("window_start")
+                .agg(*[F.sum(c).alias(c) for c in ("client_sent", "client_received",
+                                                   "router_ingress", "router_egress")])
+                .orderBy("window_start").collect())
+
+    pending = {
+        "router_rows": lambda: collect("router_throughput"),
+        "network_rows": lambda: collect("network_throughput"),
+        "router_totals": lambda: (tf.counter_totals(metrics, "router").orderBy("router_id")
+                                  .collect()),
+        "hops": lambda: collect("transit_hops"),
+        "reconciliation": lambda: collect("reconciliation_totals"),
+        "paths": lambda: collect("paths"),
+        "top": lambda: collect("top_addresses"),
+        "top_series": top_series,
+        "recon_series": recon_series,
+    }
+    # Every output is a small Spark job whose time goes into planning, not data: build and run
+    # them side by side (Spark plans and runs jobs from several threads) instead of one after
+    # another. One thread per task: a task waiting for a DataFrame another one builds never
+    # holds up the pool.
+    with ThreadPoolExecutor(max_workers=len(tables) + len(pending)) as pool:
+        writes = [pool.submit(lambda name=name: f[name].write.mode("overwrite")
+                              .parquet(f"{out}/{name}")) for name in tables]
+        futures = {key: pool.submit(task) for key, task in pending.items()}
         facts = {
             "window": window,
             "records": overview["records"],
             "finals": overview["finals"] or 0,
             "routers": list(overview["routers"]),
             "span": (overview["first_ts"], overview["last_ts"]),
-            "top": top_rows,
-            "top_series": top_series,
-            **{key: future.result() for key, future in pending.items()},
+            **{key: future.result() for key, future in futures.items()},
         }
         for write in writes:
             write.result()
+    if facts["paths"]:  # receivers recorded the messages' paths (--record-trace)
+        message_hops = tf.message_hops(f["paths"], f["address_totals"]).cache()
+        f["paths"].write.mode("overwrite").parquet(f"{out}/message_paths")
+        message_hops.write.mode("overwrite").parquet(f"{out}/message_hops")
+        facts["message_hops"] = message_hops.collect()
+    mark("Spark jobs")
     out_dir = Path(out)
     facts["chart"] = write_chart(out_dir / "throughput.png", facts)
     (out_dir / "summary.txt").write_text(summary_text(facts))
+    mark("chart and summary")
     return facts
 
 
@@ -345,6 +488,16 @@ def summary_text(facts: dict) -> str:
             lines.append("transit per hop (router, address, in / sent on / out):")
             lines.extend(f"  {r['router_id']} {r['address']}: {r['ingress']} / {r['transit']} "
                          f"/ {r['egress']}" for r in facts["hops"])
+    if facts.get("paths"):
+        lines.append("message paths (the receivers' x-opt-qd.trace; address: route, messages):")
+        lines.extend(f"  {r['address']}: {r['route']} ({r['hops']} hop(s)): {r['messages']}"
+                     for r in facts["paths"])
+        lines.append("messages per hop (address: from -> to, messages / the router's own "
+                     "count of deliveries it sent on):")
+        lines.extend(f"  {r['address']}: {r['from_router']} -> {r['to_router']}: "
+                     f"{r['messages']} / "
+                     f"{'-' if r['router_transit'] is None else r['router_transit']}"
+                     for r in facts.get("message_hops") or [])
     if facts["top"]:
         first = facts["top"][0]
         lines.append(f"top address: {first['address']} ({first['ingress']} deliveries in, "
@@ -378,18 +531,63 @@ def _preload_matplotlib() -> None:
         pass  # write_chart() says there is no chart
 
 
+class Timings:
+    """``--timings``: seconds per phase and the driver JVM's CPU time, on stderr."""
+
+    def __init__(self, on: bool) -> None:
+        self.on = on
+        self.last = self.started = time.monotonic()
+        self.phases: list[tuple[str, float]] = []
+
+    def mark(self, phase: str) -> None:
+        now = time.monotonic()
+        self.phases.append((phase, now - self.last))
+        self.last = now
+
+    def report(self, jvm: Optional[subprocess.Popen]) -> None:
+        if not self.on:
+            return
+        parts = ", ".join(f"{name} {secs:.1f} s" for name, secs in self.phases)
+        cpu = _process_cpu(jvm.pid) if jvm is not None else None
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        print(f"batch_job: timings: {parts}"
+              + (f"; driver JVM CPU {cpu:.1f} s" if cpu is not None else "")
+              + (f"; load average {load:.2f}" if load is not None else ""), file=sys.stderr)
+
+
+def _process_cpu(pid: int) -> Optional[float]:
+    """utime + stime of a live process in seconds (Linux), else None."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _jvm_process(session: SparkSession) -> Optional[subprocess.Popen]:
+    """The driver JVM PySpark launched (None when it was started some other way)."""
+    proc = getattr(getattr(session.sparkContext, "_gateway", None), "proc", None)
+    return proc if isinstance(proc, subprocess.Popen) else None
+
+
 def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = None) -> int:
     """Run the job; with ``spark`` given (tests), use that session and leave it running."""
-    started = time.monotonic()
     args = parse_args(argv)
+    timings = Timings(args.timings)
     # the chart's library loads (about a second) while the JVM starts
     threading.Thread(target=_preload_matplotlib, daemon=True).start()
     own = spark is None
+    archive = ClassArchive() if own and args.class_archive else None
     session = spark or build_session(
-        args.master, "router-metrics-batch", progress=args.progress,
+        args.master, "router-metrics-batch", progress=args.progress, archive=archive,
         nbytes=input_bytes([f"{args.metrics_dir.rstrip('/')}/{METRICS_GLOB}", *args.loadgen]))
+    jvm = _jvm_process(session) if own else None
+    timings.mark("Spark session")
     try:
-        facts = run(session, args)
+        facts = run(session, args, timings.mark)
+        print(summary_text(facts), end="", flush=True)
+        timings.report(jvm)
     except AnalysisException as e:
         if "PATH_NOT_FOUND" not in str(e) and "does not exist" not in str(e):
             raise
@@ -398,8 +596,9 @@ def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = N
     finally:
         if own:
             session.stop()
-    print(summary_text(facts), end="")
-    print(f"batch_job: done in {time.monotonic() - started:.1f} s", file=sys.stderr)
+            if archive is not None:
+                archive.finish(jvm)
+    print(f"batch_job: done in {time.monotonic() - timings.started:.1f} s", file=sys.stderr)
     return 0
 
 

@@ -51,6 +51,10 @@ PER_SECOND_SCHEMA = StructType([
     StructField("settled", LongType()), StructField("received", LongType()),
     StructField("p50_us", LongType()), StructField("p99_us", LongType())])
 
+# a receiver's --record-trace: messages per path through the routers (x-opt-qd.trace)
+PATH_SCHEMA = StructType([
+    StructField("path", ArrayType(StringType())), StructField("count", LongType())])
+
 LOADGEN_SCHEMA = StructType([
     StructField("schema", StringType()), StructField("run_id", StringType()),
     StructField("role", StringType()), StructField("pid", LongType()),
@@ -68,7 +72,8 @@ LOADGEN_SCHEMA = StructType([
     StructField("released", LongType()), StructField("rejected", LongType()),
     StructField("modified", LongType()), StructField("settled", LongType()),
     StructField("error", StringType()),
-    StructField("per_second", ArrayType(PER_SECOND_SCHEMA))])
+    StructField("per_second", ArrayType(PER_SECOND_SCHEMA)),
+    StructField("paths", ArrayType(PATH_SCHEMA))])
 
 LOADGEN_SECOND_SCHEMA = StructType([
     StructField("run_id", StringType()), StructField("role", StringType()),

@@ -30,6 +30,11 @@ Internal addresses
     ``$management``, ``L$management``, ``_$qd.*``, ``qdrouter*``, ``qdhello``, ``_topo/...`` and
     router/topological keys (``R...``, ``T...``): ``is_internal``; left out of top addresses
     unless asked.
+Message paths
+    Load generator receivers run with ``--record-trace`` report, per route through the routers
+    (each message's ``x-opt-qd.trace`` annotation), how many messages took it:
+    ``message_paths`` sums them per address and route, ``message_hops`` per hop, beside what
+    the sending router counted as sent on (its address's deliveriesTransit).
 Streaming
     ``with_event_time``, ``address_throughput`` and ``router_throughput`` are single windowed
     aggregations and run unchanged on streaming DataFrames (add a watermark on ``event_time``
@@ -127,23 +132,22 @@ def with_counter_deltas(metrics: DataFrame) -> DataFrame:
     """
     w = _incarnation_order()
     counters = _counter_columns(metrics)
-    # one projection for every column (a withColumn per counter re-analyses the plan each time)
-    df = metrics.withColumns({"_prev_ts": F.lag("ts").over(w),
-                              "_prev_final": F.lag("final").over(w),
-                              **{f"_prev_{c}": F.lag(c).over(w) for c in counters}})
+    # the previous record as ONE lag of a struct: a lag per counter is a window expression
+    # each, and analysing two dozen of them costs more than the whole job on small input
+    prev = F.lag(F.struct(*[F.col(c).alias(c) for c in ("ts", "final", *counters)])).over(w)
+    df = metrics.withColumn("_prev", prev)
     no_deltas = F.coalesce(*[F.col(DELTA_PREFIX + c) for c in counters]).isNull()
-    fill = no_deltas & F.col("_prev_ts").isNotNull()
+    fill = no_deltas & F.col("_prev").isNotNull()
     new = {}
     for c in counters:
-        prev = F.col(f"_prev_{c}")
+        before = F.col("_prev")[c]
         # after a final record the key is a new incarnation: it started at zero
-        diff = (F.when(F.col(c) < prev, F.col(c)).when(F.col("_prev_final"), F.col(c))
-                .otherwise(F.col(c) - prev))
+        diff = (F.when(F.col(c) < before, F.col(c)).when(F.col("_prev")["final"], F.col(c))
+                .otherwise(F.col(c) - before))
         new[DELTA_PREFIX + c] = F.when(fill, diff).otherwise(F.col(DELTA_PREFIX + c))
-    new["interval_s"] = (F.when(fill, F.col("ts") - F.col("_prev_ts"))
+    new["interval_s"] = (F.when(fill, F.col("ts") - F.col("_prev")["ts"])
                          .otherwise(F.col("interval_s")))
-    return df.withColumns(new).drop("_prev_ts", "_prev_final",
-                                     *[f"_prev_{c}" for c in counters])
+    return df.withColumns(new).drop("_prev")
 
 
 def _incarnation_order() -> Window:
@@ -398,3 +402,37 @@ def transit_hops(address_totals: DataFrame) -> DataFrame:
                     F.col("deliveriesTransit").alias("transit"))
             .orderBy("address", "router_id"))
 
+
+def message_paths(loadgen: DataFrame) -> DataFrame:
+    """Per address and path through the routers: the messages receivers got along it, from the
+    loadgen receivers' ``paths`` (``--record-trace``: each message's x-opt-qd.trace). Columns:
+    address, path (router ids in order), route (``"A > B > C"``), hops (routers passed between:
+    len(path) - 1), messages. Empty when no receiver recorded paths."""
+    rows = (loadgen.filter((F.col("schema") == LOADGEN_SCHEMA_TAG)
+                           & (F.col("role") == "receiver") & F.col("paths").isNotNull())
+            .select("address", F.explode("paths").alias("p")))
+    return (rows.groupBy("address", F.col("p.path").alias("path"))
+            .agg(F.sum("p.count").alias("messages"))
+            .withColumns({"route": F.array_join("path", " > "),
+                          "hops": F.size("path") - 1})
+            .select("address", "path", "route", "hops", "messages")
+            .orderBy("address", F.col("messages").desc(), "route"))
+
+
+def message_hops(paths: DataFrame, address_totals: DataFrame) -> DataFrame:
+    """Per address and hop (one router to the next) the messages that crossed it, from
+    ``message_paths``, beside what the sending router counted as sent on for that address
+    (its deliveriesTransit in ``address_totals``, null when it has no record): with one route
+    per address the two are equal. Columns: address, from_router, to_router, messages,
+    router_transit."""
+    hop = F.expr("transform(sequence(1, size(path) - 1), "
+                 "i -> named_struct('from_router', path[i - 1], 'to_router', path[i]))")
+    hops = (paths.filter(F.size("path") >= 2)
+            .select("address", "messages", F.explode(hop).alias("h"))
+            .groupBy("address", "h.from_router", "h.to_router")
+            .agg(F.sum("messages").alias("messages")))
+    transit = (address_totals.groupBy(F.col("router_id").alias("from_router"), "address")
+               .agg(F.sum("deliveriesTransit").alias("router_transit")))
+    return (hops.join(transit, on=["from_router", "address"], how="left")
+            .select("address", "from_router", "to_router", "messages", "router_transit")
+            .orderBy("address", "from_router", "to_router"))

@@ -31,6 +31,7 @@ from router_core.procutil import child_start, core_endpoint, status_socket
 
 #: In the router's runtime directory: the routing protocol's state, for a restarted agent.
 ROUTING_STATE_FILE = "routing-state.json"
+LAST_SAMPLE_TIMEOUT = 3.0  # the last metrics sample at shutdown (the supervisor waits 5 s)
 
 
 class ControlPlane:
@@ -237,12 +238,36 @@ class ControlPlane:
             self.management.tick(now)
             self.metrics.tick(now)
             self._routing_poll(now)
+        self._last_sample()
         self.metrics.close()
         self.reload_sock.close(0)
         self.core.close(0)
         # a failure report must reach the supervisor before we go: linger 0 would drop it
         self.status.close(2000 if self.failed else 0)
         self.ctx.term()
+
+    def _last_sample(self) -> None:
+        """Stopping: one more metrics sample (the sink's, when there is one), so the file has
+        the final counts of what went away since the last one. The supervisor stops the core
+        only after this process, so the core answers; bounded by LAST_SAMPLE_TIMEOUT."""
+        deadline = time.monotonic() + LAST_SAMPLE_TIMEOUT
+        started = False
+        while time.monotonic() < deadline:
+            if not self.metrics.sampling:  # a sample in flight is finished first
+                if started or not self.metrics.sample_now():
+                    return
+                started = True
+            self._flush()
+            wait_ms = max(1, int((deadline - time.monotonic()) * 1000))
+            try:
+                if self.core.poll(min(wait_ms, 100), zmq.POLLIN):
+                    self._drain()
+            except zmq.ZMQError as exc:
+                if exc.errno != errno.EINTR:
+                    raise
+            self.metrics.queries.tick(time.monotonic())
+        self.log.log("AGENT", "warning", "last metrics sample not taken: the router core did "
+                                         "not answer")
 
     def _drain(self) -> None:
         while True:

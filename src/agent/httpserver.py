@@ -20,7 +20,8 @@ status hint (400, 431...) and the connection closed. Idle connections close afte
 
 The metrics sink (router attributes ``metricsDir``, ``metricsIntervalSeconds``,
 ``metricsMaxBytes``, ``metricsKeepFiles``): every interval a snapshot is taken and its
-``agent.metrics.snapshot_records`` are appended by ``agent.metrics_sink.MetricsSink``.
+``agent.metrics.snapshot_records`` are appended by ``agent.metrics_sink.MetricsSink``; when the
+router stops, the agent takes one more (``sample_now``) and ``close`` fsyncs the file.
 
 Must not import router_io or router_core.core.
 """
@@ -389,6 +390,14 @@ class MetricsService:
         self.queries.query(on_state, on_timeout, METRICS_TIMEOUT, now,
                            what=f"snapshot+gone>{self.gone_seen}")
 
+    def sample_now(self) -> bool:
+        """Start a sample now (the router is stopping); False when there is no sink. The
+        caller runs the loop until ``sampling`` is False."""
+        if self.sink is None:
+            return False
+        self._sample(time.monotonic())
+        return True
+
     # --- loop ---------------------------------------------------------------------------------
     def tick(self, now: float) -> None:
         self.queries.tick(now)
@@ -407,6 +416,11 @@ class MetricsService:
 
     def close(self) -> None:
         self.server.close_all()
+        if self.sink is not None:
+            try:
+                self.sink.sync()
+            except OSError as exc:
+                self.log("error", f"cannot sync the metrics file: {exc}")
 
 
 __all__ = ["HttpServer", "MetricsService", "CoreQueries", "open_unix_listener", "AGENT_SOCKET"]

@@ -20,7 +20,8 @@ write larger than ``max_bytes`` gets a file of its own), so the directory holds 
 Crash safety: each write() is ONE append (``O_APPEND``, whole lines), so a reader or a crash
 sees whole records or none of a batch; a torn tail (power loss in the middle of a write) is cut
 back to the last complete line when a sink opens the file again. A file is fsync'd before it is
-renamed on rotation (and the directory after), so a closed file is complete on disk.
+renamed on rotation (and the directory after), so a closed file is complete on disk; ``sync()``
+fsyncs the active file (the agent calls it when the router stops, after its last sample).
 
 Final records (``final: true``, see ``agent.metrics``) are written once: the sink remembers the
 newest one it wrote (``seq``, ``gone_mono``, ``gone_ts``; read back from its files when it
@@ -170,6 +171,17 @@ class MetricsSink:
         if newest is not None:
             self.last_final = (newest["seq"], newest.get("gone_mono"), newest.get("gone_ts"))
         return len(data)
+
+    def sync(self) -> None:
+        """fsync the active file (the router is stopping: what was written is on disk)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def rotate(self) -> None:
         """Close the active file now (e.g. on a timer, so the streaming job sees recent data).

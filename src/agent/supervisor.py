@@ -16,7 +16,8 @@ deliveries settle at once; the listeners stay open meanwhile. A dead core takes 
 it and all start again from a clean slate, listeners still open. Every restart is logged at
 critical and counted (``restarts.json``, exported by the agent as metrics). More than
 RESTART_LIMIT restarts of one child within RESTART_WINDOW seconds is a crash loop: exit 1 and
-systemd (``Restart=on-failure``) takes over. SIGTERM/SIGINT: orderly shutdown, exit 0.
+systemd (``Restart=on-failure``) takes over. SIGTERM/SIGINT: orderly shutdown (workers, then the
+agent, then the core), exit 0.
 
 Service integration: the runtime directory is created under ``$RUNTIME_DIRECTORY`` when systemd
 sets it (``RuntimeDirectory=qdrouterd``), else under the temporary directory. systemd is told
@@ -439,16 +440,22 @@ class Supervisor:
             self.log.log("SERVER", "error", f"log settings not applied in the supervisor: {exc}")
 
     def shutdown(self) -> None:
-        for proc in self.children.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + STOP_TIMEOUT
-        for proc in self.children.values():
-            try:
-                proc.wait(max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(2)
+        """Stop the children in order, each group bounded by STOP_TIMEOUT: the workers first
+        (no more traffic), then the agent (its metrics sink takes a last sample from the core,
+        so the file ends with every count), then the core."""
+        workers = [p for n, p in self.children.items() if n not in ("agent", "core")]
+        for group in (workers, [self.children.get("agent")], [self.children.get("core")]):
+            group = [proc for proc in group if proc is not None]
+            for proc in group:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_TIMEOUT
+            for proc in group:
+                try:
+                    proc.wait(max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(2)
         self.status.close(0)
         self.reload_sock.close(0)
         self.core_link.close(0)

@@ -217,7 +217,7 @@ def loadgen_lines() -> list[dict]:
                     msgs_per_s=595 / 29.8, cpu_us_per_msg=1000.0, lat_p50_us=200,
                     lat_p90_us=300, lat_p99_us=900, lat_max_us=1000, lat_missing=30,
                     accepted=None, released=None, rejected=None, modified=None, settled=None,
-                    per_second=receiver_ps)
+                    per_second=receiver_ps, paths=[{"path": ["R1"], "count": 595}])
     return [sender, receiver]
 
 

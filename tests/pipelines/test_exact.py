@@ -133,3 +133,24 @@ def test_reconcile_totals(spark, metrics):
     assert [(r["address"], r["client_sent"], r["router_ingress"], r["router_egress"],
              r["client_received"], r["not_counted_in"], r["not_received"]) for r in rows] == [
         ("q1", 55, 55, 55, 55, 0, 0)]
+
+
+def test_message_paths_and_hops(spark, metrics):
+    """Receivers' --record-trace paths: per route, and per hop beside the router's transit
+    (R2 sent on 45 deliveries of q1; two receivers got 40 and 5 of them through R2 > R1)."""
+    def line(role, address, paths):
+        rec = {"schema": "loadgen/1", "role": role, "address": address, "paths": paths}
+        return {f.name: rec.get(f.name) for f in schemas.LOADGEN_SCHEMA.fields}
+    lines = [line("receiver", "q1", [{"path": ["R2", "R1"], "count": 40},
+                                     {"path": ["R1"], "count": 10}]),
+             line("receiver", "q1", [{"path": ["R2", "R1"], "count": 5}]),
+             line("receiver", "q9", None),
+             line("sender", "q1", None)]
+    paths = tf.message_paths(spark.createDataFrame(lines, schemas.LOADGEN_SCHEMA))
+    assert [(r["address"], r["path"], r["route"], r["hops"], r["messages"])
+            for r in paths.collect()] == [("q1", ["R2", "R1"], "R2 > R1", 1, 45),
+                                          ("q1", ["R1"], "R1", 0, 10)]
+    hops = tf.message_hops(paths, tf.counter_totals(metrics)).collect()
+    assert [(r["address"], r["from_router"], r["to_router"], r["messages"], r["router_transit"])
+            for r in hops] == [("q1", "R2", "R1", 45, 45)]
+

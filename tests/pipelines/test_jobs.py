@@ -48,7 +48,7 @@ def batch_out(spark, tmp_path_factory):
 
 def test_batch_writes_parquet_tables(spark, batch_out):
     for table in ("router_throughput", "address_throughput", "top_addresses", "client_latency",
-                  "reconciliation"):
+                  "reconciliation", "message_paths", "message_hops"):
         assert (batch_out / table / "_SUCCESS").exists(), table
     rt = spark.read.parquet(str(batch_out / "router_throughput"))
     assert rt.count() == 5
@@ -74,6 +74,7 @@ def test_batch_summary(batch_out):
     assert "router(s) R1, R2" in text
     assert "R1: 750 deliveries in" in text and "R2: 30 deliveries in" in text
     assert "q1: 600 / 600 / 600 / 595  (not counted in: 0, not received: 5)" in text
+    assert "q1: R1 (0 hop(s)): 595" in text       # the receiver's --record-trace paths
 
 
 def test_batch_without_loadgen_and_missing_input(spark, tmp_path):
@@ -114,3 +115,24 @@ def test_cli_help(module):
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "--metrics-dir" in res.stdout and "--master" in res.stdout
+
+
+def test_class_archive_written_once_then_used(tmp_path):
+    """The driver JVM's class archive: the first run asks the JVM to write it under a temporary
+    name, it is put in place once that JVM has exited; later runs load it. A half-written one
+    whose writer is gone is removed. (The JVM here is a stand-in process that writes the file.)"""
+    archive = batch_job.ClassArchive(tmp_path / "cache")
+    assert archive.path is not None and archive.path.parent == tmp_path / "cache"
+    stale = archive.path.with_name(f"{archive.path.name}.999999999.tmp")
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"half")
+    opts = archive.options()
+    assert not stale.exists()
+    assert f"-XX:ArchiveClassesAtExit={archive.writing}" in opts and "-Xlog:disable" in opts
+    jvm = subprocess.Popen(["sh", "-c", f"cat >/dev/null; printf archive > '{archive.writing}'"],
+                           stdin=subprocess.PIPE)
+    archive.finish(jvm, timeout=30)    # closes its stdin, waits, renames
+    assert archive.path.read_bytes() == b"archive" and not archive.writing.exists()
+    again = batch_job.ClassArchive(tmp_path / "cache")
+    assert again.options().startswith(f" -XX:SharedArchiveFile={archive.path}")
+    assert again.writing is None

@@ -444,6 +444,34 @@ def test_metrics_sink_writes_json_lines(launch, tmp_path):
     assert second["d_deliveriesIngress"] is not None
 
 
+def test_metrics_sink_takes_a_last_sample_when_the_router_stops(launch, tmp_path):
+    """No sample falls due (60 s interval): the file is written by the last sample the agent
+    takes when the router stops. An address that went away before the stop has its final
+    record with its exact counts; one still in use at the stop has its counts too."""
+    port, http = free_port(), free_port()
+    out = tmp_path / "metrics"
+    proc = launch(_conf(port, _http_listener(http),
+                        router_extra=f"metricsDir: {out}\nmetricsIntervalSeconds: 60\n"))
+    path = out / "router-metrics-Router.Svc.jsonl"
+    with _traffic(port, "last.q", 9):
+        pass    # both clients detach: the router removes the address
+    _wait(lambda: "last.q" not in _get(f"http://127.0.0.1:{http}/metrics")[2],
+          what="address last.q removed")
+    with _traffic(port, "live.q", 4):
+        assert not path.exists()    # no sample yet
+        assert proc.stop() == 0
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    assert path.read_text().endswith("\n")
+    gone = [r for r in recs if r["kind"] == "address" and r["address"] == "last.q"]
+    assert [(r["final"], r["deliveriesIngress"], r["deliveriesEgress"]) for r in gone] == [
+        (True, 9, 9)]
+    live = [r for r in recs if r["kind"] == "address" and r["address"] == "live.q"]
+    assert [(r["deliveriesIngress"], r["deliveriesEgress"]) for r in live] == [(4, 4)]
+    router = [r for r in recs if r["kind"] == "router"]
+    assert len(router) == 1 and router[0]["deliveriesIngress"] >= 13
+    assert "last metrics sample not taken" not in proc.output()
+
+
 # --- 5. MemoryDenyWriteExecute ------------------------------------------------------------------
 PR_SET_MDWE = 65
 PR_GET_MDWE = 66

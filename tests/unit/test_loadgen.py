@@ -177,3 +177,16 @@ def test_arrivals_round_trip(tmp_path):
                                                                  1_795_000_000_000_500_000)]
     loadgen.write_arrivals(path, [])
     assert loadgen.read_arrivals(path) == []
+
+
+# --record-trace --------------------------------------------------------------
+
+def test_trace_path_from_the_message_annotation():
+    import proton
+    msg = proton.Message(body=b"x", address="q")
+    assert loadgen.trace_path(msg.encode()) is None
+    msg.annotations = {"x-opt-qd.trace": ["0/Router.A", "0/Router.B"]}
+    assert loadgen.trace_path(msg.encode()) == ("Router.A", "Router.B")
+    assert loadgen.paths_field({("A",): 2, ("B", "A"): 5}) == [
+        {"path": ["B", "A"], "count": 5}, {"path": ["A"], "count": 2}]
+
