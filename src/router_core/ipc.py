@@ -1,5 +1,8 @@
 """The one IPC schema: every message that crosses a process boundary in the router.
 
+Why this module is over 500 lines: it is the ONE schema (CONVENTIONS: one IPC schema module), so
+every message type, its code and its encoding sit in one place that a reader checks once.
+
 Processes (see DESIGN.md): the core owns routing and settlement; I/O workers own AMQP
 connections; the agent (control plane) owns management and the routing protocol. Workers and the
 agent are *peers* of the core and talk to it over one ZeroMQ DEALER/ROUTER pair each.
