@@ -26,6 +26,12 @@ ENTITY_OPERATIONS = ("CREATE", "READ", "UPDATE", "DELETE")
 GLOBAL_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS", "GET-ANNOTATIONS",
                      "GET-MGMT-NODES", "GET-SCHEMA", "GET-JSON-SCHEMA", "GET-LOG")
 OPERATIONS = ENTITY_OPERATIONS + GLOBAL_OPERATIONS
+# A request whose ``type`` is one of these is addressed to the management node itself (what 1.19's
+# own client library sends: type=org.amqp.management, name=self); its entityType names the type
+# the operation is about.
+MANAGEMENT_NODE_TYPES = frozenset({
+    "org.amqp.management", "org.apache.qpid.dispatch.org.amqp.management", "management",
+    "org.apache.qpid.dispatch.management"})
 
 
 class ManagementError(Exception):
@@ -57,7 +63,15 @@ class Request:
     @property
     def entity_type(self) -> Optional[str]:
         """QUERY and GET-* name the type in ``entityType`` (``type`` accepted too)."""
-        return self.properties.get("entityType") or self.properties.get("type")
+        if self.properties.get("entityType"):
+            return self.properties["entityType"]
+        target = self.properties.get("type")
+        return None if target in MANAGEMENT_NODE_TYPES else target
+
+    @property
+    def to_node(self) -> bool:
+        """Addressed to the management node (no type, or the node's own type)."""
+        return self.type is None or self.type in MANAGEMENT_NODE_TYPES
 
     @property
     def name(self) -> Optional[str]:
@@ -118,9 +132,8 @@ def parse_request(msg: Message) -> Request:
     if not isinstance(operation, str):
         raise ManagementError(BAD_REQUEST, "the 'operation' property must be a string")
     operation = operation.upper()
-    if operation not in OPERATIONS:
-        raise ManagementError(BAD_REQUEST, f"Unknown operation '{props['operation']}' "
-                                           f"(operations: {', '.join(OPERATIONS)})")
+    # an operation nobody implements is answered 501 with the operations of its target
+    # (agent.management.operations), as 1.19 does
     for key in ("type", "name", "identity", "entityType"):
         if props.get(key) is not None and not isinstance(props[key], str):
             raise ManagementError(BAD_REQUEST, f"the '{key}' property must be a string")

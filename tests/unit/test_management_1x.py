@@ -1,0 +1,210 @@
+"""Management answers as Qpid Dispatch 1.19 gives them (compared against a real 1.19 router):
+the management node as an entity, the 29-type catalogue, 1.19's status codes and wording, every
+attribute present, allocator entities, the default policy entity. No processes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from proton import Message
+
+from agent.management.entities import View
+from agent.management.operations import execute
+from agent.management.protocol import ManagementError, parse_request
+from agent.management.store import ConfigStore
+
+T = "org.apache.qpid.dispatch."
+NODE = {"type": "org.amqp.management", "name": "self"}
+SPEC = {
+    "router_id": "R1", "workers": 1,
+    "router": {"id": "R1", "mode": "standalone", "identity": "router/R1", "name": "router/R1"},
+    "listeners": [{"host": "127.0.0.1", "port": "5672", "role": "normal",
+                   "identity": "listener/127.0.0.1:5672", "name": "l1"}],
+    "logs": [],
+}
+SNAPSHOT = {
+    "router": {"id": "R1", "area": "0"},
+    "connections": [{"identity": "5", "container": "c", "host": "127.0.0.1:4000", "dir": "in",
+                     "role": "normal", "properties": {"product": "x"}}],
+    "links": [{"identity": "6", "linkName": "a", "linkDir": "out", "owningAddr": "M0q",
+               "connectionId": 5, "deliveryCount": 1, "deliveriesDelayed1Sec": None}],
+    "addresses": [{"key": "M0q", "distribution": "closest", "subscriberCount": 1}],
+}
+# what 1.19's GET-TYPES lists (its qdrouter.json): abstract types included
+TYPES_1X = ["entity", "org.amqp.management", "management", "configurationEntity",
+            "operationalEntity", "router", "sslProfile", "authServicePlugin", "listener",
+            "connector", "log", "logStats", "router.config.address", "router.config.linkRoute",
+            "router.config.autoLink", "router.config.exchange", "router.config.binding",
+            "router.link", "router.address", "router.node", "connection", "allocator", "console",
+            "policy", "vhost", "vhostUserGroupSettings", "vhostStats", "dummy",
+            "router.connection.linkRoute"]
+
+
+def run(props, body=None):
+    msg = Message(properties=props, body=body, reply_to="r", correlation_id=1)
+    return execute(parse_request(msg), View(SNAPSHOT, ConfigStore(SPEC), version="1.19.0",
+                                            started=0.0))
+
+
+def refused(props, body=None) -> ManagementError:
+    with pytest.raises(ManagementError) as err:
+        run(props, body)
+    return err.value
+
+
+def rows(body):
+    return [dict(zip(body["attributeNames"], r)) for r in body["results"]]
+
+
+# --- the management node ----------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS",
+                                "GET-ANNOTATIONS", "GET-MGMT-NODES", "GET-LOG", "GET-SCHEMA"])
+def test_requests_to_the_node_itself_are_answered(op):
+    assert run({**NODE, "operation": op}).status == 200
+
+
+def test_query_of_the_node_without_entity_type_lists_every_entity():
+    body = run({**NODE, "operation": "QUERY"}, {"attributeNames": ["type", "identity"]}).body
+    found = {tuple(r) for r in body["results"]}
+    assert (T + "management", "self") in found and (T + "router", "router/R1") in found
+    assert (T + "connection", "5") in found
+
+
+def test_node_type_in_query_entity_type_finds_the_management_entity():
+    body = run({"operation": "QUERY", "entityType": "org.amqp.management"},
+               {"attributeNames": []}).body
+    assert body == {"attributeNames": ["name", "identity", "type"],
+                    "results": [["self", "self", T + "management"]]}
+
+
+def test_get_attributes_through_the_node_names_the_entity_type():
+    body = run({**NODE, "operation": "GET-ATTRIBUTES", "entityType": T + "allocator"}).body
+    assert body == {T + "allocator": [
+        "typeName", "typeSize", "transferBatchSize", "localFreeListMax", "globalFreeListMax",
+        "totalAllocFromHeap", "totalFreeToHeap", "heldByThreads", "batchesRebalancedToThreads",
+        "batchesRebalancedToGlobal", "name", "identity", "type"]}
+
+
+def test_unknown_operation_is_501_listing_the_operations():
+    err = refused({"operation": "FOO"})
+    assert err.status == 501
+    assert err.description == (
+        "Operation 'FOO' not implemented for 'org.apache.qpid.dispatch.management' "
+        "['GET-SCHEMA', 'GET-JSON-SCHEMA', 'GET-LOG', 'PROFILE', 'QUERY', 'GET-TYPES', "
+        "'GET-ANNOTATIONS', 'GET-OPERATIONS', 'GET-ATTRIBUTES', 'GET-MGMT-NODES', 'READ']")
+    err = refused({"operation": "FOO", "type": T + "log", "name": "log/DEFAULT"})
+    assert (err.status, err.description) == (
+        501, "Operation 'FOO' not implemented for 'org.apache.qpid.dispatch.log' "
+             "['UPDATE', 'READ']")
+    err = refused({"operation": "FOO", "type": T + "router"})
+    assert (err.status, err.description) == (
+        400, "org.apache.qpid.dispatch.router: No name or identity provided")
+    err = refused({"operation": "FOO", "type": T + "listener", "name": "x"})
+    assert (err.status, err.description) == (404, "No entity with name=x")
+
+
+# --- catalogue --------------------------------------------------------------------------------
+def test_the_catalogue_is_1x_29_types():
+    body = run({"operation": "GET-TYPES"}).body
+    assert sorted(body) == sorted(T + t for t in TYPES_1X) and len(body) == 29
+    assert body[T + "management"] == [T + "org.amqp.management", T + "operationalEntity",
+                                      T + "entity"]
+    assert body[T + "entity"] == []
+
+
+def test_operations_as_1x():
+    body = run({"operation": "GET-OPERATIONS"}).body
+    assert body[T + "sslProfile"] == ["CREATE", "DELETE", "READ"]
+    assert body[T + "connection"] == ["READ"]
+    assert body[T + "dummy"] == ["CREATE", "READ", "UPDATE", "DELETE", "CALLME"]
+    assert body[T + "org.amqp.management"] == [
+        "QUERY", "GET-TYPES", "GET-ANNOTATIONS", "GET-OPERATIONS", "GET-ATTRIBUTES",
+        "GET-MGMT-NODES", "READ"]
+
+
+def test_annotations_are_an_empty_map():
+    assert run({"operation": "GET-ANNOTATIONS"}).body == {}
+
+
+def test_missing_attributes_of_the_issue_are_in_the_schema():
+    body = run({"operation": "GET-ATTRIBUTES"}).body
+    wanted = {"connection": ["protocol"], "router": [
+        "allowResumableLinkRoute", "blockedLinkCount", "deliveriesRedirectedToFallback",
+        "hostName"], "router.address": ["deliveriesEgressRouteContainer",
+                                        "deliveriesIngressRouteContainer"],
+        "router.link": ["ingressHistogram"], "vhost": ["aliases"], "vhostStats": ["id"],
+        "listener": ["saslPlugin"]}
+    for short, names in wanted.items():
+        assert set(names) <= set(body[T + short]), short
+
+
+def test_unknown_type_is_400_as_1x():
+    err = refused({"operation": "GET-ATTRIBUTES", "entityType": "nosuch"})
+    assert (err.status, err.description) == (400, "No such entity type 'nosuch'")
+
+
+def test_json_schema_is_json_of_every_type():
+    text = run({"operation": "GET-JSON-SCHEMA"}).body
+    assert len(json.loads(text)["entityTypes"]) == 29
+
+
+# --- entity answers ---------------------------------------------------------------------------
+def test_missing_entity_is_404_with_1x_wording():
+    err = refused({"operation": "READ", "type": T + "listener", "name": "nope"})
+    assert (err.status, err.description) == (404, "No entity with name=nope")
+    err = refused({"operation": "DELETE", "type": T + "listener", "name": "nope"})
+    assert (err.status, err.description) == (404, "No entity with name=nope")
+    err = refused({"operation": "READ", "type": T + "listener", "identity": "x"})
+    assert (err.status, err.description) == (404, "No entity with identity=x")
+
+
+def test_read_carries_every_attribute_with_defaults():
+    body = run({"operation": "READ", "type": T + "listener", "name": "l1"}).body
+    attrs = run({"operation": "GET-ATTRIBUTES", "entityType": "listener"}).body[T + "listener"]
+    assert set(attrs) <= set(body)
+    assert body["saslPlugin"] is None and body["authenticatePeer"] is False
+    log = run({"operation": "READ", "type": T + "log", "name": "log/DEFAULT"}).body
+    assert log["includeTimestamp"] is True and log["includeSource"] is False
+
+
+def test_connection_protocol_and_properties():
+    body = rows(run({"operation": "QUERY", "entityType": "connection"},
+                    {"attributeNames": ["protocol", "properties"]}).body)
+    assert body == [{"protocol": "amqp", "properties": {"product": "x"}}]
+
+
+def test_link_counters_are_numbers_never_null():
+    link = rows(run({"operation": "QUERY", "entityType": "router.link"},
+                    {"attributeNames": []}).body)[0]
+    for name in ("deliveriesDelayed1Sec", "deliveriesDelayed10Sec", "deliveriesStuck",
+                 "zeroCreditSeconds", "settleRate"):
+        assert link[name] == 0, name
+
+
+def test_allocators_count_the_routers_objects():
+    pools = {r["identity"]: r for r in rows(run(
+        {"operation": "QUERY", "entityType": "allocator"}, {"attributeNames": []}).body)}
+    assert pools["allocator/qdr_address_t"]["totalAllocFromHeap"] == 1
+    assert pools["allocator/qdr_link_t"]["totalAllocFromHeap"] == 1
+    assert pools["allocator/qdr_connection_t"]["typeSize"] > 0
+    assert all(v is not None for p in pools.values() for v in p.values())
+
+
+def test_router_memory_usage_is_the_processes_vm_size():
+    router = run({"operation": "READ", "type": T + "router", "name": "router/R1"}).body
+    assert isinstance(router["memoryUsage"], int) and router["memoryUsage"] > 0
+    assert router["blockedLinkCount"] == 0 and router["deliveriesRedirectedToFallback"] == 0
+
+
+def test_policy_entity_exists_without_a_policy_section():
+    body = rows(run({"operation": "QUERY", "entityType": "policy"}, {"attributeNames": []}).body)
+    assert len(body) == 1 and body[0]["identity"] == "policy/None"
+    assert body[0]["maxConnections"] == 65535 and body[0]["defaultVhost"] == "$default"
+    assert body[0]["policyDir"] == "" and body[0]["connectionsProcessed"] == 0
+
+
+def test_schema_has_vhost_user_group_settings_for_qdstat():
+    schema = run({"operation": "GET-SCHEMA"}).body
+    groups = schema["entityTypes"]["vhostUserGroupSettings"]["attributes"]
+    assert groups["maxSenders"]["default"] == 2147483647
+    assert "configSection" not in schema["entityTypes"]["console"]
