@@ -208,3 +208,80 @@ def test_schema_has_vhost_user_group_settings_for_qdstat():
     groups = schema["entityTypes"]["vhostUserGroupSettings"]["attributes"]
     assert groups["maxSenders"]["default"] == 2147483647
     assert "configSection" not in schema["entityTypes"]["console"]
+
+
+# --- validation order and wording -------------------------------------------------------------
+@pytest.mark.parametrize("short, role", [("listener", "inter-router"), ("connector", "edge")])
+def test_standalone_refuses_router_roles_before_the_port(short, role):
+    err = refused({"operation": "CREATE", "type": T + short, "name": "ir"},
+                  {"host": "127.0.0.1", "port": "70000", "role": role})
+    assert (err.status, err.description) == (
+        400, "role='standalone' not allowed to connect to or accept connections from other "
+             "routers.")
+
+
+def test_duplicate_name_wording():
+    store = ConfigStore(SPEC)
+    etype = store.schema.entity_type("router.config.address")
+    store.add(store.validate_create(etype, {"prefix": "a1"}, "a1"))
+    with pytest.raises(ManagementError) as err:
+        store.validate_create(etype, {"prefix": "a2"}, "a1")
+    assert (err.value.status, err.value.description) == (
+        400, "Name conflicts with an existing entity")
+
+
+def test_named_listener_identity_has_the_name():
+    store = ConfigStore(SPEC)
+    etype = store.schema.entity_type("listener")
+    named = store.validate_create(etype, {"host": "127.0.0.1", "port": "5999"}, "a1")
+    plain = store.validate_create(etype, {"host": "127.0.0.1", "port": "5998"})
+    assert named["identity"] == "listener/127.0.0.1:5999:a1"
+    assert plain["identity"] == "listener/127.0.0.1:5998"
+
+
+def test_unusable_log_file_is_500(tmp_path):
+    path = tmp_path / "no" / "such" / "dir" / "x.log"
+    err = refused({"operation": "UPDATE", "type": T + "log", "name": "log/ROUTER"},
+                  {"outputFile": str(path)})
+    assert (err.status, err.description) == (500, f"Failed to open log file '{path}'")
+
+
+def test_connection_delete_is_forbidden_and_inter_router_close_too():
+    err = refused({"operation": "DELETE", "type": T + "connection", "identity": "5"})
+    assert (err.status, err.description) == (403, "Forbidden")
+    SNAPSHOT["connections"].append({"identity": "9", "role": "inter-router", "host": "h",
+                                    "container": "R2", "dir": "out"})
+    try:
+        err = refused({"operation": "UPDATE", "type": T + "connection", "identity": "9"},
+                      {"adminStatus": "deleted"})
+        assert err.status == 403
+        closing = run({"operation": "UPDATE", "type": T + "connection", "identity": "5"},
+                      {"adminStatus": "deleted"})
+        assert closing.op == "update" and closing.attributes["connId"] == 5
+    finally:
+        SNAPSHOT["connections"].pop()
+
+
+# --- large answers ----------------------------------------------------------------------------
+def test_a_body_too_large_for_proton_is_still_encoded():
+    from agent.management.protocol import encode_message, response
+    body = {"attributeNames": ["n"] * 10,
+            "results": [[f"name{i}", i, None, True, 1.5] * 2 for i in range(10000)]}
+    msg = response("reply", 7, 200, None, body)
+    with pytest.raises(Exception):
+        msg.encode()  # proton alone cannot: more than 65,535 nodes
+    assert len(encode_message(msg)) > 10000 * 10
+
+
+def test_the_body_encoder_matches_proton():
+    from proton import symbol
+    from agent.management.protocol import decode, encode_value, response
+    body = {"attributeNames": ["a", "b"], "results": [
+        [f"name{i}", i, -i * 1000, 2 ** 40, None, True, False, 1.5, "x" * 300, [1, "a"],
+         {"k": i}, symbol("s")] for i in range(300)]}
+    msg = response("reply", 7, 200, None, None)
+    back = decode(msg.encode() + b"\x00\x53\x77" + encode_value(body))
+    assert back.body == body and back.properties["statusCode"] == 200
+    assert back.correlation_id == 7 and back.address == "reply"
+    small = response("r", 1, 200, None, {"a": [1, "b", None, -5, 300]})
+    assert encode_value(small.body) == small.encode()[len(response("r", 1, 200).encode()) + 3:]

@@ -34,7 +34,7 @@ from agent.management.entities import RoutingProvider, View
 from agent.management.operations import Change, Context, Reply
 from agent.management.protocol import (
     BAD_REQUEST, INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
-    error_response, parse_request, response)
+    encode_message, error_response, parse_request, response)
 from agent.management.store import ConfigStore
 from router_core import ipc
 from router_core.log import LogConfigError, RouterLog
@@ -300,7 +300,7 @@ class ManagementAgent:
 
     def _reply(self, to: str, msg: Any) -> None:
         try:
-            payload = msg.encode()
+            payload = encode_message(msg)
         except Exception as exc:  # a body proton cannot encode: say so instead of going silent
             self.log.log("AGENT", "error", f"cannot encode management response: {exc!r}")
             fallback = response(to, msg.correlation_id, INTERNAL_ERROR,

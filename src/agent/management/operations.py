@@ -17,7 +17,7 @@ from typing import Any, Optional, Union
 from agent.management import schemaops
 from agent.management.entities import View
 from agent.management.protocol import (
-    BAD_REQUEST, CREATED, ENTITY_OPERATIONS, FORBIDDEN, GLOBAL_OPERATIONS, MANAGEMENT_NODE_TYPES,
+    BAD_REQUEST, CREATED, ENTITY_OPERATIONS, INTERNAL_ERROR, FORBIDDEN, GLOBAL_OPERATIONS, MANAGEMENT_NODE_TYPES,
     NO_CONTENT, NOT_FOUND, NOT_IMPLEMENTED, OK, ManagementError, Request)
 from agent.schema import EntityType
 from router_core.log import MODULES as LOG_MODULES
@@ -200,6 +200,8 @@ def _entity_operation(request: Request, view: View) -> Outcome:
         _check_operation(etype, op)
         return _create(request, view, etype)
     etype, entity = _locate(request, view, etype)
+    if etype.short_name == "connection" and op == "DELETE":  # 1.19: close one with UPDATE
+        raise ManagementError(FORBIDDEN, "Forbidden")
     _check_operation(etype, op)
     if op == "READ":
         return Reply(OK, dict(entity))
@@ -263,6 +265,8 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
             return Reply(OK, dict(entity))
         if view.is_internal_connection(entity["identity"]):
             raise ManagementError(FORBIDDEN, "the router's internal connection cannot be closed")
+        if entity.get("role") == "inter-router":  # as 1.19: the network's links stay
+            raise ManagementError(FORBIDDEN, "Forbidden")
         closed = {**entity, "adminStatus": "deleted", "operStatus": "down"}
         attrs = {"identity": entity["identity"], "connId": int(entity["identity"]),
                  "adminStatus": "deleted"}
@@ -279,6 +283,13 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
 
 def _update_log(view: View, etype: EntityType, entity: dict, changes: dict) -> Change:
     updated = {**entity, **changes}
+    output = changes.get("outputFile")
+    if output and output not in ("stderr", "stdout", "syslog"):
+        try:  # the agent runs as the router, on its host: a file it cannot open, none can
+            with open(output, "a", encoding="utf-8"):
+                pass
+        except OSError:
+            raise ManagementError(INTERNAL_ERROR, f"Failed to open log file '{output}'") from None
     if updated["module"] not in LOG_MODULES:
         raise ManagementError(NOT_IMPLEMENTED, f"log module '{updated['module']}' is not used by "
                                                "this router")
