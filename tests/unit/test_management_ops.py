@@ -334,3 +334,12 @@ def test_agent_change_failure_and_timeout():
     rollback = plane.of(ipc.ConfigChange, plane.control)[-1]
     assert rollback.op == "delete"  # worker 0 opened it: taken back
     assert not any(e["port"] == "5999" for e in plane.agent.store.of_type(T + "listener"))
+
+
+def test_agent_logs_the_raw_request_at_debug_as_1x():
+    plane = FakePlane()
+    plane.agent.log.configure({"module": "AGENT", "enable": "debug+", "outputFile": "/dev/null"})
+    deliver(plane, {"operation": "QUERY", "entityType": "log"}, {"attributeNames": []})
+    texts = [e[2] for e in plane.agent.log.recent if e[0] == "AGENT" and e[1] == "debug"]
+    assert texts and texts[-1].startswith("Agent request Message(")
+    assert "'operation': 'QUERY'" in texts[-1] and "correlation_id='c1'" in texts[-1]

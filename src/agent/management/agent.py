@@ -146,10 +146,8 @@ class ManagementAgent:
                 self._reply(msg.reply_to, response(msg.reply_to, msg.correlation_id, exc.status,
                                                    exc.description))
             return
-        if self.log.enabled("AGENT", "debug"):
-            self.log.log("AGENT", "debug", f"Agent request {request.operation} "
-                                           f"type={request.type or request.entity_type} "
-                                           f"name={request.name} identity={request.identity}")
+        if self.log.enabled("AGENT", "debug"):  # the raw request, as 1.19 logs it
+            self.log.log("AGENT", "debug", f"Agent request {msg}")
         request_id = next(self._ids)
         self.queries[request_id] = (request, now + QUERY_TIMEOUT)
         self.send_control(ipc.CoreQuery(request_id, "snapshot"))

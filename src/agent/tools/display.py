@@ -14,9 +14,7 @@ PREFIX = "  "
 def cell(value: Any) -> str:
     if value is None:
         return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return str(value)  # booleans as True/False, as 1.19's qdstat prints them
 
 
 def format_table(title: str, heads: Sequence[str], rows: Iterable[Sequence[Any]],
@@ -51,3 +49,38 @@ def time_long(seconds: Any) -> str:
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
     return "%03d:%02d:%02d:%02d" % (days, hours, minutes, secs)
+
+
+_UNITS = {1024: ("KiB", "MiB", "GiB", "TiB", "PiB"), 1000: ("k", "m", "g", "t", "p")}
+
+
+def kmg(value: Any, base: int = 1000) -> str:
+    """A large number in units (``320 MiB`` with base 1024): below ``base`` as is, else scaled
+    down to below ``base`` with 2, 1 or 0 decimals for a value under 10, 100 or above."""
+    if value is None:
+        return ""
+    number = float(value)
+    if number < base:
+        return "%d" % number
+    for unit in _UNITS[base]:
+        number /= base
+        if number < base:
+            break
+    precision = 2 if number < 10 else 1 if number < 100 else 0
+    return f"{number:.{precision}f} {unit}"
+
+
+def commas(value: Any) -> str:
+    """``12345`` -> ``12,345`` (None: empty)."""
+    if value is None:
+        return ""
+    try:
+        return f"{int(value):,}"
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def time_short(seconds: Any) -> str:
+    """A duration under a day as ``HH:MM:SS``."""
+    seconds = int(seconds)
+    return "%02d:%02d:%02d" % ((seconds // 3600) % 24, (seconds // 60) % 60, seconds % 60)
