@@ -337,9 +337,10 @@ def test_qdstat_addresses_show_remote_counts():
                   "containerCount": 0, "deliveriesIngress": 5, "deliveriesEgress": 3}]
     out = stat(AgentClient({"R1": view(FakeRouting(), addresses=addresses)}), "-a")
     lines = "\n".join(out[3:]).splitlines()
-    assert lines[1].split() == ["class", "addr", "phs", "distrib", "in-proc", "local", "remote",
-                                "cntnr", "in", "out", "thru", "to-proc", "from-proc"]
-    assert lines[3].split()[:8] == ["mobile", "orders", "0", "balanced", "0", "1", "2", "0"]
+    assert lines[1].split() == ["class", "addr", "phs", "distrib", "pri", "local", "remote",
+                                "in", "out", "thru", "fallback"]  # 1.19's columns
+    assert lines[3].split()[:9] == ["mobile", "orders", "0", "balanced", "-", "1", "2", "5",
+                                    "3"]
 
 
 def test_qdstat_all_routers_visits_every_management_node():
