@@ -285,3 +285,28 @@ def test_the_body_encoder_matches_proton():
     assert back.correlation_id == 7 and back.address == "reply"
     small = response("r", 1, 200, None, {"a": [1, "b", None, -5, 300]})
     assert encode_value(small.body) == small.encode()[len(response("r", 1, 200).encode()) + 3:]
+
+
+def test_dummy_entity_and_callme_as_1x():
+    store = ConfigStore(SPEC)
+
+    def go(props, body=None):
+        msg = Message(properties=props, body=body, reply_to="r", correlation_id=1)
+        return execute(parse_request(msg), View(SNAPSHOT, store, version="1.19.0", started=0.0))
+
+    created = go({"operation": "CREATE", "type": T + "dummy", "name": "d1"},
+                 {"arg1": "a", "num1": 3})
+    assert (created.status, created.body) == (201, {
+        "arg1": "a", "num1": 3, "type": T + "dummy", "name": "d1", "identity": "dummy/0"})
+    echo = go({"operation": "CALLME", "type": T + "dummy", "name": "d1", "foo": "bar"})
+    assert (echo.status, echo.body) == (200, {"operation": "CALLME", "type": T + "dummy",
+                                              "name": "d1", "foo": "bar"})
+    updated = go({"operation": "UPDATE", "type": T + "dummy", "name": "d1"}, {"arg2": "x"})
+    assert updated.status == 200 and updated.body["arg2"] == "x"
+    read = go({"operation": "READ", "type": T + "dummy", "name": "d1"})
+    assert read.body == {"arg1": "a", "num1": 3, "type": T + "dummy", "name": "d1",
+                         "identity": "dummy/0", "arg2": "x"}
+    assert go({"operation": "DELETE", "type": T + "dummy", "name": "d1"}).status == 204
+    with pytest.raises(ManagementError) as err:
+        go({"operation": "READ", "type": T + "dummy", "name": "d1"})
+    assert err.value.status == 404

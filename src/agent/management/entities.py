@@ -77,7 +77,7 @@ class View:
             # entity has its defaults filled, as 1.19 answers READ and QUERY
             fill = {n: (a.default if etype.is_configuration else None)
                     for n, a in etype.attributes.items()}
-            if etype.short_name == "log":  # 1.19 shows a log module's settings only
+            if etype.short_name in ("log", "dummy"):  # 1.19 shows the settings only
                 fill = {}
             for index, entity in enumerate(found):
                 entity["type"] = long

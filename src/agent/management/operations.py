@@ -113,6 +113,8 @@ def _unknown_operation(request: Request, view: View) -> Reply:
             raise ManagementError(BAD_REQUEST, f"{etype.long_name}: No name or identity "
                                                "provided")
         view.find(etype, request.name, request.identity)
+        if etype.short_name == "dummy" and request.operation == "CALLME":
+            return Reply(OK, dict(request.properties))  # 1.19's test operation: an echo
     raise ManagementError(NOT_IMPLEMENTED, _not_implemented(request.operation, etype))
 
 
@@ -218,10 +220,13 @@ def _check_operation(etype: EntityType, op: str) -> None:
         raise ManagementError(NOT_IMPLEMENTED, NOT_BUILT[etype.short_name])
 
 
-def _create(request: Request, view: View, etype: EntityType) -> Change:
+def _create(request: Request, view: View, etype: EntityType) -> Outcome:
     # A CREATE without a map body is refused before anything else: a listener made of
     # defaults alone would listen on every interface.
     entity = view.store.validate_create(etype, request.body_map(required=True), request.name)
+    if etype.short_name == "dummy":  # 1.19's test entity: kept by the agent alone
+        view.store.add(entity)
+        return Reply(CREATED, {k: v for k, v in entity.items() if v is not None})
     mode = _RUNTIME.get(etype.short_name)
     if mode is None:  # pragma: no cover - every creatable type is runtime or NOT_BUILT
         raise ManagementError(NOT_IMPLEMENTED, f"CREATE of {etype.short_name} is not supported")
@@ -236,7 +241,7 @@ def _create(request: Request, view: View, etype: EntityType) -> Change:
                   summary=f"Created {etype.short_name} {entity['name']}")
 
 
-def _delete(etype: EntityType, entity: dict, view: View) -> Change:
+def _delete(etype: EntityType, entity: dict, view: View) -> Outcome:
     if etype.short_name == "sslProfile":
         users = view.store.users_of_ssl_profile(str(entity.get("name")))
         if users:
@@ -244,6 +249,9 @@ def _delete(etype: EntityType, entity: dict, view: View) -> Change:
                                                + ", ".join(f"{u['type'].rsplit('.', 1)[-1]} "
                                                            f"'{u['name']}'" for u in users)
                                                + ": delete those first")
+    if etype.short_name == "dummy":
+        view.store.remove(entity)
+        return Reply(NO_CONTENT, {})
     mode = _RUNTIME.get(etype.short_name)
     if mode is None:  # pragma: no cover
         raise ManagementError(NOT_IMPLEMENTED, f"DELETE of {etype.short_name} is not supported")
@@ -257,6 +265,10 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
     short = etype.short_name
     if short == "log":
         return _update_log(view, etype, entity, changes)
+    if short == "dummy":
+        updated = {k: v for k, v in {**entity, **changes}.items() if v is not None}
+        view.store.replace(updated)
+        return Reply(OK, updated)
     if short == "connection":
         status = changes.pop("adminStatus", None)
         if changes:

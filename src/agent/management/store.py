@@ -234,9 +234,9 @@ class ConfigStore:
                 base = f"{base}:{entity['name']}"
         elif short == "vhost":
             base = f"{short}/{entity.get('hostname')}"
-        else:
+        else:  # numbered from 1 (dummy, 1.19's test entity: from 0, as 1.19 numbers it)
             self._serial[etype.long_name] = self._serial.get(etype.long_name, 0) + 1
-            base = f"{short}/{self._serial[etype.long_name]}"
+            base = f"{short}/{self._serial[etype.long_name] - (short == 'dummy')}"
         taken = {e["identity"] for e in self.all_entities()}
         identity, n = base, 1
         while identity in taken:
