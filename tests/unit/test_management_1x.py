@@ -310,3 +310,20 @@ def test_dummy_entity_and_callme_as_1x():
     with pytest.raises(ManagementError) as err:
         go({"operation": "READ", "type": T + "dummy", "name": "d1"})
     assert err.value.status == 404
+
+
+def test_schema_document_has_1x_shape():
+    schema = run({"operation": "GET-SCHEMA"}).body
+    assert sorted(schema) == ["entityTypes", "prefix"]
+    log = schema["entityTypes"]["log"]
+    assert sorted(log) == ["attributes", "description", "fullyQualifiedType", "operations"]
+    assert list(log["attributes"]) == ["module", "enable", "includeTimestamp", "includeSource",
+                                       "outputFile", "name", "identity"]
+    assert sorted(log["attributes"]["module"]) == ["description", "required", "type"]
+    assert "operations" not in schema["entityTypes"]["entity"]
+    management = schema["entityTypes"]["management"]
+    assert management["singleton"] is True and "PROFILE" in management["operations"]
+    keys = {k for t in schema["entityTypes"].values() for a in t["attributes"].values()
+            for k in a}
+    assert keys <= {"description", "deprecated", "unique", "type", "graph", "required",
+                    "default"}

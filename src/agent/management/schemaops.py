@@ -70,21 +70,37 @@ def get_annotations(schema: Schema, entity_type: Optional[str]) -> dict:
 
 
 def get_schema(schema: Schema) -> dict:
-    """The schema document in Qpid's shape: prefix, description and entityTypes by short name,
-    each with fully qualified base types and the attributes including inherited ones."""
+    """The schema document in 1.19's GET-SCHEMA shape: ``prefix`` and ``entityTypes`` by short
+    name, each with its ``attributes`` (its own, then inherited ones; ``type`` left out),
+    ``operations`` (inherited included; left out when none), ``description``,
+    ``fullyQualifiedType`` and ``singleton``/``deprecated`` when true. An attribute shows
+    ``type``, ``description``, ``default`` when it has one, and ``required``, ``unique``,
+    ``graph``, ``deprecated`` when true."""
     types = {}
     for t in schema.entity_types.values():
         raw = schema.document["entityTypes"][t.short_name]
         attributes = {}
-        for name, attr in t.attributes.items():
-            spec = dict(_raw_attribute(schema, t, name))
-            attributes[name] = spec
-        entry = {key: value for key, value in raw.items()
-                 if key not in ("attributes", "configSection")}
+        for name in attribute_names(t):
+            if name == "type":
+                continue
+            spec = _raw_attribute(schema, t, name)
+            entry = {"type": spec.get("type"), "description": spec.get("description", "")}
+            if spec.get("default") is not None:
+                entry["default"] = spec["default"]
+            for flag in ("required", "unique", "graph", "deprecated"):
+                if spec.get(flag):
+                    entry[flag] = True
+            attributes[name] = entry
+        entry = {"attributes": attributes}
+        if t.operations:
+            entry["operations"] = list(t.operations)
+        entry["description"] = raw.get("description", "")
         entry["fullyQualifiedType"] = t.long_name
-        entry["attributes"] = attributes
+        for flag in ("singleton", "deprecated"):
+            if raw.get(flag):
+                entry[flag] = True
         types[t.short_name] = entry
-    return {"prefix": schema.prefix, "description": schema.description, "entityTypes": types}
+    return {"prefix": schema.prefix, "entityTypes": types}
 
 
 def get_json_schema(schema: Schema) -> str:
