@@ -327,3 +327,19 @@ def test_schema_document_has_1x_shape():
             for k in a}
     assert keys <= {"description", "deprecated", "unique", "type", "graph", "required",
                     "default"}
+
+
+def test_deprecated_names_beside_the_new_ones_as_1x():
+    spec = dict(SPEC, autoLinks=[{"address": "q1", "direction": "in", "connection": "c",
+                                  "name": "al1", "identity": "autoLink/1"}],
+                linkRoutes=[{"prefix": "q", "direction": "out", "name": "lr1",
+                             "identity": "linkRoute/1"}])
+    view = View(SNAPSHOT, ConfigStore(spec), version="1.19.0", started=0.0)
+    msg = Message(properties={"operation": "READ", "type": T + "router.config.autoLink",
+                              "name": "al1"}, reply_to="r")
+    body = execute(parse_request(msg), view).body
+    assert body["addr"] == body["address"] == "q1" and body["dir"] == "in"
+    assert "externalAddr" in body and body["externalAddr"] is None
+    msg = Message(properties={"operation": "READ", "type": T + "router.config.linkRoute",
+                              "name": "lr1"}, reply_to="r")
+    assert execute(parse_request(msg), view).body["dir"] == "out"

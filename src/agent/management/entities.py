@@ -79,11 +79,17 @@ class View:
                     for n, a in etype.attributes.items()}
             if etype.short_name in ("log", "dummy"):  # 1.19 shows the settings only
                 fill = {}
+            # 1.19 shows the deprecated names of these beside the new ones (dir, addr, ...)
+            aliases = {old: new for old, new in etype.deprecated_names.items()} \
+                if etype.short_name in _ALIASED else {}
             for index, entity in enumerate(found):
                 entity["type"] = long
                 entity.setdefault("name", entity.get("identity"))
-                found[index] = {**fill, **{k: v for k, v in entity.items()
-                                           if v is not None or k not in fill}}
+                entity = {**fill, **{k: v for k, v in entity.items()
+                                     if v is not None or k not in fill}}
+                for old, new in aliases.items():
+                    entity[old] = entity.get(new)
+                found[index] = entity
             self._cache[long] = found
         return self._cache[long]
 
@@ -340,6 +346,8 @@ def router_memory() -> Optional[int]:
             continue  # a process that ended meanwhile
     return total if found else None
 
+
+_ALIASED = ("router.config.linkRoute", "router.config.autoLink")
 
 _LOG_DEFAULTS = {"enable": "info+", "includeTimestamp": True, "includeSource": False,
                  "outputFile": "stderr"}
