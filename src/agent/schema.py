@@ -13,6 +13,12 @@ linkCapacity 0); ``references`` names the entity type whose ``name`` a value mus
 the callers, which know the other entities). Config files and management CREATE/UPDATE both
 convert through :meth:`AttributeType.convert`, so they accept exactly the same values.
 
+The catalogue is Qpid Dispatch 1.19's: its 29 types, abstract ones included (``entity``,
+``configurationEntity``, ``operationalEntity``, ``org.amqp.management``); a type's operations are
+its own then its bases' (as 1.19's GET-OPERATIONS lists them). A type marked
+``"configSection": false`` is described for 1.x tools only: no configuration section accepts it
+(the router does not implement it), so a config file naming it gets a clear error.
+
 Pure Python, no I/O beyond reading the schema file once. Must not import proton, zmq, router_io or
 router_core, except router_core.log for the one log-level grammar (``parse_enable``).
 """

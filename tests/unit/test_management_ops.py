@@ -165,7 +165,8 @@ def test_create_listener_validates_and_types_attributes():
                  {"port": "5673", "linkCapacity": "10", "authenticatePeer": "no"})
     assert isinstance(change, Change) and change.status == 201 and change.workers == "all"
     assert change.entity["linkCapacity"] == 10 and change.entity["authenticatePeer"] is False
-    assert change.entity["name"] == "l2" and change.entity["identity"] == "listener/:5673:l2"  # 1.19
+    assert change.entity["name"] == "l2"
+    assert change.entity["identity"] == "listener/:5673:l2"  # 1.19: HOST:PORT:NAME
 
 
 @pytest.mark.parametrize("body", [{"port": "99999"}, {"bogus": 1}, {"identity": "x"},

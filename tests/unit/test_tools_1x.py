@@ -4,7 +4,6 @@ qdmanage QUERY without nulls, positional TYPE, paging at 500 rows, typed values 
 tools run here on a client that answers from fixed entities (no router)."""
 from __future__ import annotations
 
-import argparse
 
 from proton import int32, symbol, uint, ulong
 

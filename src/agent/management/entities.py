@@ -15,6 +15,13 @@ module does not run outside interior mode, a router without one has no ``router.
 ``(self)``), and GET-MGMT-NODES the ``$management`` address of each of them, this router
 included (1.x lists every ``router.node``; its qdstat treats fewer than two as "no network").
 
+As 1.19 answers READ and QUERY, every entity carries every attribute of its type (null when
+unset; a configuration entity's defaults filled), except ``log`` and ``dummy``, which show their
+settings only. Beside the core's objects there are ``allocator`` entities (one per kind of router
+object, 1.19's pool names), ``router.memoryUsage`` (VmSize of the router's processes), one
+``policy`` entity even without a policy section (``policy/None``), and a connection's
+``properties`` are the peer's open properties (from the worker, through the core's snapshot).
+
 Every answer to one request is computed from one View (the provider is asked at most once per
 View). Must not import zmq, proton, router_io or router_core.core.
 """

@@ -2,8 +2,11 @@
 
 Owns the semantics of CREATE, READ, UPDATE, DELETE, QUERY (attributeNames, offset/count paging),
 GET-TYPES, GET-ATTRIBUTES, GET-OPERATIONS, GET-ANNOTATIONS, GET-MGMT-NODES, GET-SCHEMA,
-GET-JSON-SCHEMA and GET-LOG, and which status answers what (200, 201, 204, 400 with a
-description, 404, 501 for an operation a type does not have or a feature not built yet).
+GET-JSON-SCHEMA and GET-LOG, and which status answers what, with 1.19's wording (200, 201, 204,
+400 with a description, 403, 404 ``No entity with name=N``, 501 naming the target's operations for
+an operation it does not have, or a feature not built yet). A request whose ``type`` is
+``org.amqp.management`` (name ``self``) is addressed to the management node itself, as 1.19's
+client library sends them.
 
 Changes that other processes must apply (listeners, connectors, addresses, log levels,
 closing a connection) are returned as :class:`Change`; the agent sends them and answers when
@@ -17,8 +20,8 @@ from typing import Any, Optional, Union
 from agent.management import schemaops
 from agent.management.entities import View
 from agent.management.protocol import (
-    BAD_REQUEST, CREATED, ENTITY_OPERATIONS, INTERNAL_ERROR, FORBIDDEN, GLOBAL_OPERATIONS, MANAGEMENT_NODE_TYPES,
-    NO_CONTENT, NOT_FOUND, NOT_IMPLEMENTED, OK, ManagementError, Request)
+    BAD_REQUEST, CREATED, ENTITY_OPERATIONS, FORBIDDEN, GLOBAL_OPERATIONS, INTERNAL_ERROR,
+    MANAGEMENT_NODE_TYPES, NO_CONTENT, NOT_FOUND, NOT_IMPLEMENTED, OK, ManagementError, Request)
 from agent.schema import EntityType
 from router_core.log import MODULES as LOG_MODULES
 
