@@ -343,3 +343,15 @@ def test_deprecated_names_beside_the_new_ones_as_1x():
     msg = Message(properties={"operation": "READ", "type": T + "router.config.linkRoute",
                               "name": "lr1"}, reply_to="r")
     assert execute(parse_request(msg), view).body["dir"] == "out"
+
+
+@pytest.mark.parametrize("section", ["console", "authServicePlugin", "router.config.exchange",
+                                     "vhostUserGroupSettings", "dummy", "allocator"])
+def test_types_described_for_1x_tools_are_not_config_sections(section):
+    """The catalogue names 1.19 types this router does not implement: a config file naming one
+    gets a clear error, not a section silently ignored."""
+    from agent.config import ConfigError, parse_config
+    text = f"router {{\n    mode: standalone\n}}\n{section} {{\n    host: x\n}}\n"
+    with pytest.raises(ConfigError) as err:
+        parse_config(text)
+    assert "unknown section" in str(err.value)
