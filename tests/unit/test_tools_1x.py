@@ -146,3 +146,19 @@ def test_typed_values_of_a_1x_router_are_unwrapped():
     assert got == {"results": [[1, 0, -3, "s"]], "n": [True, None]}
     assert [type(v) for v in got["results"][0]] == [int, int, int, str]
     assert str(got["results"][0][0]) == "1"
+
+
+def test_edge_view_as_1x():
+    edge = dict(ENTITIES["connection"][0], identity="7", role="edge", active=True)
+    tool = qdstat.Qdstat(FakeClient({"connection": [ENTITIES["connection"][0], edge]}),
+                         qdstat.parse_args(["-e"]))
+    tool.edges()
+    lines = "\n".join(tool.out).splitlines()
+    assert lines[0] == "Connections" and lines[1].split()[-2:] == ["tenant", "active"]
+    assert lines[3].split()[0] == "7" and lines[3].split()[-1] == "yes" and len(lines) == 4
+    tool = qdstat.Qdstat(FakeClient({}), qdstat.parse_args(["-e"]))
+    tool.edges()
+    assert tool.out == ["No Edge Router Connections"]
+    tool = qdstat.Qdstat(FakeClient(ENTITIES), qdstat.parse_args(["-e"]))
+    tool.edges()
+    assert tool.out == []  # connections, none from an edge router: nothing, as 1.19

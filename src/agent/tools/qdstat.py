@@ -1,6 +1,7 @@
 """``qdstat``: show the status of a router through its management agent.
 
-One of ``-g`` (general, default), ``-c`` connections, ``-l`` links, ``-n`` nodes, ``-a``
+One of ``-g`` (general, default), ``-c`` connections, ``-l`` links, ``-n`` nodes, ``-e`` edge
+connections, ``-a``
 addresses, ``-m`` memory, ``-p`` policy, ``--autolinks``, ``--linkroutes``, ``--vhosts``,
 ``--vhoststats``, ``--log``, ``--all-entities``. Output: a timestamp line, the router id, a blank
 line, then a titled table whose column headers are those of the Qpid Dispatch documents (``-a``:
@@ -105,18 +106,7 @@ class Qdstat:
         has_last = bool(found) and "lastDlvSeconds" in found[0]
         has_uptime = bool(found) and "uptimeSeconds" in found[0]
         for c in found:
-            if not c.get("isEncrypted"):
-                security = "no-security"
-            else:
-                security = f"{c.get('sslProto')}({c.get('sslCipher')})"
-            if not c.get("isAuthenticated"):
-                auth = "no-auth"
-            elif c.get("sasl") == "ANONYMOUS":
-                auth = "anonymous-user"
-            else:  # 1.19's names: EXTERNAL is x.509, GSSAPI Kerberos
-                sasl = {"EXTERNAL": "x.509", "GSSAPI": "Kerberos"}.get(c.get("sasl"),
-                                                                       c.get("sasl"))
-                auth = f"{c.get('user')}({sasl})" if c.get("user") else sasl
+            security, auth = _security(c), _authentication(c)
             tenant = c.get("tenant") or ""
             row = [c.get("identity"), c.get("host"), c.get("container"), c.get("role"),
                    c.get("protocol", "amqp"), c.get("dir"), security, auth,
@@ -129,6 +119,31 @@ class Qdstat:
         heads = ["id", "host", "container", "role", "proto", "dir", "security", "authentication",
                  "tenant"] + ["last dlv"] * has_last + ["uptime"] * has_uptime
         self.table("Connections", heads, rows)
+
+    def edges(self) -> None:
+        """``-e``: the edge routers' connections (1.19: nothing after the header when there are
+        connections but none from an edge router; "No Edge Router Connections" when there are
+        no connections at all)."""
+        found = self.query("connection")
+        if not found:
+            self.print("No Edge Router Connections")
+            return
+        has_active = "active" in found[0]
+        rows = []
+        for c in found:
+            if c.get("role") != "edge":
+                continue
+            tenant = c.get("tenant") or ""
+            row = [c.get("identity"), c.get("host"), c.get("container"), c.get("role"),
+                   c.get("dir"), _security(c), _authentication(c),
+                   tenant[:-1] if tenant.endswith("/") else tenant]
+            if has_active:
+                row.append("yes" if c.get("active") else "no")
+            rows.append(row)
+        if rows:
+            self.table("Connections", ["id", "host", "container", "role", "dir", "security",
+                                       "authentication", "tenant"] + ["active"] * has_active,
+                       rows)
 
     def links(self) -> None:
         heads = ["type", "dir", "conn id", "id", "peer", "class", "addr", "phs", "cap", "pri",
@@ -389,6 +404,26 @@ def node_router_id(address: str) -> str:
     return parts[3] if len(parts) >= 5 and parts[1] == "_topo" else address
 
 
+def _security(c: dict) -> str:
+    """A connection's security as 1.19 summarises it."""
+    if not c.get("isEncrypted"):
+        return "no-security"
+    if c.get("sasl") == "GSSAPI":
+        return "Kerberos"
+    return f"{c.get('sslProto')}({c.get('sslCipher')})"
+
+
+def _authentication(c: dict) -> str:
+    """A connection's authentication as 1.19 summarises it (EXTERNAL is x.509, GSSAPI
+    Kerberos)."""
+    if not c.get("isAuthenticated"):
+        return "no-auth"
+    if c.get("sasl") == "ANONYMOUS":
+        return "anonymous-user"
+    sasl = {"EXTERNAL": "x.509", "GSSAPI": "Kerberos"}.get(c.get("sasl"), c.get("sasl"))
+    return f"{c.get('user')}({sasl})" if c.get("user") else str(sasl)
+
+
 def _dash(value: object) -> object:
     return "-" if value is None else value
 
@@ -397,6 +432,7 @@ VIEWS = (("-g", "--general", "general", "show general router statistics"),
          ("-c", "--connections", "connections", "show connections"),
          ("-l", "--links", "links", "show router links"),
          ("-n", "--nodes", "nodes", "show router nodes"),
+         ("-e", "--edge", "edges", "show edge connections"),
          ("-a", "--address", "addresses", "show router addresses"),
          ("-m", "--memory", "memory", "show memory statistics"),
          ("-p", "--policy", "policy", "show policy statistics"),
