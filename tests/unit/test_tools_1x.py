@@ -162,3 +162,9 @@ def test_edge_view_as_1x():
     tool = qdstat.Qdstat(FakeClient(ENTITIES), qdstat.parse_args(["-e"]))
     tool.edges()
     assert tool.out == []  # connections, none from an edge router: nothing, as 1.19
+
+
+def test_empty_table_is_its_title_and_csv_leaves_empty_cells_unquoted():
+    from agent.tools.display import format_table
+    assert format_table("Vhost User Stats", ["vhost", "user"], []) == "Vhost User Stats"
+    assert format_table("T", ["a", "b"], [["x", None]], csv=True) == 'T\n"a","b"\n"x",'

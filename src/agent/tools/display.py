@@ -2,7 +2,8 @@
 
 Columns are left-aligned, two spaces apart, indented by two spaces; the ``=`` line is two
 characters longer than the header text (as in the Qpid Dispatch documents). ``--csv`` prints the
-title, then every header and cell in double quotes separated by commas. Pure formatting.
+title, then every header and non-empty cell in double quotes separated by commas. A table without
+rows is its title alone (as 1.19 prints it). Pure formatting.
 """
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ def format_table(title: str, heads: Sequence[str], rows: Iterable[Sequence[Any]]
                  csv: bool = False) -> str:
     text_rows = [[cell(v) for v in row] for row in rows]
     lines = [title] if title else []
-    if csv:
-        quote = lambda items: ",".join('"' + i.replace('"', '""') + '"' for i in items)  # noqa
+    if not text_rows:  # as 1.19: an empty table is its title alone
+        return "\n".join(lines)
+    if csv:  # an empty cell stays empty (unquoted), as 1.19 writes it
+        quote = lambda items: ",".join(  # noqa: E731
+            '"' + i.replace('"', '""') + '"' if i else "" for i in items)
         lines.append(quote(heads))
         lines.extend(quote(row) for row in text_rows)
         return "\n".join(lines)
