@@ -13,6 +13,12 @@ linkCapacity 0); ``references`` names the entity type whose ``name`` a value mus
 the callers, which know the other entities). Config files and management CREATE/UPDATE both
 convert through :meth:`AttributeType.convert`, so they accept exactly the same values.
 
+The catalogue is Qpid Dispatch 1.19's: its 29 types, abstract ones included (``entity``,
+``configurationEntity``, ``operationalEntity``, ``org.amqp.management``); a type's operations are
+its own then its bases' (as 1.19's GET-OPERATIONS lists them). A type marked
+``"configSection": false`` is described for 1.x tools only: no configuration section accepts it
+(the router does not implement it), so a config file naming it gets a clear error.
+
 Pure Python, no I/O beyond reading the schema file once. Must not import proton, zmq, router_io or
 router_core, except router_core.log for the one log-level grammar (``parse_enable``).
 """
@@ -38,6 +44,10 @@ TYPE_ALIASES: dict[str, str] = {
     "link": "router.link",
     "node": "router.node",
 }
+
+#: Types that have no instances of their own (bases of the others), as in Qpid Dispatch 1.19.
+ABSTRACT_TYPES = frozenset({"entity", "configurationEntity", "operationalEntity",
+                            "org.amqp.management"})
 
 _TRUE = frozenset({"yes", "true", "on"})
 _FALSE = frozenset({"no", "false", "off"})
@@ -126,6 +136,12 @@ class EntityType:
     attributes: Mapping[str, AttributeType]
     deprecated_names: Mapping[str, str] = field(default_factory=dict)
     is_configuration: bool = False
+    chain: tuple[str, ...] = ()  # short names: this type, then the types it extends
+    own_attributes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # by chain type
+
+    def extends_type(self, short: str) -> bool:
+        """Whether this type is ``short`` or extends it (directly or not)."""
+        return short in self.chain
 
     def attribute(self, name: str) -> AttributeType | None:
         """The attribute called ``name`` after normalisation and deprecated-name mapping."""
@@ -177,16 +193,24 @@ class Schema:
             for attr_name, spec in raw_types[name].get("attributes", {}).items():
                 attributes[attr_name] = _attribute(attr_name, spec)
         raw = raw_types[short]
+        operations: list[str] = []  # own first, then inherited (as 1.19's GET-OPERATIONS)
+        for name in chain:
+            operations += [op for op in raw_types[name].get("operations", ())
+                           if op not in operations]
         return EntityType(
             long_name=f"{self.prefix}.{short}",
             short_name=short,
             description=raw.get("description", ""),
             extends=raw.get("extends"),
-            operations=tuple(raw.get("operations", ())),
+            operations=tuple(operations),
             singleton=bool(raw.get("singleton", False)),
             attributes=attributes,
             deprecated_names={a.deprecation_name: n for n, a in attributes.items() if a.deprecation_name},
-            is_configuration="configurationEntity" in chain[1:],
+            # configSection false: a 1.19 type this router only describes (no config section)
+            is_configuration="configurationEntity" in chain[1:] and raw.get("configSection", True),
+            chain=tuple(chain),
+            own_attributes={name: tuple(raw_types[name].get("attributes", {}))
+                            for name in chain},
         )
 
     def long_name(self, name: str) -> str:
@@ -211,7 +235,7 @@ class Schema:
 
     def concrete_types(self) -> list[EntityType]:
         """Types that can have instances (not the abstract bases)."""
-        bases = {"entity", "configurationEntity", "operationalEntity"}
+        bases = ABSTRACT_TYPES
         return [t for t in self.entity_types.values() if t.short_name not in bases]
 
 

@@ -85,7 +85,7 @@ def _connection_view(conn: Any, now: float) -> dict:
         "isAuthenticated": bool(conn.sasl) and conn.sasl.upper() != "ANONYMOUS",
         "isEncrypted": bool(conn.encrypted), "opened": True, "listener": conn.listener,
         "cost": conn.cost, "ssl": bool(conn.encrypted), "sslProto": None, "sslCipher": None,
-        "sslSsf": 0,
+        "sslSsf": 0, "properties": {},
     }  # the same keys for every connection (gone_entry keeps one key tuple per kind)
     sec = conn.encrypted
     if isinstance(sec, (list, tuple)) and len(sec) >= 6:
@@ -94,6 +94,8 @@ def _connection_view(conn: Any, now: float) -> dict:
         view.update({"ssl": bool(sec[0]), "isEncrypted": bool(sec[1]), "sslProto": sec[2],
                      "sslCipher": sec[3], "sslSsf": int(sec[4] or 0),
                      "isAuthenticated": bool(sec[5])})
+        if len(sec) >= 7 and isinstance(sec[6], dict):  # the peer's open properties
+            view["properties"] = sec[6]
     return view
 
 

@@ -76,7 +76,10 @@ class ConnOpened(NamedTuple):
     listener: str      # name of the listener/connector it came through
     user: str
     sasl: str          # SASL mechanism used ("" if none)
-    encrypted: bool
+    # a worker's connection: [has TLS, encrypted, TLS protocol, cipher, ssf, authenticated,
+    # the peer's open properties (a map)], opaque to the core (router_core/corestate.py reads
+    # it for management); the agent's internal connection: False
+    encrypted: Any
     link_capacity: int
     cost: int = 1      # inter-router: max(local configured cost, the peer's qd.inter-router-cost)
     # accepted connections: [global maxConnections, vhost (None: no vhost policy), user, remote

@@ -229,6 +229,26 @@ def _utf8(cstr: Any) -> Optional[str]:
 _pn_ssl_get_ssf = None
 
 
+def _plain_properties(value: Any, depth: int = 0) -> Any:
+    """Connection open properties as msgpack-able plain values: str keys, builtin numbers,
+    strings, bytes, lists and maps (proton's described or exotic types as their text)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, dict):
+        if depth > 8:
+            return str(value)
+        return {str(k): _plain_properties(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain_properties(v, depth + 1) for v in value] if depth <= 8 else str(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, bytes):
+        return bytes(value)
+    return str(value)
+
+
 def _ssl_ssf(ssl: Any) -> int:
     """pn_ssl_get_ssf() (the cipher's strength in bits), which proton's Python binding lacks:
     called through ctypes on the same library (once per TLS connection, at its open)."""
@@ -987,6 +1007,12 @@ class WorkerEngine:
         # what management shows (isEncrypted, sslProto, sslCipher, sslSsf, ssl,
         # isAuthenticated): [has TLS, encrypted, protocol, cipher, ssf, authenticated]
         security_info = self._security_info(conn)
+        # the peer's open properties ride along (7th item) for management's connection
+        # 'properties', as plain values with string keys (1.19 shows symbol keys as strings)
+        try:
+            security_info.append(_plain_properties(pc.remote_properties))
+        except Exception:  # noqa: BLE001 - properties proton cannot decode: show none
+            security_info.append({})
         conn.max_message_size = self.max_message_size(
             conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
         inter_router = conn.role == INTER_ROUTER

@@ -73,8 +73,8 @@ def test_read_and_query_with_paging(mgmt, router):
 def test_bad_requests_get_descriptions_and_router_survives(mgmt, router):
     cases = [({"type": "router"}, None, 400),
              ({"operation": "QUERY", "entityType": "log"}, "not a map", 400),
-             ({"operation": "QUERY", "entityType": "no.such.type"}, {}, 404),
-             ({"operation": "NO-SUCH-OP"}, None, 400),
+             ({"operation": "QUERY", "entityType": "no.such.type"}, {}, 400),  # as 1.19
+             ({"operation": "NO-SUCH-OP"}, None, 501),  # as 1.19
              ({"operation": "READ", "type": "listener", "name": "nope"}, None, 404),
              ({"operation": "CREATE", "type": "listener"}, {"port": "70000"}, 400),
              ({"operation": "UPDATE", "type": "router", "name": f"router/{router.id}"}, {}, 501),
@@ -118,11 +118,16 @@ def test_qdstat_general_connections_links_addresses(router):
 
         out = cli("qdstat", router, "-a")
         heads, rows = table(out.stdout, "Router Addresses")
-        assert heads == ["class", "addr", "phs", "distrib", "in-proc", "local", "remote",
-                         "cntnr", "in", "out", "thru", "to-proc", "from-proc"]
+        assert heads == ["class", "addr", "phs", "distrib", "pri", "local", "remote", "in",
+                         "out", "thru", "fallback"]  # 1.19's columns
         mobile = {r[1]: r for r in rows if r[0] == "mobile"}
         assert mobile["stat.orders"][2] == "0" and mobile["stat.orders"][5] == "1"
-        assert mobile["$management"][4] == "1"  # the agent is in-process
+        out = cli("qdstat", router, "-a", "-v")
+        heads, rows = table(out.stdout, "Router Addresses")
+        assert heads == ["class", "addr", "phs", "distrib", "pri", "in-proc", "local", "remote",
+                         "in", "out", "thru", "fallback", "to-proc", "from-proc"]
+        mobile = {r[1]: r for r in rows if r[0] == "mobile"}
+        assert mobile["$management"][5] == "1"  # the agent is in-process
 
         out = cli("qdstat", router, "-c")
         heads, rows = table(out.stdout, "Connections")

@@ -473,8 +473,9 @@ def test_management_both_ways(mixed):
     _healthy(mixed)
 
 
-@pytest.mark.xfail(strict=True, reason="our qdstat prints a 1.x router's typed values as "
-                   "uint(1)/ulong(0) (issue #11, Tools item, fixed on another branch)")
+@pytest.mark.xfail(strict=False, reason="typed values are unwrapped (checked by hand against a "
+                   "1.19 router), but inside this fixture our qdstat -r to the 1.x router times "
+                   "out waiting for the answer; not yet explained")
 def test_our_qdstat_prints_plain_values_of_a_1x_router(mixed):
     mixed.add_1x("X")
     mixed.add("A", connect_to=(("X", 1),))
@@ -483,9 +484,6 @@ def test_our_qdstat_prints_plain_values_of_a_1x_router(mixed):
     assert "uint(" not in out and "ulong(" not in out, out
 
 
-@pytest.mark.xfail(strict=True, reason="1.x's qdstat -c needs the connection 'protocol' "
-                   "attribute, which our router does not report yet (issue #11, Management "
-                   "item, on another branch)")
 def test_1x_qdstat_lists_connections_of_every_router(mixed):
     mixed.add("A")
     mixed.add_1x("X", connect_to=(("A", 1),))

@@ -329,7 +329,7 @@ def test_sighup_applies_log_level_changes(launch, tmp_path):
         assert reply.properties["statusCode"] == 200
     finally:
         conn.close()
-    proc.wait_for_line("AGENT (debug) Agent request QUERY")
+    proc.wait_for_line("AGENT (debug) Agent request Message(")  # the raw request, as 1.19
 
 
 # --- 4. HTTP metrics and healthz ------------------------------------------------------------------

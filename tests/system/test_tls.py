@@ -96,7 +96,8 @@ def test_tls_and_plaintext_on_one_listener_and_require_ssl(router_factory, pki):
             assert c["sslProto"].startswith("TLSv1") and c["sslCipher"] and c["sslSsf"] >= 128
             assert c["isAuthenticated"] is True and c["user"] == "anonymous"
         plain_row = next(c for c in rows if not c["isEncrypted"])
-        assert plain_row["sslProto"] is None and plain_row["sslSsf"] == 0
+        # qdmanage leaves null attributes out, as 1.19 does
+        assert plain_row.get("sslProto") is None and plain_row["sslSsf"] == 0
     finally:
         for c in (tls, plain, strict_tls):
             c.close()

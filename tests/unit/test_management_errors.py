@@ -100,7 +100,7 @@ def test_query_with_too_many_attribute_names_is_400():
 @pytest.mark.parametrize("props, body, status", [
     ({"operation": "QUERY"}, {"attributeNames": "name"}, 400),
     ({"operation": "QUERY"}, {"attributeNames": [1, 2]}, 400),
-    ({"operation": "QUERY", "entityType": "nosuch"}, None, 404),
+    ({"operation": "QUERY", "entityType": "nosuch"}, None, 400),  # 1.19: No such entity type
     ({"operation": "READ", "type": "listener"}, None, 400),
     ({"operation": "READ", "type": "listener", "name": "nosuch"}, None, 404),
     ({"operation": "DELETE", "type": "router", "name": "router/R1"}, None, 501),

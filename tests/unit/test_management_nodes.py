@@ -104,7 +104,8 @@ def test_standalone_router_knows_no_nodes_like_1x():
 # --- router.node ------------------------------------------------------------------------------
 def test_query_router_node_all_attributes_in_schema_order_this_router_first():
     body = run(view(FakeRouting()), {"operation": "QUERY", "entityType": T + "router.node"}).body
-    assert body["attributeNames"] == ["name", "identity", "type"] + NODE_ATTRIBUTES
+    # 1.19's order: the type's own attributes, then the base type's (name, identity, type)
+    assert body["attributeNames"] == NODE_ATTRIBUTES + ["name", "identity", "type"]
     rows = [dict(zip(body["attributeNames"], r)) for r in body["results"]]
     assert [r["id"] for r in rows] == ["R1", "R2", "R3"]
     me, r2, r3 = rows
@@ -170,7 +171,7 @@ def test_schema_operations_list_router_node():
     assert run(v, {"operation": "GET-TYPES", "entityType": "node"}).body == {
         T + "router.node": [T + "operationalEntity", T + "entity"]}
     attrs = run(v, {"operation": "GET-ATTRIBUTES", "entityType": "router.node"}).body
-    assert attrs[T + "router.node"][3:] == NODE_ATTRIBUTES
+    assert attrs[T + "router.node"][:-3] == NODE_ATTRIBUTES
     assert "router.node" in run(v, {"operation": "GET-SCHEMA"}).body["entityTypes"]
     assert T + "router.node" in run(v, {"operation": "GET-TYPES"}).body
 
@@ -330,9 +331,10 @@ def test_qdstat_addresses_show_remote_counts():
                   "containerCount": 0, "deliveriesIngress": 5, "deliveriesEgress": 3}]
     out = stat(AgentClient({"R1": view(FakeRouting(), addresses=addresses)}), "-a")
     lines = "\n".join(out[3:]).splitlines()
-    assert lines[1].split() == ["class", "addr", "phs", "distrib", "in-proc", "local", "remote",
-                                "cntnr", "in", "out", "thru", "to-proc", "from-proc"]
-    assert lines[3].split()[:8] == ["mobile", "orders", "0", "balanced", "0", "1", "2", "0"]
+    assert lines[1].split() == ["class", "addr", "phs", "distrib", "pri", "local", "remote",
+                                "in", "out", "thru", "fallback"]  # 1.19's columns
+    assert lines[3].split()[:9] == ["mobile", "orders", "0", "balanced", "-", "1", "2", "5",
+                                    "3"]
 
 
 def test_qdstat_all_routers_visits_every_management_node():

@@ -77,11 +77,16 @@ def test_missing_operation_is_a_bad_request():
     assert err.value.status == 400 and "operation" in err.value.description
 
 
-def test_operation_names_are_case_insensitive_and_unknown_ones_rejected():
+def test_operation_names_are_case_insensitive_and_unknown_ones_not_implemented():
     assert request({"operation": "query"}).operation == "QUERY"
+    # as 1.19: 501 naming the operations of the management node
     with pytest.raises(ManagementError) as err:
-        request({"operation": "FROB"})
-    assert err.value.status == 400
+        run({"operation": "FROB"})
+    assert err.value.status == 501
+    assert err.value.description == (
+        "Operation 'FROB' not implemented for 'org.apache.qpid.dispatch.management' "
+        "['GET-SCHEMA', 'GET-JSON-SCHEMA', 'GET-LOG', 'PROFILE', 'QUERY', 'GET-TYPES', "
+        "'GET-ANNOTATIONS', 'GET-OPERATIONS', 'GET-ATTRIBUTES', 'GET-MGMT-NODES', 'READ']")
 
 
 def test_non_string_type_is_a_bad_request():
@@ -117,7 +122,9 @@ def test_query_paging_and_attribute_names():
 
 def test_query_all_attributes_uses_schema_order():
     reply = run({"operation": "QUERY", "entityType": "listener"}, {"attributeNames": []})
-    assert reply.body["attributeNames"][:3] == ["name", "identity", "type"]
+    # 1.19's order: own attributes first, the base type's (name, identity, type) last
+    assert reply.body["attributeNames"][:2] == ["host", "port"]
+    assert reply.body["attributeNames"][-3:] == ["name", "identity", "type"]
     row = dict(zip(reply.body["attributeNames"], reply.body["results"][0]))
     assert row["type"] == T + "listener" and row["port"] == "5672"
 
@@ -135,8 +142,8 @@ def test_internal_connection_is_hidden_and_its_consumer_is_in_process():
     assert addrs[0] == ["M0$management", 1, 0, "router.address/M0$management", 0, 4]
 
 
-def test_unknown_type_is_not_found():
-    assert status_of({"operation": "QUERY", "entityType": "nosuch"}) == 404
+def test_unknown_type_is_a_bad_request_as_in_1x():
+    assert status_of({"operation": "QUERY", "entityType": "nosuch"}) == 400
 
 
 # --- READ / CREATE / UPDATE / DELETE ----------------------------------------------------------
@@ -158,7 +165,8 @@ def test_create_listener_validates_and_types_attributes():
                  {"port": "5673", "linkCapacity": "10", "authenticatePeer": "no"})
     assert isinstance(change, Change) and change.status == 201 and change.workers == "all"
     assert change.entity["linkCapacity"] == 10 and change.entity["authenticatePeer"] is False
-    assert change.entity["name"] == "l2" and change.entity["identity"] == "listener/:5673"
+    assert change.entity["name"] == "l2"
+    assert change.entity["identity"] == "listener/:5673:l2"  # 1.19: HOST:PORT:NAME
 
 
 @pytest.mark.parametrize("body", [{"port": "99999"}, {"bogus": 1}, {"identity": "x"},
@@ -327,3 +335,12 @@ def test_agent_change_failure_and_timeout():
     rollback = plane.of(ipc.ConfigChange, plane.control)[-1]
     assert rollback.op == "delete"  # worker 0 opened it: taken back
     assert not any(e["port"] == "5999" for e in plane.agent.store.of_type(T + "listener"))
+
+
+def test_agent_logs_the_raw_request_at_debug_as_1x():
+    plane = FakePlane()
+    plane.agent.log.configure({"module": "AGENT", "enable": "debug+", "outputFile": "/dev/null"})
+    deliver(plane, {"operation": "QUERY", "entityType": "log"}, {"attributeNames": []})
+    texts = [e[2] for e in plane.agent.log.recent if e[0] == "AGENT" and e[1] == "debug"]
+    assert texts and texts[-1].startswith("Agent request Message(")
+    assert "'operation': 'QUERY'" in texts[-1] and "correlation_id='c1'" in texts[-1]

@@ -33,7 +33,7 @@ from agent.management.entities import View
 from agent.management.operations import Change, Context, Reply
 from agent.management.protocol import (
     BAD_REQUEST, INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
-    error_response, parse_request, response)
+    encode_message, error_response, parse_request, response)
 from agent.management.store import ConfigStore
 from router_core import ipc
 from router_core.log import LogConfigError, RouterLog
@@ -137,10 +137,8 @@ class ManagementAgent:
                 self._reply(msg.reply_to, response(msg.reply_to, msg.correlation_id, exc.status,
                                                    exc.description))
             return
-        if self.log.enabled("AGENT", "debug"):
-            self.log.log("AGENT", "debug", f"Agent request {request.operation} "
-                                           f"type={request.type or request.entity_type} "
-                                           f"name={request.name} identity={request.identity}")
+        if self.log.enabled("AGENT", "debug"):  # the raw request, as 1.19 logs it
+            self.log.log("AGENT", "debug", f"Agent request {msg}")
         request_id = next(self._ids)
         self.queries[request_id] = (request, now + QUERY_TIMEOUT)
         self.send_control(ipc.CoreQuery(request_id, "snapshot"))
@@ -292,7 +290,7 @@ class ManagementAgent:
 
     def _reply(self, to: str, msg: Any) -> None:
         try:
-            payload = msg.encode()
+            payload = encode_message(msg)
         except Exception as exc:  # a body proton cannot encode: say so instead of going silent
             self.log.log("AGENT", "error", f"cannot encode management response: {exc!r}")
             fallback = response(to, msg.correlation_id, INTERNAL_ERROR,

@@ -17,11 +17,20 @@ snapshot without them has no ``router.node`` entities
 ``(self)``), and GET-MGMT-NODES the ``$management`` address of each of them, this router
 included (1.x lists every ``router.node``; its qdstat treats fewer than two as "no network").
 
+As 1.19 answers READ and QUERY, every entity carries every attribute of its type (null when
+unset; a configuration entity's defaults filled), except ``log`` and ``dummy``, which show their
+settings only. Beside the core's objects there are ``allocator`` entities (one per kind of router
+object, 1.19's pool names), ``router.memoryUsage`` (VmSize of the router's processes), one
+``policy`` entity even without a policy section (``policy/None``), and a connection's
+``properties`` are the peer's open properties (from the worker, through the core's snapshot).
+
 Every answer to one request is computed from one View. Must not import zmq, proton, router_io
 or router_core.core.
 """
 from __future__ import annotations
 
+import os
+import sys
 import time
 from typing import Any, Optional
 
@@ -62,9 +71,23 @@ class View:
                 found = builder(self)
             else:
                 found = [dict(e) for e in self.store.of_type(long)]
-            for entity in found:
+            # every attribute of the type is present (null when unset) and a configuration
+            # entity has its defaults filled, as 1.19 answers READ and QUERY
+            fill = {n: (a.default if etype.is_configuration else None)
+                    for n, a in etype.attributes.items()}
+            if etype.short_name in ("log", "dummy"):  # 1.19 shows the settings only
+                fill = {}
+            # 1.19 shows the deprecated names of these beside the new ones (dir, addr, ...)
+            aliases = {old: new for old, new in etype.deprecated_names.items()} \
+                if etype.short_name in _ALIASED else {}
+            for index, entity in enumerate(found):
                 entity["type"] = long
                 entity.setdefault("name", entity.get("identity"))
+                entity = {**fill, **{k: v for k, v in entity.items()
+                                     if v is not None or k not in fill}}
+                for old, new in aliases.items():
+                    entity[old] = entity.get(new)
+                found[index] = entity
             self._cache[long] = found
         return self._cache[long]
 
@@ -76,9 +99,14 @@ class View:
             if name is not None and entity.get("name") != name:
                 continue
             return entity
-        what = " and ".join(f"{k} '{v}'" for k, v in (("identity", identity), ("name", name))
-                            if v is not None)
-        raise ManagementError(NOT_FOUND, f"Not found: {etype.short_name} with {what}")
+        raise ManagementError(NOT_FOUND, self.not_found(name, identity))
+
+    @staticmethod
+    def not_found(name: Optional[str], identity: Optional[str]) -> str:
+        """1.19's 404 description: ``No entity with name=N`` (or ``identity=I``)."""
+        if identity is not None:
+            return f"No entity with identity={identity}"
+        return f"No entity with name={name}"
 
     def is_internal_connection(self, identity: str) -> bool:
         return identity in self._internal
@@ -108,8 +136,16 @@ class View:
 
     # --- builders -----------------------------------------------------------------------------
     def _links(self) -> list[dict]:
-        return [{**link, "peer": None} for link in self.snapshot.get("links", [])
-                if str(link.get("connectionId")) not in self._internal]
+        out = []
+        for link in self.snapshot.get("links", []):
+            if str(link.get("connectionId")) in self._internal:
+                continue
+            entity = {**link, "peer": None}
+            for counter in _LINK_COUNTERS:  # counters are numbers, never null (1.19's qdstat adds)
+                if entity.get(counter) is None:
+                    entity[counter] = 0
+            out.append(entity)
+        return out
 
     def _in_process(self) -> dict:
         """Address key -> (in-process consumers, deliveries to them) from internal links."""
@@ -140,7 +176,9 @@ class View:
             entity["remoteHostRouters"] = remote_hosts
             if entity.get("remoteCount") is None:
                 entity["remoteCount"] = len(remote_hosts)
-            entity.setdefault("deliveriesRedirectedToFallback", 0)
+            for counter in ("deliveriesRedirectedToFallback", "deliveriesIngressRouteContainer",
+                            "deliveriesEgressRouteContainer"):
+                entity.setdefault(counter, 0)
             out.append(entity)
         return out
 
@@ -152,7 +190,8 @@ class View:
             entity = {**conn, "name": f"connection/{conn.get('host')}",
                       "adminStatus": "enabled", "operStatus": "up", "active": True,
                       "ssl": bool(conn.get("ssl", conn.get("isEncrypted"))),  # has TLS
-                      "tenant": None, "properties": {}}
+                      "tenant": None, "protocol": "amqp",
+                      "properties": conn.get("properties") or {}}
             out.append(entity)
         return out
 
@@ -190,21 +229,38 @@ class View:
             "nodeCount": len(self.known_routers()[1:]),  # other routers; standalone: none
             "linkRouteCount": len(store.of_type(PREFIX + "router.config.linkRoute")),
             "autoLinkCount": len(store.of_type(PREFIX + "router.config.autoLink")),
-            "memoryUsage": None,
+            "memoryUsage": router_memory(),
         })
         for counter in ("deliveriesDelayed1Sec", "deliveriesDelayed10Sec", "deliveriesStuck",
-                        "deletedOnDetach", "deliveriesTransit"):
+                        "deletedOnDetach", "deliveriesTransit", "blockedLinkCount",
+                        "deliveriesRedirectedToFallback"):
             config.setdefault(counter, 0)
         return [config]
+
+    def _logs(self) -> list[dict]:
+        """``log``: as 1.19 shows them, a module's own settings only (no nulls, no
+        ``default``); DEFAULT with the defaults every module falls back to."""
+        out = []
+        for entity in self.store.of_type(PREFIX + "log"):
+            entity = {k: v for k, v in entity.items()
+                      if v is not None and not (k == "enable" and v == "default")}
+            if entity.get("module") == "DEFAULT":
+                entity = {**_LOG_DEFAULTS, **entity}
+            out.append(entity)
+        return out
 
     def _management(self) -> list[dict]:
         return [{"identity": "self", "name": "self"}]
 
     def _policy(self) -> list[dict]:
-        """The policy entity: its configuration plus the core's router-wide counters."""
+        """The policy entity: its configuration plus the core's router-wide counters. As in
+        1.19 there is one even without a policy section (its defaults, ``policy/None``)."""
         counters = {k: v for k, v in self.snapshot.get("policy", {}).items() if k != "vhosts"}
         out = []
-        for entity in self.store.of_type(PREFIX + "policy"):
+        configured = self.store.of_type(PREFIX + "policy") or [
+            {**self.store.schema.entity_type("policy").defaults(), "identity": "policy/None",
+             "name": "policy/None"}]
+        for entity in configured:
             entity = dict(entity)
             entity.update({"connectionsProcessed": 0, "connectionsDenied": 0,
                            "connectionsCurrent": 0, "linksDenied": 0,
@@ -229,11 +285,82 @@ class View:
         return out
 
 
+    def _allocators(self) -> list[dict]:
+        """``allocator``: one per kind of router object, named as 1.19 names its pools, with
+        how many of this router's own objects of that kind exist now (``totalAllocFromHeap``)
+        and their mean size in bytes as the core reports them (``typeSize``). Nothing is pooled
+        here, so the pool counters are 0."""
+        kinds = (("qdr_address_t", self.snapshot.get("addresses", [])),
+                 ("qdr_connection_t", self.snapshot.get("connections", [])),
+                 ("qdr_link_t", self.snapshot.get("links", [])),
+                 ("qd_log_entry_t", None))
+        out = []
+        for type_name, objects in kinds:
+            if objects is None:
+                continue
+            size = (sum(_deep_size(o) for o in objects) // len(objects)) if objects else 0
+            out.append({"identity": f"allocator/{type_name}", "name": f"allocator/{type_name}",
+                        "typeName": type_name, "typeSize": size, "transferBatchSize": 0,
+                        "localFreeListMax": 0, "globalFreeListMax": 0,
+                        "totalAllocFromHeap": len(objects), "totalFreeToHeap": 0,
+                        "heldByThreads": 0, "batchesRebalancedToThreads": 0,
+                        "batchesRebalancedToGlobal": 0})
+        return out
+
+
+def _deep_size(value: Any) -> int:
+    """Bytes of a snapshot value (a map of plain values), its contents included."""
+    size = sys.getsizeof(value)
+    if isinstance(value, dict):
+        size += sum(sys.getsizeof(k) + _deep_size(v) for k, v in value.items())
+    elif isinstance(value, (list, tuple)):
+        size += sum(_deep_size(v) for v in value)
+    return size
+
+
+def router_memory() -> Optional[int]:
+    """``router.memoryUsage``: bytes of virtual memory (VmSize, as 1.19 reports) of the router's
+    processes: the supervisor (this agent's parent) and every process it started. None where
+    /proc is not available."""
+    parent = os.getppid()
+    total, found = 0, False
+    try:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                stat = f.read().rsplit(b")", 1)[1].split()
+            if int(pid) != parent and int(stat[1]) != parent:
+                continue
+            with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+                for line in f:
+                    if line.startswith("VmSize:"):
+                        total += int(line.split()[1]) * 1024
+                        found = True
+                        break
+        except (OSError, IndexError, ValueError):
+            continue  # a process that ended meanwhile
+    return total if found else None
+
+
+_ALIASED = ("router.config.linkRoute", "router.config.autoLink")
+
+_LOG_DEFAULTS = {"enable": "info+", "includeTimestamp": True, "includeSource": False,
+                 "outputFile": "stderr"}
+
+_LINK_COUNTERS = ("deliveriesDelayed1Sec", "deliveriesDelayed10Sec", "deliveriesStuck",
+                  "zeroCreditSeconds", "settleRate", "undeliveredCount", "unsettledCount",
+                  "deliveryCount", "presettledCount", "droppedPresettledCount", "acceptedCount",
+                  "rejectedCount", "releasedCount", "modifiedCount")
+
 _NODE_ATTRIBUTES = ("id", "protocolVersion", "instance", "linkState", "nextHop", "validOrigins",
                     "address", "routerLink", "cost", "index", "lastTopoChange")
 
 _BUILDERS: dict[str, Any] = {
     "router": View._router, "router.link": View._links, "router.address": View._addresses,
     "connection": View._connections, "router.node": View._nodes, "management": View._management,
-    "vhostStats": View._vhost_stats, "policy": View._policy,
+    "vhostStats": View._vhost_stats, "policy": View._policy, "allocator": View._allocators,
+    "log": View._logs,
 }

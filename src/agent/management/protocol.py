@@ -9,11 +9,12 @@ Knows nothing about router state. Must not import zmq, router_io or router_core.
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Optional
 
-from proton import Message
+from proton import Data, Message
 
 OK, CREATED, NO_CONTENT = 200, 201, 204
 BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND = 400, 401, 403, 404
@@ -33,6 +34,12 @@ ENTITY_OPERATIONS = ("CREATE", "READ", "UPDATE", "DELETE")
 GLOBAL_OPERATIONS = ("QUERY", "GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS", "GET-ANNOTATIONS",
                      "GET-MGMT-NODES", "GET-SCHEMA", "GET-JSON-SCHEMA", "GET-LOG")
 OPERATIONS = ENTITY_OPERATIONS + GLOBAL_OPERATIONS
+# A request whose ``type`` is one of these is addressed to the management node itself (what 1.19's
+# own client library sends: type=org.amqp.management, name=self); its entityType names the type
+# the operation is about.
+MANAGEMENT_NODE_TYPES = frozenset({
+    "org.amqp.management", "org.apache.qpid.dispatch.org.amqp.management", "management",
+    "org.apache.qpid.dispatch.management"})
 
 
 class ManagementError(Exception):
@@ -64,7 +71,15 @@ class Request:
     @property
     def entity_type(self) -> Optional[str]:
         """QUERY and GET-* name the type in ``entityType`` (``type`` accepted too)."""
-        return self.properties.get("entityType") or self.properties.get("type")
+        if self.properties.get("entityType"):
+            return self.properties["entityType"]
+        target = self.properties.get("type")
+        return None if target in MANAGEMENT_NODE_TYPES else target
+
+    @property
+    def to_node(self) -> bool:
+        """Addressed to the management node (no type, or the node's own type)."""
+        return self.type is None or self.type in MANAGEMENT_NODE_TYPES
 
     @property
     def name(self) -> Optional[str]:
@@ -125,9 +140,8 @@ def parse_request(msg: Message) -> Request:
     if not isinstance(operation, str):
         raise ManagementError(BAD_REQUEST, "the 'operation' property must be a string")
     operation = operation.upper()
-    if operation not in OPERATIONS:
-        raise ManagementError(BAD_REQUEST, f"Unknown operation '{props['operation']}' "
-                                           f"(operations: {', '.join(OPERATIONS)})")
+    # an operation nobody implements is answered 501 with the operations of its target
+    # (agent.management.operations), as 1.19 does
     for key in ("type", "name", "identity", "entityType"):
         if props.get(key) is not None and not isinstance(props[key], str):
             raise ManagementError(BAD_REQUEST, f"the '{key}' property must be a string")
@@ -145,3 +159,73 @@ def response(request_reply_to: Optional[str], correlation_id: Any, status: int,
 
 def error_response(request: Request, exc: ManagementError) -> Message:
     return response(request.reply_to, request.correlation_id, exc.status, exc.description, None)
+
+
+# --- large bodies -----------------------------------------------------------------------------
+# proton's encoder holds a value in a tree of at most 65,535 nodes, so a QUERY answer of 10,000
+# rows cannot be encoded by it; such a body is encoded here (AMQP 1.0 types, the encodings
+# proton picks) after the message's other sections, which proton encodes.
+_BODY_SECTION = b"\x00\x53\x77"  # described amqp-value
+
+
+def encode_message(msg: Message) -> bytes:
+    """The message's bytes: proton's encoding, or for a body too large for proton, proton's
+    encoding of the other sections followed by the amqp-value body encoded here."""
+    try:
+        return msg.encode()
+    except Exception:  # noqa: BLE001 - proton reports the overflow as a bare error code
+        body = msg.body
+        msg.body = None
+        try:
+            return msg.encode() + _BODY_SECTION + encode_value(body)
+        finally:
+            msg.body = body
+
+
+def encode_value(value: Any) -> bytes:
+    """One AMQP value: null, boolean, long, double, string, binary, symbol, list and map of
+    those; anything else (proton's typed numbers, UUIDs...) as proton encodes it."""
+    out = bytearray()
+    _encode_into(out, value)
+    return bytes(out)
+
+
+def _encode_into(out: bytearray, value: Any) -> None:
+    kind = type(value)
+    if value is None:
+        out += b"\x40"
+    elif kind is bool:
+        out += b"\x41" if value else b"\x42"
+    elif kind is int and -(2 ** 63) <= value < 2 ** 63:
+        if -128 <= value <= 127:
+            out += struct.pack(">Bb", 0x55, value)
+        else:
+            out += struct.pack(">Bq", 0x81, value)
+    elif kind is float:
+        out += struct.pack(">Bd", 0x82, value)
+    elif kind is str:
+        _variable(out, value.encode("utf-8"), 0xa1, 0xb1)
+    elif kind is bytes:
+        _variable(out, value, 0xa0, 0xb0)
+    elif kind in (list, tuple):
+        items = bytearray()
+        for item in value:
+            _encode_into(items, item)
+        out += struct.pack(">BII", 0xd0, len(items) + 4, len(value)) + items
+    elif kind is dict:
+        items = bytearray()
+        for key, item in value.items():
+            _encode_into(items, key)
+            _encode_into(items, item)
+        out += struct.pack(">BII", 0xd1, len(items) + 4, 2 * len(value)) + items
+    else:  # symbol, int32, ulong, UUID, ...: proton knows these types
+        data = Data()
+        data.put_object(value)
+        out += data.encode()
+
+
+def _variable(out: bytearray, raw: bytes, short_code: int, long_code: int) -> None:
+    if len(raw) < 256:
+        out += struct.pack(">BB", short_code, len(raw)) + raw
+    else:
+        out += struct.pack(">BI", long_code, len(raw)) + raw

@@ -9,24 +9,34 @@ from __future__ import annotations
 import json
 from typing import Optional
 
-from agent.management.protocol import NOT_FOUND, ManagementError
+from agent.management.protocol import BAD_REQUEST, ManagementError
 from agent.schema import EntityType, Schema, SchemaError
-
-_ABSTRACT = ("entity", "configurationEntity", "operationalEntity")
 
 
 def resolve_type(schema: Schema, name: str) -> EntityType:
-    """The entity type for a long or short name; 404 if the schema has no such type."""
+    """The entity type for a long or short name; 400 if the schema has no such type (1.19's
+    status and wording)."""
     try:
         return schema.entity_type(name)
     except SchemaError:
-        raise ManagementError(NOT_FOUND, f"Unknown entity type '{name}'") from None
+        raise ManagementError(BAD_REQUEST, f"No such entity type '{name}'") from None
 
 
 def _selected(schema: Schema, entity_type: Optional[str]) -> list[EntityType]:
+    """The named type, or every type, abstract ones included (as 1.19 answers GET-*)."""
     if entity_type:
         return [resolve_type(schema, entity_type)]
-    return schema.concrete_types()
+    return list(schema.entity_types.values())
+
+
+def attribute_names(etype: EntityType) -> list[str]:
+    """The type's attributes in 1.19's order: its own first, then those of the types it
+    extends, nearest first (``name``, ``identity``, ``type`` last)."""
+    raw = list(etype.attributes)
+    ordered: list[str] = []
+    for short in etype.chain:
+        ordered += [n for n in etype.own_attributes.get(short, ()) if n not in ordered]
+    return ordered + [n for n in raw if n not in ordered]
 
 
 def base_types(schema: Schema, etype: EntityType) -> list[str]:
@@ -45,7 +55,7 @@ def get_types(schema: Schema, entity_type: Optional[str]) -> dict:
 
 
 def get_attributes(schema: Schema, entity_type: Optional[str]) -> dict:
-    return {t.long_name: list(t.attributes) for t in _selected(schema, entity_type)}
+    return {t.long_name: attribute_names(t) for t in _selected(schema, entity_type)}
 
 
 def get_operations(schema: Schema, entity_type: Optional[str]) -> dict:
@@ -53,25 +63,44 @@ def get_operations(schema: Schema, entity_type: Optional[str]) -> dict:
 
 
 def get_annotations(schema: Schema, entity_type: Optional[str]) -> dict:
-    """This schema has no annotations; every type maps to an empty list (as Qpid answers)."""
-    return {t.long_name: [] for t in _selected(schema, entity_type)}
+    """This schema has no annotations: an empty map (as 1.19 answers); a named type must
+    exist."""
+    _selected(schema, entity_type)
+    return {}
 
 
 def get_schema(schema: Schema) -> dict:
-    """The schema document in Qpid's shape: prefix, description and entityTypes by short name,
-    each with fully qualified base types and the attributes including inherited ones."""
+    """The schema document in 1.19's GET-SCHEMA shape: ``prefix`` and ``entityTypes`` by short
+    name, each with its ``attributes`` (its own, then inherited ones; ``type`` left out),
+    ``operations`` (inherited included; left out when none), ``description``,
+    ``fullyQualifiedType`` and ``singleton``/``deprecated`` when true. An attribute shows
+    ``type``, ``description``, ``default`` when it has one, and ``required``, ``unique``,
+    ``graph``, ``deprecated`` when true."""
     types = {}
     for t in schema.entity_types.values():
         raw = schema.document["entityTypes"][t.short_name]
         attributes = {}
-        for name, attr in t.attributes.items():
-            spec = dict(_raw_attribute(schema, t, name))
-            attributes[name] = spec
-        entry = {key: value for key, value in raw.items() if key != "attributes"}
+        for name in attribute_names(t):
+            if name == "type":
+                continue
+            spec = _raw_attribute(schema, t, name)
+            entry = {"type": spec.get("type"), "description": spec.get("description", "")}
+            if spec.get("default") is not None:
+                entry["default"] = spec["default"]
+            for flag in ("required", "unique", "graph", "deprecated"):
+                if spec.get(flag):
+                    entry[flag] = True
+            attributes[name] = entry
+        entry = {"attributes": attributes}
+        if t.operations:
+            entry["operations"] = list(t.operations)
+        entry["description"] = raw.get("description", "")
         entry["fullyQualifiedType"] = t.long_name
-        entry["attributes"] = attributes
+        for flag in ("singleton", "deprecated"):
+            if raw.get(flag):
+                entry[flag] = True
         types[t.short_name] = entry
-    return {"prefix": schema.prefix, "description": schema.description, "entityTypes": types}
+    return {"prefix": schema.prefix, "entityTypes": types}
 
 
 def get_json_schema(schema: Schema) -> str:

@@ -92,6 +92,13 @@ class ConfigStore:
     def validate_create(self, etype: EntityType, attributes: dict,
                         name: Optional[str] = None) -> dict:
         """A complete new entity from CREATE attributes; ManagementError(400) if invalid."""
+        short = etype.short_name
+        if short in ("listener", "connector") and self.mode == "standalone":
+            # 1.19 refuses this before looking at any other attribute (a bad port included)
+            role = attributes.get("role")
+            if isinstance(role, str) and role.strip() in ("inter-router", "edge"):
+                raise ManagementError(BAD_REQUEST, "role='standalone' not allowed to connect to "
+                                                   "or accept connections from other routers.")
         values = self._convert(etype, attributes, for_update=False)
         if name is not None:
             if "name" in values and values["name"] != name:
@@ -148,8 +155,7 @@ class ConfigStore:
         entity.setdefault("name", entity["identity"])
         entity["type"] = etype.long_name
         if any(e["name"] == entity["name"] for e in self.of_type(etype.long_name)):
-            raise ManagementError(BAD_REQUEST,
-                                  f"Duplicate name '{entity['name']}' for {etype.short_name}")
+            raise ManagementError(BAD_REQUEST, "Name conflicts with an existing entity")
         return entity
 
     def check_vhost(self, entity: dict, replacing: Optional[dict] = None) -> None:
@@ -222,13 +228,15 @@ class ConfigStore:
 
     def _new_identity(self, etype: EntityType, entity: dict) -> str:
         short = etype.short_name
-        if short in ("listener", "connector"):
+        if short in ("listener", "connector"):  # 1.19: HOST:PORT, then :NAME if named
             base = f"{short}/{entity.get('host')}:{entity.get('port')}"
+            if entity.get("name"):
+                base = f"{base}:{entity['name']}"
         elif short == "vhost":
             base = f"{short}/{entity.get('hostname')}"
-        else:
+        else:  # numbered from 1 (dummy, 1.19's test entity: from 0, as 1.19 numbers it)
             self._serial[etype.long_name] = self._serial.get(etype.long_name, 0) + 1
-            base = f"{short}/{self._serial[etype.long_name]}"
+            base = f"{short}/{self._serial[etype.long_name] - (short == 'dummy')}"
         taken = {e["identity"] for e in self.all_entities()}
         identity, n = base, 1
         while identity in taken:

@@ -113,6 +113,27 @@ def ssl_domain(opts: argparse.Namespace) -> Optional[SSLDomain]:
     return domain
 
 
+PAGE = 500  # QUERY rows per request
+
+
+def plain(value: Any) -> Any:
+    """A management answer with builtin types: a 1.x router answers with proton's typed numbers
+    (``int32``, ``uint``, ``ulong``...) and symbols, which would print as ``uint(1)``."""
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    return value
+
+
 def management_address(router: Optional[str]) -> str:
     return f"amqp:/_topo/0/{router}/$management" if router else "$management"
 
@@ -156,14 +177,25 @@ class ManagementClient:
         status = int((reply.properties or {}).get("statusCode", 500))
         if status >= 300:
             raise StatusError(status, str((reply.properties or {}).get("statusDescription", "")))
-        return reply.body
+        return plain(reply.body)
 
-    def query(self, entity_type: str, attribute_names: Optional[list] = None,
+    def query(self, entity_type: Optional[str], attribute_names: Optional[list] = None,
               count: Optional[int] = None) -> list[dict]:
-        body = self.call("QUERY", {"attributeNames": attribute_names or []},
-                         entityType=entity_type, count=count)
-        names = body.get("attributeNames", [])
-        return [dict(zip(names, row)) for row in body.get("results", [])]
+        """Every entity of the type (at most ``count``), asked for PAGE rows at a time so that
+        no answer is too large to carry (a proton client decodes at most 65,535 values)."""
+        out: list[dict] = []
+        offset = 0
+        while count is None or len(out) < count:
+            want = PAGE if count is None else min(PAGE, count - len(out))
+            body = self.call("QUERY", {"attributeNames": attribute_names or []},
+                             entityType=entity_type, offset=offset or None, count=want)
+            names = body.get("attributeNames", [])
+            rows = body.get("results", [])
+            out += [dict(zip(names, row)) for row in rows]
+            if len(rows) < want:
+                break
+            offset += len(rows)
+        return out
 
     def close(self) -> None:
         try:

@@ -105,6 +105,8 @@ def build_requests(opts: argparse.Namespace, stdin_text: Optional[str] = None) -
         body = {"attributeNames": words}
         return [(op, body, {"entityType": etype, "count": opts.limit, **extra})]
     if op.startswith("GET-"):
+        if etype is None and words and op != "GET-LOG":  # get-attributes TYPE, as 1.19
+            etype = long_type(words[0])
         props = {"entityType": etype, **extra}
         if op == "GET-LOG":
             props["limit"] = opts.limit
@@ -139,11 +141,22 @@ def build_requests(opts: argparse.Namespace, stdin_text: Optional[str] = None) -
 
 
 def result_of(op: str, body: Any) -> Any:
-    """What qdmanage prints for an answer: QUERY -> a list of entity maps."""
+    """What qdmanage prints for an answer: QUERY -> a list of entity maps without their null
+    attributes (as 1.19 prints them)."""
     if op == "QUERY" and isinstance(body, dict):
         names = body.get("attributeNames", [])
-        return [dict(zip(names, row)) for row in body.get("results", [])]
+        return [{n: v for n, v in zip(names, row) if v is not None}
+                for row in body.get("results", [])]
     return body
+
+
+def run_request(client: ManagementClient, op: str, body: Any, props: dict) -> Any:
+    """One request's printed result; a QUERY is asked in pages (agent/tools/client.py)."""
+    if op == "QUERY" and set(props) <= {"entityType", "count"}:
+        rows = client.query(props.get("entityType"), body.get("attributeNames"),
+                            count=props.get("count"))
+        return [{n: v for n, v in row.items() if v is not None} for row in rows]
+    return result_of(op, client.call(op, body, **props))
 
 
 def main(argv: Optional[list] = None) -> int:
@@ -156,8 +169,7 @@ def main(argv: Optional[list] = None) -> int:
         return 2
 
     def work(client: ManagementClient) -> None:
-        results = [result_of(op, client.call(op, body, **props))
-                   for op, body, props in requests]
+        results = [run_request(client, op, body, props) for op, body, props in requests]
         output = results if opts.stdin and len(results) > 1 else results[0]
         if requests[0][0] != "DELETE":
             indent = None if opts.indent < 0 else opts.indent

@@ -1,6 +1,7 @@
 """``qdstat``: show the status of a router through its management agent.
 
-One of ``-g`` (general, default), ``-c`` connections, ``-l`` links, ``-n`` nodes, ``-a``
+One of ``-g`` (general, default), ``-c`` connections, ``-l`` links, ``-n`` nodes, ``-e`` edge
+connections, ``-a``
 addresses, ``-m`` memory, ``-p`` policy, ``--autolinks``, ``--linkroutes``, ``--vhosts``,
 ``--vhoststats``, ``--log``, ``--all-entities``. Output: a timestamp line, the router id, a blank
 line, then a titled table whose column headers are those of the Qpid Dispatch documents (``-a``:
@@ -11,7 +12,7 @@ router-id next-hop link, plus ver cost neighbors valid-origins with ``-v``).
 reached through the network) instead of ``$management``; ``--all-routers`` shows the view for
 every router GET-MGMT-NODES lists.
 
-Each table comes from ONE QUERY (the agent answers it from one snapshot). Must not import zmq,
+Each table comes from one QUERY, paged at 500 rows (agent/tools/client.py). Must not import zmq,
 router_io or router_core.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from agent.tools.client import ManagementClient, add_connection_options, run_tool
-from agent.tools.display import format_table, time_long
+from agent.tools.display import commas, format_table, kmg, time_long, time_short
 
 T = "org.apache.qpid.dispatch."
 _ADDR_CLASS = {"M": "mobile", "R": "router", "A": "area", "L": "local", "T": "topo",
@@ -74,7 +75,7 @@ class Qdstat:
                 ("Router Id", r.get("id")), ("Worker Threads", r.get("workerThreads")),
                 ("Uptime", time_long(r.get("uptimeSeconds")))]
         if r.get("memoryUsage"):
-            rows.append(("VmSize", r["memoryUsage"]))
+            rows.append(("VmSize", kmg(r["memoryUsage"], 1024)))
         rows += [("Area", r.get("area")), ("Link Routes", r.get("linkRouteCount")),
                  ("Auto Links", r.get("autoLinkCount")), ("Links", r.get("linkCount")),
                  ("Nodes", r.get("nodeCount")), ("Addresses", r.get("addrCount")),
@@ -88,7 +89,10 @@ class Qdstat:
                  ("Deliveries Delayed > 1sec", r.get("deliveriesDelayed1Sec")),
                  ("Deliveries Delayed > 10sec", r.get("deliveriesDelayed10Sec")),
                  ("Deliveries Stuck > 10sec", r.get("deliveriesStuck")),
-                 ("Ingress Count", r.get("deliveriesIngress")),
+                 ("Deliveries to Fallback", r.get("deliveriesRedirectedToFallback"))]
+        if "linksBlocked" in r:
+            rows.append(("Links Blocked", r["linksBlocked"]))
+        rows += [("Ingress Count", r.get("deliveriesIngress")),
                  ("Egress Count", r.get("deliveriesEgress")),
                  ("Transit Count", r.get("deliveriesTransit")),
                  ("Deliveries from Route Container", r.get("deliveriesIngressRouteContainer")),
@@ -97,29 +101,54 @@ class Qdstat:
 
     def connections(self) -> None:
         rows = []
-        for c in self.query("connection"):
-            if not c.get("isEncrypted"):
-                security = "no-security"
-            else:
-                security = f"{c.get('sslProto')}({c.get('sslCipher')})"
-            if not c.get("isAuthenticated"):
-                auth = "no-auth"
-            elif c.get("sasl") == "ANONYMOUS":
-                auth = "anonymous-user"
-            else:  # 1.19's names: EXTERNAL is x.509, GSSAPI Kerberos
-                sasl = {"EXTERNAL": "x.509", "GSSAPI": "Kerberos"}.get(c.get("sasl"),
-                                                                       c.get("sasl"))
-                auth = f"{c.get('user')}({sasl})" if c.get("user") else sasl
-            rows.append([c.get("identity"), c.get("host"), c.get("container"), c.get("role"),
-                         "amqp", c.get("dir"), security, auth, c.get("tenant")])
+        found = self.query("connection")
+        # the last two columns when the router has them (as 1.19's qdstat decides)
+        has_last = bool(found) and "lastDlvSeconds" in found[0]
+        has_uptime = bool(found) and "uptimeSeconds" in found[0]
+        for c in found:
+            security, auth = _security(c), _authentication(c)
+            tenant = c.get("tenant") or ""
+            row = [c.get("identity"), c.get("host"), c.get("container"), c.get("role"),
+                   c.get("protocol", "amqp"), c.get("dir"), security, auth,
+                   tenant[:-1] if tenant.endswith("/") else tenant]
+            if has_last:
+                row.append(time_long(c.get("lastDlvSeconds")))
+            if has_uptime:
+                row.append(time_long(c.get("uptimeSeconds")))
+            rows.append(row)
         heads = ["id", "host", "container", "role", "proto", "dir", "security", "authentication",
-                 "tenant"]
+                 "tenant"] + ["last dlv"] * has_last + ["uptime"] * has_uptime
         self.table("Connections", heads, rows)
+
+    def edges(self) -> None:
+        """``-e``: the edge routers' connections (1.19: nothing after the header when there are
+        connections but none from an edge router; "No Edge Router Connections" when there are
+        no connections at all)."""
+        found = self.query("connection")
+        if not found:
+            self.print("No Edge Router Connections")
+            return
+        has_active = "active" in found[0]
+        rows = []
+        for c in found:
+            if c.get("role") != "edge":
+                continue
+            tenant = c.get("tenant") or ""
+            row = [c.get("identity"), c.get("host"), c.get("container"), c.get("role"),
+                   c.get("dir"), _security(c), _authentication(c),
+                   tenant[:-1] if tenant.endswith("/") else tenant]
+            if has_active:
+                row.append("yes" if c.get("active") else "no")
+            rows.append(row)
+        if rows:
+            self.table("Connections", ["id", "host", "container", "role", "dir", "security",
+                                       "authentication", "tenant"] + ["active"] * has_active,
+                       rows)
 
     def links(self) -> None:
         heads = ["type", "dir", "conn id", "id", "peer", "class", "addr", "phs", "cap", "pri",
                  "undel", "unsett", "deliv", "presett", "psdrop", "acc", "rej", "rel", "mod",
-                 "cred"]
+                 "delay", "rate", "stuck", "cred", "blkd"]
         if self.opts.verbose:
             heads += ["admin", "oper", "name"]
         rows = []
@@ -131,7 +160,10 @@ class Qdstat:
                    k.get("unsettledCount"), k.get("deliveryCount"), k.get("presettledCount"),
                    k.get("droppedPresettledCount"), k.get("acceptedCount"),
                    k.get("rejectedCount"), k.get("releasedCount"), k.get("modifiedCount"),
-                   k.get("creditAvailable")]
+                   (k.get("deliveriesDelayed1Sec") or 0) + (k.get("deliveriesDelayed10Sec") or 0),
+                   k.get("settleRate"), k.get("deliveriesStuck"), k.get("creditAvailable"),
+                   time_short(k["zeroCreditSeconds"]) if (k.get("zeroCreditSeconds") or 0) > 0
+                   else "-"]
             if self.opts.verbose:
                 row += [k.get("adminStatus"), k.get("operStatus"), k.get("linkName")]
             rows.append(row)
@@ -172,16 +204,29 @@ class Qdstat:
         self.table(title, heads, rows)
 
     def addresses(self) -> None:
-        heads = ["class", "addr", "phs", "distrib", "in-proc", "local", "remote", "cntnr", "in",
-                 "out", "thru", "to-proc", "from-proc"]
+        """``-a``: 1.19's columns (``-v`` adds in-proc, to-proc and from-proc)."""
+        verbose = self.opts.verbose
+        heads = ["class", "addr", "phs", "distrib", "pri"] + ["in-proc"] * verbose + [
+            "local", "remote", "in", "out", "thru", "fallback"] + [
+            "to-proc", "from-proc"] * verbose
         rows = []
         for a in self.query("router.address"):
-            key = a.get("name") or a.get("key")
-            rows.append([addr_class(key), addr_text(key), addr_phase(key), a.get("distribution"),
-                         a.get("inProcess"), a.get("subscriberCount"), a.get("remoteCount") or 0,
-                         a.get("containerCount"), a.get("deliveriesIngress"),
-                         a.get("deliveriesEgress"), a.get("deliveriesTransit"),
-                         a.get("deliveriesToContainer"), a.get("deliveriesFromContainer")])
+            key = a.get("name") or a.get("key") or ""
+            priority = a.get("priority")
+            local = a.get("containerCount") if key[:1] in ("C", "D", "E", "F") else \
+                a.get("subscriberCount")
+            row = [addr_class(key), addr_text(key), addr_phase(key), a.get("distribution"),
+                   priority if priority is not None and priority >= 0 else "-"]
+            if verbose:
+                row.append(commas(a.get("inProcess")))
+            row += [commas(v) for v in (local, a.get("remoteCount") or 0,
+                                        a.get("deliveriesIngress"), a.get("deliveriesEgress"),
+                                        a.get("deliveriesTransit"),
+                                        a.get("deliveriesRedirectedToFallback"))]
+            if verbose:
+                row += [commas(a.get("deliveriesToContainer")),
+                        commas(a.get("deliveriesFromContainer"))]
+            rows.append(row)
         rows.sort(key=lambda r: r[1])
         self.table("Router Addresses", heads, rows)
 
@@ -206,7 +251,28 @@ class Qdstat:
         self.table("Link Routes", ["address", "dir", "distrib", "status"], rows)
 
     def memory(self) -> None:
-        self.print("No memory statistics available")
+        """``-m``: the allocator pools, then the router's VmSize and the pooled total."""
+        pools = self.query("allocator")
+        if not pools or any(p.get("totalAllocFromHeap") is None for p in pools):
+            self.print("No memory statistics available")
+            return
+        rows, pooled = [], 0
+        for p in pools:
+            identity = str(p.get("identity") or "-")
+            rows.append([identity.split("/", 1)[-1], commas(p.get("typeSize")),
+                         p.get("transferBatchSize"), commas(p.get("localFreeListMax")),
+                         commas(p.get("totalAllocFromHeap")), commas(p.get("heldByThreads")),
+                         commas(p.get("batchesRebalancedToThreads")),
+                         commas(p.get("batchesRebalancedToGlobal"))])
+            pooled += (p.get("typeSize") or 0) * (p.get("totalAllocFromHeap") or 0)
+        rows.sort(key=lambda r: r[0])
+        self.table("Memory Pools", ["type", "size", "batch", "thread-max", "total",
+                                    "in-threads", "rebal-in", "rebal-out"], rows)
+        router = self.client.query(T + "router", ["memoryUsage"])
+        memory = router[0].get("memoryUsage") if router else None
+        self.print()
+        self.table("Memory Summary", ["VmSize", "Pooled"],
+                   [[kmg(memory, 1024) if memory is not None else "-", kmg(pooled, 1024)]])
 
     def policy(self) -> None:
         found = self.query("policy")
@@ -224,6 +290,8 @@ class Qdstat:
             ("Connections Denied", p.get("connectionsDenied", 0)),
             ("Connections Current", p.get("connectionsCurrent", 0)),
             ("Links Denied", p.get("linksDenied", 0)),
+            *([("Maximum Message Size Denied", p["maxMessageSizeDenied"])]
+              if "maxMessageSizeDenied" in p else []),
             ("Total Denials", p.get("totalDenials", 0))])
 
     def vhosts(self) -> None:
@@ -306,7 +374,8 @@ class Qdstat:
 
     # --- driver -------------------------------------------------------------------------------
     def show(self, view: Callable[[], None], with_header: bool = True) -> None:
-        if with_header and view is not self.log:
+        if with_header and view not in (self.log, self.vhosts, self.vhostgroups,
+                                        self.vhoststats):
             self.header()
         view()
 
@@ -335,6 +404,26 @@ def node_router_id(address: str) -> str:
     return parts[3] if len(parts) >= 5 and parts[1] == "_topo" else address
 
 
+def _security(c: dict) -> str:
+    """A connection's security as 1.19 summarises it."""
+    if not c.get("isEncrypted"):
+        return "no-security"
+    if c.get("sasl") == "GSSAPI":
+        return "Kerberos"
+    return f"{c.get('sslProto')}({c.get('sslCipher')})"
+
+
+def _authentication(c: dict) -> str:
+    """A connection's authentication as 1.19 summarises it (EXTERNAL is x.509, GSSAPI
+    Kerberos)."""
+    if not c.get("isAuthenticated"):
+        return "no-auth"
+    if c.get("sasl") == "ANONYMOUS":
+        return "anonymous-user"
+    sasl = {"EXTERNAL": "x.509", "GSSAPI": "Kerberos"}.get(c.get("sasl"), c.get("sasl"))
+    return f"{c.get('user')}({sasl})" if c.get("user") else str(sasl)
+
+
 def _dash(value: object) -> object:
     return "-" if value is None else value
 
@@ -343,6 +432,7 @@ VIEWS = (("-g", "--general", "general", "show general router statistics"),
          ("-c", "--connections", "connections", "show connections"),
          ("-l", "--links", "links", "show router links"),
          ("-n", "--nodes", "nodes", "show router nodes"),
+         ("-e", "--edge", "edges", "show edge connections"),
          ("-a", "--address", "addresses", "show router addresses"),
          ("-m", "--memory", "memory", "show memory statistics"),
          ("-p", "--policy", "policy", "show policy statistics"),

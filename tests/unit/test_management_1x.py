@@ -1,0 +1,357 @@
+"""Management answers as Qpid Dispatch 1.19 gives them (compared against a real 1.19 router):
+the management node as an entity, the 29-type catalogue, 1.19's status codes and wording, every
+attribute present, allocator entities, the default policy entity. No processes."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from proton import Message
+
+from agent.management.entities import View
+from agent.management.operations import execute
+from agent.management.protocol import ManagementError, parse_request
+from agent.management.store import ConfigStore
+
+T = "org.apache.qpid.dispatch."
+NODE = {"type": "org.amqp.management", "name": "self"}
+SPEC = {
+    "router_id": "R1", "workers": 1,
+    "router": {"id": "R1", "mode": "standalone", "identity": "router/R1", "name": "router/R1"},
+    "listeners": [{"host": "127.0.0.1", "port": "5672", "role": "normal",
+                   "identity": "listener/127.0.0.1:5672", "name": "l1"}],
+    "logs": [],
+}
+SNAPSHOT = {
+    "router": {"id": "R1", "area": "0"},
+    "connections": [{"identity": "5", "container": "c", "host": "127.0.0.1:4000", "dir": "in",
+                     "role": "normal", "properties": {"product": "x"}}],
+    "links": [{"identity": "6", "linkName": "a", "linkDir": "out", "owningAddr": "M0q",
+               "connectionId": 5, "deliveryCount": 1, "deliveriesDelayed1Sec": None}],
+    "addresses": [{"key": "M0q", "distribution": "closest", "subscriberCount": 1}],
+}
+# what 1.19's GET-TYPES lists (its qdrouter.json): abstract types included
+TYPES_1X = ["entity", "org.amqp.management", "management", "configurationEntity",
+            "operationalEntity", "router", "sslProfile", "authServicePlugin", "listener",
+            "connector", "log", "logStats", "router.config.address", "router.config.linkRoute",
+            "router.config.autoLink", "router.config.exchange", "router.config.binding",
+            "router.link", "router.address", "router.node", "connection", "allocator", "console",
+            "policy", "vhost", "vhostUserGroupSettings", "vhostStats", "dummy",
+            "router.connection.linkRoute"]
+
+
+def run(props, body=None):
+    msg = Message(properties=props, body=body, reply_to="r", correlation_id=1)
+    return execute(parse_request(msg), View(SNAPSHOT, ConfigStore(SPEC), version="1.19.0",
+                                            started=0.0))
+
+
+def refused(props, body=None) -> ManagementError:
+    with pytest.raises(ManagementError) as err:
+        run(props, body)
+    return err.value
+
+
+def rows(body):
+    return [dict(zip(body["attributeNames"], r)) for r in body["results"]]
+
+
+# --- the management node ----------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["GET-TYPES", "GET-ATTRIBUTES", "GET-OPERATIONS",
+                                "GET-ANNOTATIONS", "GET-MGMT-NODES", "GET-LOG", "GET-SCHEMA"])
+def test_requests_to_the_node_itself_are_answered(op):
+    assert run({**NODE, "operation": op}).status == 200
+
+
+def test_query_of_the_node_without_entity_type_lists_every_entity():
+    body = run({**NODE, "operation": "QUERY"}, {"attributeNames": ["type", "identity"]}).body
+    found = {tuple(r) for r in body["results"]}
+    assert (T + "management", "self") in found and (T + "router", "router/R1") in found
+    assert (T + "connection", "5") in found
+
+
+def test_node_type_in_query_entity_type_finds_the_management_entity():
+    body = run({"operation": "QUERY", "entityType": "org.amqp.management"},
+               {"attributeNames": []}).body
+    assert body == {"attributeNames": ["name", "identity", "type"],
+                    "results": [["self", "self", T + "management"]]}
+
+
+def test_get_attributes_through_the_node_names_the_entity_type():
+    body = run({**NODE, "operation": "GET-ATTRIBUTES", "entityType": T + "allocator"}).body
+    assert body == {T + "allocator": [
+        "typeName", "typeSize", "transferBatchSize", "localFreeListMax", "globalFreeListMax",
+        "totalAllocFromHeap", "totalFreeToHeap", "heldByThreads", "batchesRebalancedToThreads",
+        "batchesRebalancedToGlobal", "name", "identity", "type"]}
+
+
+def test_unknown_operation_is_501_listing_the_operations():
+    err = refused({"operation": "FOO"})
+    assert err.status == 501
+    assert err.description == (
+        "Operation 'FOO' not implemented for 'org.apache.qpid.dispatch.management' "
+        "['GET-SCHEMA', 'GET-JSON-SCHEMA', 'GET-LOG', 'PROFILE', 'QUERY', 'GET-TYPES', "
+        "'GET-ANNOTATIONS', 'GET-OPERATIONS', 'GET-ATTRIBUTES', 'GET-MGMT-NODES', 'READ']")
+    err = refused({"operation": "FOO", "type": T + "log", "name": "log/DEFAULT"})
+    assert (err.status, err.description) == (
+        501, "Operation 'FOO' not implemented for 'org.apache.qpid.dispatch.log' "
+             "['UPDATE', 'READ']")
+    err = refused({"operation": "FOO", "type": T + "router"})
+    assert (err.status, err.description) == (
+        400, "org.apache.qpid.dispatch.router: No name or identity provided")
+    err = refused({"operation": "FOO", "type": T + "listener", "name": "x"})
+    assert (err.status, err.description) == (404, "No entity with name=x")
+
+
+# --- catalogue --------------------------------------------------------------------------------
+def test_the_catalogue_is_1x_29_types():
+    body = run({"operation": "GET-TYPES"}).body
+    assert sorted(body) == sorted(T + t for t in TYPES_1X) and len(body) == 29
+    assert body[T + "management"] == [T + "org.amqp.management", T + "operationalEntity",
+                                      T + "entity"]
+    assert body[T + "entity"] == []
+
+
+def test_operations_as_1x():
+    body = run({"operation": "GET-OPERATIONS"}).body
+    assert body[T + "sslProfile"] == ["CREATE", "DELETE", "READ"]
+    assert body[T + "connection"] == ["READ"]
+    assert body[T + "dummy"] == ["CREATE", "READ", "UPDATE", "DELETE", "CALLME"]
+    assert body[T + "org.amqp.management"] == [
+        "QUERY", "GET-TYPES", "GET-ANNOTATIONS", "GET-OPERATIONS", "GET-ATTRIBUTES",
+        "GET-MGMT-NODES", "READ"]
+
+
+def test_annotations_are_an_empty_map():
+    assert run({"operation": "GET-ANNOTATIONS"}).body == {}
+
+
+def test_missing_attributes_of_the_issue_are_in_the_schema():
+    body = run({"operation": "GET-ATTRIBUTES"}).body
+    wanted = {"connection": ["protocol"], "router": [
+        "allowResumableLinkRoute", "blockedLinkCount", "deliveriesRedirectedToFallback",
+        "hostName"], "router.address": ["deliveriesEgressRouteContainer",
+                                        "deliveriesIngressRouteContainer"],
+        "router.link": ["ingressHistogram"], "vhost": ["aliases"], "vhostStats": ["id"],
+        "listener": ["saslPlugin"]}
+    for short, names in wanted.items():
+        assert set(names) <= set(body[T + short]), short
+
+
+def test_unknown_type_is_400_as_1x():
+    err = refused({"operation": "GET-ATTRIBUTES", "entityType": "nosuch"})
+    assert (err.status, err.description) == (400, "No such entity type 'nosuch'")
+
+
+def test_json_schema_is_json_of_every_type():
+    text = run({"operation": "GET-JSON-SCHEMA"}).body
+    assert len(json.loads(text)["entityTypes"]) == 29
+
+
+# --- entity answers ---------------------------------------------------------------------------
+def test_missing_entity_is_404_with_1x_wording():
+    err = refused({"operation": "READ", "type": T + "listener", "name": "nope"})
+    assert (err.status, err.description) == (404, "No entity with name=nope")
+    err = refused({"operation": "DELETE", "type": T + "listener", "name": "nope"})
+    assert (err.status, err.description) == (404, "No entity with name=nope")
+    err = refused({"operation": "READ", "type": T + "listener", "identity": "x"})
+    assert (err.status, err.description) == (404, "No entity with identity=x")
+
+
+def test_read_carries_every_attribute_with_defaults():
+    body = run({"operation": "READ", "type": T + "listener", "name": "l1"}).body
+    attrs = run({"operation": "GET-ATTRIBUTES", "entityType": "listener"}).body[T + "listener"]
+    assert set(attrs) <= set(body)
+    assert body["saslPlugin"] is None and body["authenticatePeer"] is False
+    log = run({"operation": "READ", "type": T + "log", "name": "log/DEFAULT"}).body
+    assert log["includeTimestamp"] is True and log["includeSource"] is False
+
+
+def test_connection_protocol_and_properties():
+    body = rows(run({"operation": "QUERY", "entityType": "connection"},
+                    {"attributeNames": ["protocol", "properties"]}).body)
+    assert body == [{"protocol": "amqp", "properties": {"product": "x"}}]
+
+
+def test_link_counters_are_numbers_never_null():
+    link = rows(run({"operation": "QUERY", "entityType": "router.link"},
+                    {"attributeNames": []}).body)[0]
+    for name in ("deliveriesDelayed1Sec", "deliveriesDelayed10Sec", "deliveriesStuck",
+                 "zeroCreditSeconds", "settleRate"):
+        assert link[name] == 0, name
+
+
+def test_allocators_count_the_routers_objects():
+    pools = {r["identity"]: r for r in rows(run(
+        {"operation": "QUERY", "entityType": "allocator"}, {"attributeNames": []}).body)}
+    assert pools["allocator/qdr_address_t"]["totalAllocFromHeap"] == 1
+    assert pools["allocator/qdr_link_t"]["totalAllocFromHeap"] == 1
+    assert pools["allocator/qdr_connection_t"]["typeSize"] > 0
+    assert all(v is not None for p in pools.values() for v in p.values())
+
+
+def test_router_memory_usage_is_the_processes_vm_size():
+    router = run({"operation": "READ", "type": T + "router", "name": "router/R1"}).body
+    assert isinstance(router["memoryUsage"], int) and router["memoryUsage"] > 0
+    assert router["blockedLinkCount"] == 0 and router["deliveriesRedirectedToFallback"] == 0
+
+
+def test_policy_entity_exists_without_a_policy_section():
+    body = rows(run({"operation": "QUERY", "entityType": "policy"}, {"attributeNames": []}).body)
+    assert len(body) == 1 and body[0]["identity"] == "policy/None"
+    assert body[0]["maxConnections"] == 65535 and body[0]["defaultVhost"] == "$default"
+    assert body[0]["policyDir"] == "" and body[0]["connectionsProcessed"] == 0
+
+
+def test_schema_has_vhost_user_group_settings_for_qdstat():
+    schema = run({"operation": "GET-SCHEMA"}).body
+    groups = schema["entityTypes"]["vhostUserGroupSettings"]["attributes"]
+    assert groups["maxSenders"]["default"] == 2147483647
+    assert "configSection" not in schema["entityTypes"]["console"]
+
+
+# --- validation order and wording -------------------------------------------------------------
+@pytest.mark.parametrize("short, role", [("listener", "inter-router"), ("connector", "edge")])
+def test_standalone_refuses_router_roles_before_the_port(short, role):
+    err = refused({"operation": "CREATE", "type": T + short, "name": "ir"},
+                  {"host": "127.0.0.1", "port": "70000", "role": role})
+    assert (err.status, err.description) == (
+        400, "role='standalone' not allowed to connect to or accept connections from other "
+             "routers.")
+
+
+def test_duplicate_name_wording():
+    store = ConfigStore(SPEC)
+    etype = store.schema.entity_type("router.config.address")
+    store.add(store.validate_create(etype, {"prefix": "a1"}, "a1"))
+    with pytest.raises(ManagementError) as err:
+        store.validate_create(etype, {"prefix": "a2"}, "a1")
+    assert (err.value.status, err.value.description) == (
+        400, "Name conflicts with an existing entity")
+
+
+def test_named_listener_identity_has_the_name():
+    store = ConfigStore(SPEC)
+    etype = store.schema.entity_type("listener")
+    named = store.validate_create(etype, {"host": "127.0.0.1", "port": "5999"}, "a1")
+    plain = store.validate_create(etype, {"host": "127.0.0.1", "port": "5998"})
+    assert named["identity"] == "listener/127.0.0.1:5999:a1"
+    assert plain["identity"] == "listener/127.0.0.1:5998"
+
+
+def test_unusable_log_file_is_500(tmp_path):
+    path = tmp_path / "no" / "such" / "dir" / "x.log"
+    err = refused({"operation": "UPDATE", "type": T + "log", "name": "log/ROUTER"},
+                  {"outputFile": str(path)})
+    assert (err.status, err.description) == (500, f"Failed to open log file '{path}'")
+
+
+def test_connection_delete_is_forbidden_and_inter_router_close_too():
+    err = refused({"operation": "DELETE", "type": T + "connection", "identity": "5"})
+    assert (err.status, err.description) == (403, "Forbidden")
+    SNAPSHOT["connections"].append({"identity": "9", "role": "inter-router", "host": "h",
+                                    "container": "R2", "dir": "out"})
+    try:
+        err = refused({"operation": "UPDATE", "type": T + "connection", "identity": "9"},
+                      {"adminStatus": "deleted"})
+        assert err.status == 403
+        closing = run({"operation": "UPDATE", "type": T + "connection", "identity": "5"},
+                      {"adminStatus": "deleted"})
+        assert closing.op == "update" and closing.attributes["connId"] == 5
+    finally:
+        SNAPSHOT["connections"].pop()
+
+
+# --- large answers ----------------------------------------------------------------------------
+def test_a_body_too_large_for_proton_is_still_encoded():
+    from agent.management.protocol import encode_message, response
+    body = {"attributeNames": ["n"] * 10,
+            "results": [[f"name{i}", i, None, True, 1.5] * 2 for i in range(10000)]}
+    msg = response("reply", 7, 200, None, body)
+    with pytest.raises(Exception):
+        msg.encode()  # proton alone cannot: more than 65,535 nodes
+    assert len(encode_message(msg)) > 10000 * 10
+
+
+def test_the_body_encoder_matches_proton():
+    from proton import symbol
+    from agent.management.protocol import decode, encode_value, response
+    body = {"attributeNames": ["a", "b"], "results": [
+        [f"name{i}", i, -i * 1000, 2 ** 40, None, True, False, 1.5, "x" * 300, [1, "a"],
+         {"k": i}, symbol("s")] for i in range(300)]}
+    msg = response("reply", 7, 200, None, None)
+    back = decode(msg.encode() + b"\x00\x53\x77" + encode_value(body))
+    assert back.body == body and back.properties["statusCode"] == 200
+    assert back.correlation_id == 7 and back.address == "reply"
+    small = response("r", 1, 200, None, {"a": [1, "b", None, -5, 300]})
+    assert encode_value(small.body) == small.encode()[len(response("r", 1, 200).encode()) + 3:]
+
+
+def test_dummy_entity_and_callme_as_1x():
+    store = ConfigStore(SPEC)
+
+    def go(props, body=None):
+        msg = Message(properties=props, body=body, reply_to="r", correlation_id=1)
+        return execute(parse_request(msg), View(SNAPSHOT, store, version="1.19.0", started=0.0))
+
+    created = go({"operation": "CREATE", "type": T + "dummy", "name": "d1"},
+                 {"arg1": "a", "num1": 3})
+    assert (created.status, created.body) == (201, {
+        "arg1": "a", "num1": 3, "type": T + "dummy", "name": "d1", "identity": "dummy/0"})
+    echo = go({"operation": "CALLME", "type": T + "dummy", "name": "d1", "foo": "bar"})
+    assert (echo.status, echo.body) == (200, {"operation": "CALLME", "type": T + "dummy",
+                                              "name": "d1", "foo": "bar"})
+    updated = go({"operation": "UPDATE", "type": T + "dummy", "name": "d1"}, {"arg2": "x"})
+    assert updated.status == 200 and updated.body["arg2"] == "x"
+    read = go({"operation": "READ", "type": T + "dummy", "name": "d1"})
+    assert read.body == {"arg1": "a", "num1": 3, "type": T + "dummy", "name": "d1",
+                         "identity": "dummy/0", "arg2": "x"}
+    assert go({"operation": "DELETE", "type": T + "dummy", "name": "d1"}).status == 204
+    with pytest.raises(ManagementError) as err:
+        go({"operation": "READ", "type": T + "dummy", "name": "d1"})
+    assert err.value.status == 404
+
+
+def test_schema_document_has_1x_shape():
+    schema = run({"operation": "GET-SCHEMA"}).body
+    assert sorted(schema) == ["entityTypes", "prefix"]
+    log = schema["entityTypes"]["log"]
+    assert sorted(log) == ["attributes", "description", "fullyQualifiedType", "operations"]
+    assert list(log["attributes"]) == ["module", "enable", "includeTimestamp", "includeSource",
+                                       "outputFile", "name", "identity"]
+    assert sorted(log["attributes"]["module"]) == ["description", "required", "type"]
+    assert "operations" not in schema["entityTypes"]["entity"]
+    management = schema["entityTypes"]["management"]
+    assert management["singleton"] is True and "PROFILE" in management["operations"]
+    keys = {k for t in schema["entityTypes"].values() for a in t["attributes"].values()
+            for k in a}
+    assert keys <= {"description", "deprecated", "unique", "type", "graph", "required",
+                    "default"}
+
+
+def test_deprecated_names_beside_the_new_ones_as_1x():
+    spec = dict(SPEC, autoLinks=[{"address": "q1", "direction": "in", "connection": "c",
+                                  "name": "al1", "identity": "autoLink/1"}],
+                linkRoutes=[{"prefix": "q", "direction": "out", "name": "lr1",
+                             "identity": "linkRoute/1"}])
+    view = View(SNAPSHOT, ConfigStore(spec), version="1.19.0", started=0.0)
+    msg = Message(properties={"operation": "READ", "type": T + "router.config.autoLink",
+                              "name": "al1"}, reply_to="r")
+    body = execute(parse_request(msg), view).body
+    assert body["addr"] == body["address"] == "q1" and body["dir"] == "in"
+    assert "externalAddr" in body and body["externalAddr"] is None
+    msg = Message(properties={"operation": "READ", "type": T + "router.config.linkRoute",
+                              "name": "lr1"}, reply_to="r")
+    assert execute(parse_request(msg), view).body["dir"] == "out"
+
+
+@pytest.mark.parametrize("section", ["console", "authServicePlugin", "router.config.exchange",
+                                     "vhostUserGroupSettings", "dummy", "allocator"])
+def test_types_described_for_1x_tools_are_not_config_sections(section):
+    """The catalogue names 1.19 types this router does not implement: a config file naming one
+    gets a clear error, not a section silently ignored."""
+    from agent.config import ConfigError, parse_config
+    text = f"router {{\n    mode: standalone\n}}\n{section} {{\n    host: x\n}}\n"
+    with pytest.raises(ConfigError) as err:
+        parse_config(text)
+    assert "unknown section" in str(err.value)

@@ -1,0 +1,170 @@
+"""Our qdstat and qdmanage print what 1.19's print (compared against 1.19's tools on the same
+routers): -a columns, -g fallback row, -l delay/rate/stuck/blkd, -m pools, -c last dlv/uptime,
+qdmanage QUERY without nulls, positional TYPE, paging at 500 rows, typed values unwrapped. The
+tools run here on a client that answers from fixed entities (no router)."""
+from __future__ import annotations
+
+
+from proton import int32, symbol, uint, ulong
+
+from agent.tools import qdmanage, qdstat
+from agent.tools.client import PAGE, ManagementClient, plain
+from agent.tools.display import kmg
+
+T = "org.apache.qpid.dispatch."
+
+ENTITIES = {
+    "router": [{"id": "R1", "version": "1.19.0", "mode": "standalone", "workerThreads": 4,
+                "uptimeSeconds": 5, "memoryUsage": 335564800, "area": "0",
+                "linkRouteCount": 0, "autoLinkCount": 0, "linkCount": 2, "nodeCount": 0,
+                "addrCount": 3, "connectionCount": 1, "presettledDeliveries": 0,
+                "droppedPresettledDeliveries": 0, "acceptedDeliveries": 1,
+                "rejectedDeliveries": 0, "releasedDeliveries": 0, "modifiedDeliveries": 0,
+                "deliveriesDelayed1Sec": 0, "deliveriesDelayed10Sec": 0, "deliveriesStuck": 0,
+                "deliveriesRedirectedToFallback": 7, "deliveriesIngress": 1,
+                "deliveriesEgress": 1, "deliveriesTransit": 0,
+                "deliveriesIngressRouteContainer": 0, "deliveriesEgressRouteContainer": 0}],
+    "router.address": [{"name": "M0orders", "distribution": "balanced", "priority": -1,
+                        "inProcess": 0, "subscriberCount": 1, "remoteCount": 0,
+                        "containerCount": 0, "deliveriesIngress": 12345,
+                        "deliveriesEgress": 2, "deliveriesTransit": 0,
+                        "deliveriesRedirectedToFallback": 3, "deliveriesToContainer": 0,
+                        "deliveriesFromContainer": 0}],
+    "router.link": [{"linkType": "endpoint", "linkDir": "in", "connectionId": "4",
+                     "identity": "9", "peer": None, "owningAddr": "M0q", "capacity": 250,
+                     "priority": 4, "undeliveredCount": 0, "unsettledCount": 0,
+                     "deliveryCount": 2, "presettledCount": 0, "droppedPresettledCount": 0,
+                     "acceptedCount": 2, "rejectedCount": 0, "releasedCount": 0,
+                     "modifiedCount": 0, "deliveriesDelayed1Sec": 1,
+                     "deliveriesDelayed10Sec": 2, "settleRate": 0, "deliveriesStuck": 0,
+                     "creditAvailable": 250, "zeroCreditSeconds": 0, "adminStatus": "enabled",
+                     "operStatus": "up", "linkName": "x"}],
+    "connection": [{"identity": "4", "host": "127.0.0.1:5000", "container": "c",
+                    "role": "normal", "protocol": "amqp", "dir": "in", "isEncrypted": False,
+                    "isAuthenticated": False, "sasl": None, "user": None, "tenant": None,
+                    "lastDlvSeconds": None, "uptimeSeconds": 61}],
+    "allocator": [{"identity": "allocator/qdr_link_t", "typeSize": 1000,
+                   "transferBatchSize": 0, "localFreeListMax": 0, "totalAllocFromHeap": 3,
+                   "heldByThreads": 0, "batchesRebalancedToThreads": 0,
+                   "batchesRebalancedToGlobal": 0}],
+}
+
+
+class FakeClient(ManagementClient):
+    """Answers QUERY from ENTITIES (honouring offset/count), records the requests."""
+
+    def __init__(self, entities: dict) -> None:  # no connection
+        self.entities = entities
+        self.requests: list = []
+
+    def call(self, operation, body=None, **properties):
+        self.requests.append((operation, body, properties))
+        short = (properties.get("entityType") or "").replace(T, "")
+        rows = self.entities.get(short, [])
+        offset = properties.get("offset") or 0
+        count = properties.get("count")
+        rows = rows[offset:] if count is None else rows[offset:offset + count]
+        names = (body or {}).get("attributeNames") or sorted({k for r in rows for k in r})
+        return {"attributeNames": names, "results": [[r.get(n) for n in names] for r in rows]}
+
+
+def stat(view: str, *flags: str) -> list[str]:
+    opts = qdstat.parse_args([*flags])
+    tool = qdstat.Qdstat(FakeClient(ENTITIES), opts)
+    getattr(tool, view)()
+    return "\n".join(tool.out).splitlines()
+
+
+def test_addresses_have_1x_columns():
+    lines = stat("addresses")
+    assert lines[1].split() == ["class", "addr", "phs", "distrib", "pri", "local", "remote",
+                                "in", "out", "thru", "fallback"]
+    assert lines[3].split() == ["mobile", "orders", "0", "balanced", "-", "1", "0", "12,345",
+                                "2", "0", "3"]
+    lines = stat("addresses", "-v")
+    assert lines[1].split() == ["class", "addr", "phs", "distrib", "pri", "in-proc", "local",
+                                "remote", "in", "out", "thru", "fallback", "to-proc",
+                                "from-proc"]
+
+
+def test_general_has_fallback_and_vm_size_in_units():
+    rows = {line[:35].strip(): line[35:].strip() for line in stat("general")[3:]}
+    assert rows["Deliveries to Fallback"] == "7"
+    assert rows["VmSize"] == "320 MiB"
+
+
+def test_links_have_delay_rate_stuck_and_blocked():
+    lines = stat("links")
+    heads = lines[1].replace("conn id", "conn-id").split()
+    assert heads[-5:] == ["delay", "rate", "stuck", "cred", "blkd"]
+    row = lines[3].split()
+    assert row[-5:] == ["3", "0", "0", "250", "-"]
+
+
+def test_connections_have_last_delivery_and_uptime():
+    lines = stat("connections")
+    assert lines[1].split()[-4:] == ["tenant", "last", "dlv", "uptime"]
+    assert lines[3].split()[-2:] == ["-", "000:00:01:01"]
+
+
+def test_memory_prints_pools_and_summary():
+    lines = stat("memory")
+    assert lines[0] == "Memory Pools"
+    assert lines[3].split() == ["qdr_link_t", "1,000", "0", "0", "3", "0", "0", "0"]
+    assert "Memory Summary" in lines
+    assert lines[-1].split() == ["320", "MiB", "2.93", "KiB"]
+
+
+def test_kmg_units():
+    assert [kmg(v, 1024) for v in (1000, 2048, 335564800, 15 * 2 ** 30)] == [
+        "1000", "2.00 KiB", "320 MiB", "15.0 GiB"]
+
+
+def test_queries_are_paged_at_500_rows():
+    many = {"router.address": [{"name": f"M0a{i}"} for i in range(1234)]}
+    client = FakeClient(many)
+    rows = client.query(T + "router.address", ["name"])
+    assert len(rows) == 1234 and PAGE == 500
+    assert [r[2].get("offset") for r in client.requests] == [None, 500, 1000]
+    assert all(r[2]["count"] == 500 for r in client.requests)
+    assert len(client.query(T + "router.address", ["name"], count=10)) == 10
+
+
+def test_qdmanage_query_leaves_out_nulls_and_takes_a_positional_type():
+    client = FakeClient({"connection": [{"identity": "4", "tenant": None}]})
+    opts = qdmanage.parse_args(["query", "--type", "connection"])
+    [(op, body, props)] = qdmanage.build_requests(opts)
+    assert qdmanage.run_request(client, op, body, props) == [{"identity": "4"}]
+    for op in ("get-attributes", "get-operations", "get-types"):
+        [(_, _, props)] = qdmanage.build_requests(qdmanage.parse_args([op, "listener"]))
+        assert props["entityType"] == T + "listener"
+
+
+def test_typed_values_of_a_1x_router_are_unwrapped():
+    answer = {"results": [[uint(1), ulong(0), int32(-3), symbol("s")]], "n": [True, None]}
+    got = plain(answer)
+    assert got == {"results": [[1, 0, -3, "s"]], "n": [True, None]}
+    assert [type(v) for v in got["results"][0]] == [int, int, int, str]
+    assert str(got["results"][0][0]) == "1"
+
+
+def test_edge_view_as_1x():
+    edge = dict(ENTITIES["connection"][0], identity="7", role="edge", active=True)
+    tool = qdstat.Qdstat(FakeClient({"connection": [ENTITIES["connection"][0], edge]}),
+                         qdstat.parse_args(["-e"]))
+    tool.edges()
+    lines = "\n".join(tool.out).splitlines()
+    assert lines[0] == "Connections" and lines[1].split()[-2:] == ["tenant", "active"]
+    assert lines[3].split()[0] == "7" and lines[3].split()[-1] == "yes" and len(lines) == 4
+    tool = qdstat.Qdstat(FakeClient({}), qdstat.parse_args(["-e"]))
+    tool.edges()
+    assert tool.out == ["No Edge Router Connections"]
+    tool = qdstat.Qdstat(FakeClient(ENTITIES), qdstat.parse_args(["-e"]))
+    tool.edges()
+    assert tool.out == []  # connections, none from an edge router: nothing, as 1.19
+
+
+def test_empty_table_is_its_title_and_csv_leaves_empty_cells_unquoted():
+    from agent.tools.display import format_table
+    assert format_table("Vhost User Stats", ["vhost", "user"], []) == "Vhost User Stats"
+    assert format_table("T", ["a", "b"], [["x", None]], csv=True) == 'T\n"a","b"\n"x",'
