@@ -20,6 +20,14 @@ connection's ConnOpened.
 
 Pure and deterministic apart from resolving host names in ``remoteHosts`` (as 1.19 does); must
 not import proton, zmq or sockets other than for that lookup.
+
+Why one module of over 500 lines (issue #10): it has one concern, 1.19's vhost policy, and its
+parts are not used apart: the name rules (``compile_names``/``approve_*``, ``HostRange``) serve
+GroupSettings' checks, GroupSettings live inside a Vhost, a Vhost is used through PolicyDb, and
+validation, compilation and lookup must agree on the same attribute lists and messages. Splitting
+it would spread that one table of rules over files that always change together; it is kept
+whole, and the per-connection counting, the one truly separate part, already lives in the core
+(``router_core/policycount.py``).
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ like any other, ``/metrics`` and ``/healthz`` are asked of the agent (its Unix s
 GETs are static files from ``httpRootDir`` (``router_io.httpstream``).
 Listeners are bound once, by the supervisor (``router_core.listenfds``), and lent to every worker:
 all workers accept on the same socket, and it stays open while a worker is restarted.
+Connectors (attempts, back-off, failure log lines) are router_io/connectors.py's and the http
+listeners' requests and WebSocket upgrades router_io/worker_http.py's, both mixins of Worker;
+the per-message path (poll loop, ``_read``, ``_flush``, ``_flush_one``, ``_drain_core``) is here.
 Must not import router_core.core (the core runs in its own process).
 """
 from __future__ import annotations
@@ -26,55 +29,30 @@ import socket
 import sys
 import time
 import traceback
-import zlib
 from typing import Any, Optional
 
 import zmq
 
 from router_core import ipc
 from router_core import listenfds
-from router_core.listenfds import ListenerError, resolve_port
+from router_core.listenfds import ListenerError
 from router_core.log import RouterLog
 from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
-from router_core.httpproto import AmqpData, Closed, Request, Upgraded
 from router_io.engine import Connection
 from router_io.engine_select import get_engine_class
-from router_io.httpstream import (IDLE_TIMEOUT, AgentFetch, HttpStream, http_root,
-                                  static_response, tls_context)
+from router_io.connectors import Connector, ConnectorsMixin
+from router_io.httpstream import HttpStream
+from router_io.worker_http import HttpMixin
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
 _READ_SIZE = 65536
 _MAX_BATCHES_PER_LOOP = 256
 
 
-class Connector:
-    """An outgoing connection kept up by one worker: connect, and connect again after a loss.
+class Worker(ConnectorsMixin, HttpMixin):
+    """One I/O worker: the poll loop, connection sockets, the link to the core. Connectors
+    are router_io/connectors.py's, http listeners router_io/worker_http.py's (mixins)."""
 
-    Retries back off 1, 2, 4 s up to 8 s between attempts, as long as the connector exists.
-    """
-
-    def __init__(self, settings: dict) -> None:
-        self.settings = settings
-        self.name = str(settings.get("name") or f"{settings.get('host')}:{settings.get('port')}")
-        self.host = str(settings.get("host") or "127.0.0.1")
-        self.port = resolve_port(settings.get("port", "amqp"))
-        self.sock: Optional[socket.socket] = None
-        self.conn: Optional[Connection] = None
-        self.next_attempt = 0.0
-        self.failures = 0
-        self.status = "CONNECTING"
-        self.message = ""
-
-    def retry_later(self, now: float, why: str) -> None:
-        self.sock = None
-        self.conn = None
-        self.failures += 1
-        self.status = "CONNECTING"
-        self.message = why
-        self.next_attempt = now + min(8.0, 2.0 ** (self.failures - 1))
-
-
-class Worker:
     def __init__(self, spec: dict, index: int, peer_count: int, ipc_dir: str,
                  generation: int = 0) -> None:
         self.spec = spec
@@ -167,100 +145,6 @@ class Worker:
         self.poller.register(sock, POLLIN)
 
     # --- connectors ---------------------------------------------------------------------------
-    def owns(self, name: str) -> bool:
-        """Each connector is run by exactly one worker, chosen by a stable hash of its name."""
-        return zlib.crc32(name.encode()) % self.worker_count == self.index
-
-    def open_connector(self, settings: dict) -> bool:
-        """Start keeping a connector's connection up (if this worker owns it)."""
-        connector = Connector(settings)
-        if not self.owns(connector.name) or connector.name in self.connectors:
-            return False
-        self.connectors[connector.name] = connector
-        self.next_tick = 0.0  # attempt at once
-        return True
-
-    def close_connector(self, name: str) -> None:
-        connector = self.connectors.pop(name, None)
-        if connector is None:
-            return
-        if connector.conn is not None:
-            connector.conn.connection.close()
-            self.engine.dirty.add(connector.conn)
-            self.conn_connector.pop(connector.conn, None)
-        elif connector.sock is not None:
-            fd = connector.sock.fileno()
-            self.connecting.pop(fd, None)
-            self.poller.unregister(connector.sock)
-            connector.sock.close()
-
-    def _attempt_failed(self, connector: Connector, now: float, why: str, action: str) -> None:
-        """A connection attempt that failed before AMQP: logged at info every time, as 1.19's
-        ``[Cn] Connection to HOST:PORT failed: proton:io WHY - ACTION HOST:PORT`` (each attempt
-        is a connection of its own there), then retried."""
-        where = f"{connector.host}:{connector.settings.get('port', connector.port)}"
-        text = (f"[C{self.engine.new_id()}] Connection to {where} failed: proton:io {why} - "
-                f"{action} {where}")
-        self._log_server("info", text)
-        connector.retry_later(now, text)
-
-    def _attempt(self, connector: Connector, now: float) -> None:
-        try:
-            infos = socket.getaddrinfo(connector.host, connector.port, 0, socket.SOCK_STREAM)
-        except OSError as exc:   # socket.gaierror: the host does not resolve; 1.19 keeps trying
-            self._attempt_failed(connector, now, exc.strerror or str(exc), "connect to ")
-            return
-        try:
-            family, stype, proto, _, sockaddr = infos[0]
-            sock = socket.socket(family, stype, proto)
-        except OSError as exc:
-            self._attempt_failed(connector, now, exc.strerror or str(exc), "connect to ")
-            return
-        sock.setblocking(False)
-        err = sock.connect_ex(sockaddr)
-        if err not in (0, errno.EINPROGRESS):
-            sock.close()
-            self._attempt_failed(connector, now, os.strerror(err), "disconnected")
-            return
-        connector.sock = sock
-        connector.next_attempt = float("inf")
-        self.connecting[sock.fileno()] = connector
-        self.poller.register(sock, POLLOUT)
-
-    def _finish_connect(self, fd: int) -> None:
-        connector = self.connecting.pop(fd)
-        sock = connector.sock
-        assert sock is not None
-        self.poller.unregister(sock)
-        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-        now = time.monotonic()
-        if err:
-            sock.close()
-            self._attempt_failed(connector, now, os.strerror(err), "disconnected")
-            return
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = self.engine.new_connection(connector.settings,
-                                          f"{connector.host}:{connector.port}", "out")
-        connector.conn = conn
-        connector.failures = 0
-        connector.status = "SUCCESS"
-        connector.message = ""
-        self.conn_connector[conn] = connector
-        self.sockets[fd] = (sock, conn)
-        self.sock_of[conn] = sock
-        self.poller.register(sock, POLLIN)
-        self._log_server("info", f"[C{conn.conn_id}] Connection to {connector.host}:"
-                                 f"{connector.port} established")
-
-    def _service_connectors(self, now: float) -> float:
-        """Start due connection attempts; return the next attempt's time."""
-        nxt = float("inf")
-        for connector in self.connectors.values():
-            if connector.sock is None and connector.conn is None and now >= connector.next_attempt:
-                self._attempt(connector, now)
-            nxt = min(nxt, connector.next_attempt)
-        return nxt
-
     # --- loop ---------------------------------------------------------------------------------
     def run(self) -> None:
         engine = self.engine
@@ -587,170 +471,6 @@ class Worker:
         self.core.close(0)
         self.status.close(0)
         self.ctx.term()
-
-    # --- http listeners: HTTP requests, WebSocket upgrades (router_io.httpstream) ---------------
-    def _http_tls(self, settings: dict) -> Any:
-        name = settings.get("sslProfile")
-        if not name:
-            return None
-        profile = settings.get("sslProfileAttributes") or self.engine.ssl_profiles.get(str(name))
-        if profile is None:
-            raise ValueError(f"sslProfile '{name}' is not configured")
-        client_certs = bool(settings.get("authenticatePeer") and profile.get("caCertFile"))
-        key = (str(name), id(profile), client_certs)
-        ctx = self.tls_contexts.get(key)
-        if ctx is None:
-            ctx = self.tls_contexts[key] = tls_context(profile, client_certs)
-        return ctx
-
-    def _http_accept(self, sock: socket.socket, settings: dict, host: str) -> None:
-        try:
-            tls = self._http_tls(settings)
-        except ValueError as exc:
-            self._log_server("error", f"HTTP connection from {host} refused: {exc}")
-            sock.close()
-            return
-        stream = HttpStream(sock, settings, host, tls)
-        self.http[sock.fileno()] = stream
-        self.poller.register(stream, POLLIN)
-
-    def _http_event(self, fd: int, mask: int) -> None:
-        stream = self.http[fd]
-        try:
-            if mask & POLLIN:
-                self._http_events(fd, stream, stream.read_events())
-            if self.http.get(fd) is stream:
-                self._http_flush(fd, stream)
-        except Exception as exc:  # noqa: BLE001 - that connection closes, the worker goes on
-            self._log_server("error", f"HTTP connection from {stream.peer}: internal error: "
-                             + "".join(traceback.format_exception(exc)).rstrip())
-            if self.http.get(fd) is stream:
-                self._http_close(fd)
-
-    def _http_events(self, fd: int, stream: HttpStream, events: list) -> None:
-        """Handle the requests read; pipelined ones in turn, in a loop (not recursion), as long
-        as each is answered at once (a forwarded one resumes the loop when answered)."""
-        while events:
-            for i, event in enumerate(events):
-                if type(event) is Request:
-                    self._http_request(stream, event)
-                elif type(event) is Upgraded:
-                    self._ws_upgrade(fd, stream, events[i + 1:])
-                    return
-                elif type(event) is Closed and not stream.eof and stream.proto.ws is None:
-                    self._log_server("info", f"HTTP connection from {stream.peer} closed: "
-                                             f"{event.reason}")
-            if stream.proto.busy or self.http.get(fd) is not stream:
-                return
-            events = stream.proto.resume()
-
-    def _http_request(self, stream: HttpStream, request: Request) -> None:
-        path, settings = request.path, stream.settings
-        if (path in ("/metrics", "/healthz") and settings.get(path[1:], True) is not False
-                and request.method in ("GET", "HEAD")):
-            try:
-                fetch = AgentFetch(self.ipc_dir, path)
-            except OSError as exc:
-                stream.proto.respond(503, f"the router's agent is not reachable: {exc}\n"
-                                     .encode())
-                return
-            stream.fetch = fetch
-            self.fetches[fetch.fileno()] = (fetch, stream)
-            self.poller.register(fetch, POLLIN)
-            return
-        status, body, ctype, headers = static_response(http_root(settings), request.method, path)
-        stream.proto.respond(status, body, ctype, headers)
-
-    def _http_respond(self, stream: HttpStream, status: int, body: bytes,
-                      ctype: str = "text/plain; charset=utf-8") -> None:
-        """A late answer (from the agent, or its timeout): send it, then go on reading."""
-        if not stream.proto.respond(status, body, ctype):
-            return
-        fd = stream.fileno()
-        if self.http.get(fd) is stream:
-            self._http_events(fd, stream, stream.proto.resume())  # pipelined requests
-        if self.http.get(fd) is stream:
-            self._http_flush(fd, stream)
-
-    def _http_flush(self, fd: int, stream: HttpStream) -> None:
-        done = stream.flush()
-        # a client that ended its side after a request still gets the answer
-        if stream.finished() and stream.fetch is None or stream.eof and done \
-                and not stream.proto.busy:
-            self._http_close(fd)
-            return
-        # after the client's end of stream the socket stays readable: stop polling for input
-        self.poller.modify(stream, (0 if stream.eof else POLLIN) | (0 if done else POLLOUT))
-
-    def _http_close(self, fd: int) -> None:
-        stream = self.http.pop(fd, None)
-        if stream is None:
-            return
-        if stream.fetch is not None:
-            self._fetch_done(stream.fetch)
-        try:
-            self.poller.unregister(stream)
-        except KeyError:
-            pass
-        stream.close()
-
-    def _fetch_done(self, fetch: AgentFetch) -> None:
-        entry = self.fetches.pop(fetch.fileno(), None)
-        try:
-            self.poller.unregister(fetch)
-        except KeyError:
-            pass
-        fetch.close()
-        if entry is not None:
-            entry[1].fetch = None
-
-    def _fetch_event(self, fd: int) -> None:
-        fetch, stream = self.fetches[fd]
-        answer = fetch.read()
-        if answer is None:
-            return
-        self._fetch_done(fetch)
-        if self.http.get(stream.fileno()) is stream:
-            self._http_respond(stream, *answer)
-
-    def _http_tick(self, now: float) -> None:
-        for fetch, stream in list(self.fetches.values()):
-            if now >= fetch.deadline:
-                self._fetch_done(fetch)
-                self._http_respond(stream, 503, b"the router's agent did not answer in time\n")
-        for fd, stream in list(self.http.items()):
-            if not stream.proto.busy and now - stream.last > IDLE_TIMEOUT:
-                self._http_close(fd)
-
-    def _ws_upgrade(self, fd: int, stream: HttpStream, rest: list) -> None:
-        """The request became a WebSocket: from now on an AMQP connection like any other."""
-        for event in rest:
-            if type(event) is AmqpData:
-                stream.amqp_in += event.data
-            elif type(event) is Closed:
-                stream.eof = True
-        # TLS, if any, is the WebSocket's (HttpStream); proton sees plain AMQP
-        settings = {k: v for k, v in stream.settings.items()
-                    if k not in ("sslProfile", "requireSsl", "requireEncryption")}
-        conn = self.engine.new_connection(settings, stream.peer, "in")
-        del self.http[fd]
-        self.poller.modify(stream, POLLIN)  # _flush_one asks for POLLOUT when it needs it
-        self.sockets[fd] = (stream, conn)
-        self.sock_of[conn] = stream
-        self.ws[fd] = (stream, conn)
-        self._log_server("info", f"[C{conn.conn_id}] Accepted WebSocket connection to "
-                                 f"{stream.settings.get('host')}:{stream.settings.get('port')} "
-                                 f"from {stream.peer}")
-        self._flush_one(stream, conn)  # the 101 answer
-        if stream.amqp_in or stream.eof:
-            self._read(stream, conn)
-
-    def _ws_pending_input(self) -> None:
-        """AMQP bytes decoded from WebSocket messages wait for the engine's capacity: the
-        socket is not readable any more, so the poll would not bring them back."""
-        for stream, conn in list(self.ws.values()):
-            if stream.amqp_in and conn.capacity() > 0 and self.sock_of.get(conn) is stream:
-                self._read(stream, conn)
 
     def stop(self, *_: Any) -> None:
         self.running = False

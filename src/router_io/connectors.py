@@ -1,0 +1,151 @@
+"""Outgoing connections of a worker: connectors, their attempts, back-off and failure log lines.
+
+Owns ``Connector`` (one outgoing connection kept up: its socket while connecting, its engine
+connection once up, its status for management) and ``ConnectorsMixin``, the part of
+``router_io.worker.Worker`` that decides which worker runs a connector (a stable hash of its
+name), starts due attempts without blocking (``connect_ex`` + POLLOUT), finishes them when the
+socket becomes writable, logs a failed attempt as 1.19 does (``[Cn] Connection to HOST:PORT
+failed: proton:io ...``) and retries 1, 2, 4, then every 8 s. The worker's poll loop calls
+``_finish_connect`` and ``_service_connectors``; the per-message path is not here.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import time
+import zlib
+from typing import Optional
+
+import zmq
+
+from router_core.listenfds import resolve_port
+from router_io.engine import Connection
+
+POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
+
+
+class Connector:
+    """An outgoing connection kept up by one worker: connect, and connect again after a loss.
+
+    Retries back off 1, 2, 4 s up to 8 s between attempts, as long as the connector exists.
+    """
+
+    def __init__(self, settings: dict) -> None:
+        self.settings = settings
+        self.name = str(settings.get("name") or f"{settings.get('host')}:{settings.get('port')}")
+        self.host = str(settings.get("host") or "127.0.0.1")
+        self.port = resolve_port(settings.get("port", "amqp"))
+        self.sock: Optional[socket.socket] = None
+        self.conn: Optional[Connection] = None
+        self.next_attempt = 0.0
+        self.failures = 0
+        self.status = "CONNECTING"
+        self.message = ""
+
+    def retry_later(self, now: float, why: str) -> None:
+        self.sock = None
+        self.conn = None
+        self.failures += 1
+        self.status = "CONNECTING"
+        self.message = why
+        self.next_attempt = now + min(8.0, 2.0 ** (self.failures - 1))
+
+
+class ConnectorsMixin:
+    """Worker methods for connectors; the state (``connectors``, ``connecting``,
+    ``conn_connector``, ``sockets``, ``sock_of``, ``poller``, ``engine``) is the Worker's."""
+
+    def owns(self, name: str) -> bool:
+        """Each connector is run by exactly one worker, chosen by a stable hash of its name."""
+        return zlib.crc32(name.encode()) % self.worker_count == self.index
+
+    def open_connector(self, settings: dict) -> bool:
+        """Start keeping a connector's connection up (if this worker owns it)."""
+        connector = Connector(settings)
+        if not self.owns(connector.name) or connector.name in self.connectors:
+            return False
+        self.connectors[connector.name] = connector
+        self.next_tick = 0.0  # attempt at once
+        return True
+
+    def close_connector(self, name: str) -> None:
+        connector = self.connectors.pop(name, None)
+        if connector is None:
+            return
+        if connector.conn is not None:
+            connector.conn.connection.close()
+            self.engine.dirty.add(connector.conn)
+            self.conn_connector.pop(connector.conn, None)
+        elif connector.sock is not None:
+            fd = connector.sock.fileno()
+            self.connecting.pop(fd, None)
+            self.poller.unregister(connector.sock)
+            connector.sock.close()
+
+    def _attempt_failed(self, connector: Connector, now: float, why: str, action: str) -> None:
+        """A connection attempt that failed before AMQP: logged at info every time, as 1.19's
+        ``[Cn] Connection to HOST:PORT failed: proton:io WHY - ACTION HOST:PORT`` (each attempt
+        is a connection of its own there), then retried."""
+        where = f"{connector.host}:{connector.settings.get('port', connector.port)}"
+        text = (f"[C{self.engine.new_id()}] Connection to {where} failed: proton:io {why} - "
+                f"{action} {where}")
+        self._log_server("info", text)
+        connector.retry_later(now, text)
+
+    def _attempt(self, connector: Connector, now: float) -> None:
+        try:
+            infos = socket.getaddrinfo(connector.host, connector.port, 0, socket.SOCK_STREAM)
+        except OSError as exc:   # socket.gaierror: the host does not resolve; 1.19 keeps trying
+            self._attempt_failed(connector, now, exc.strerror or str(exc), "connect to ")
+            return
+        try:
+            family, stype, proto, _, sockaddr = infos[0]
+            sock = socket.socket(family, stype, proto)
+        except OSError as exc:
+            self._attempt_failed(connector, now, exc.strerror or str(exc), "connect to ")
+            return
+        sock.setblocking(False)
+        err = sock.connect_ex(sockaddr)
+        if err not in (0, errno.EINPROGRESS):
+            sock.close()
+            self._attempt_failed(connector, now, os.strerror(err), "disconnected")
+            return
+        connector.sock = sock
+        connector.next_attempt = float("inf")
+        self.connecting[sock.fileno()] = connector
+        self.poller.register(sock, POLLOUT)
+
+    def _finish_connect(self, fd: int) -> None:
+        connector = self.connecting.pop(fd)
+        sock = connector.sock
+        assert sock is not None
+        self.poller.unregister(sock)
+        err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+        now = time.monotonic()
+        if err:
+            sock.close()
+            self._attempt_failed(connector, now, os.strerror(err), "disconnected")
+            return
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        conn = self.engine.new_connection(connector.settings,
+                                          f"{connector.host}:{connector.port}", "out")
+        connector.conn = conn
+        connector.failures = 0
+        connector.status = "SUCCESS"
+        connector.message = ""
+        self.conn_connector[conn] = connector
+        self.sockets[fd] = (sock, conn)
+        self.sock_of[conn] = sock
+        self.poller.register(sock, POLLIN)
+        self._log_server("info", f"[C{conn.conn_id}] Connection to {connector.host}:"
+                                 f"{connector.port} established")
+
+    def _service_connectors(self, now: float) -> float:
+        """Start due connection attempts; return the next attempt's time."""
+        nxt = float("inf")
+        for connector in self.connectors.values():
+            if connector.sock is None and connector.conn is None and now >= connector.next_attempt:
+                self._attempt(connector, now)
+            nxt = min(nxt, connector.next_attempt)
+        return nxt
