@@ -28,8 +28,8 @@ import time
 from typing import Any, Callable, Dict, List, Tuple
 
 from router_core import core as pure_core
-from router_core import ipc
-from router_core.ipc import (
+from common import ipc
+from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, ConnOpened, Deliver, Disposition, LinkAttach, LinkFlow,
     Transfer)
 

@@ -27,7 +27,7 @@ from proton import Delivery, Message
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import memrouter  # noqa: E402
 
-from router_core import ipc  # noqa: E402
+from common import ipc  # noqa: E402
 from router_io import engine as engine_py  # noqa: E402
 
 try:

@@ -1,6 +1,6 @@
 """Memory of a launched router: connection churn, a stalled receiver, one big message.
 
-Three scenarios, each on a fresh router (``python -m agent.supervisor``, 1 worker by default):
+Three scenarios, each on a fresh router (``python -m supervisor.main``, 1 worker by default):
 
 1. **churn**: ``--cycles`` cycles (default 10) of opening ``--conns`` connections (default 2000,
    all open at once, each with a session, a receiver and a sender link on one of 10 addresses),

@@ -70,7 +70,7 @@ PROBLEM_MARKERS = ("(error)", "(critical)", "Traceback")
 def qdstat(port: int, *args: str) -> list[list[str]]:
     """``qdstat -b 127.0.0.1:PORT ARGS --csv`` as rows (column header first); [] on failure."""
     try:
-        out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", "-b",
+        out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
                               f"127.0.0.1:{port}", "-t", "5", *args, "--csv"],
                              capture_output=True, text=True, timeout=QDSTAT_TIMEOUT,
                              stdin=subprocess.DEVNULL)

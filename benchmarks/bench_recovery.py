@@ -57,7 +57,7 @@ class Router:
                         f"listener {{\n    host: 127.0.0.1\n    port: {self.port}\n"
                         f"    saslMechanisms: ANONYMOUS\n}}\n")
         self.lines: list = []
-        self.proc = subprocess.Popen([sys.executable, "-m", "agent.supervisor", "-c", str(conf)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "supervisor.main", "-c", str(conf)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()

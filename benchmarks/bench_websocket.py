@@ -68,7 +68,7 @@ class Router:
             f"    saslMechanisms: ANONYMOUS\n    authenticatePeer: no\n}}\n"
             f"listener {{\n    host: 127.0.0.1\n    port: {self.http}\n    http: yes\n"
             f"    saslMechanisms: ANONYMOUS\n    authenticatePeer: no\n}}\n")
-        self.proc = subprocess.Popen([sys.executable, "-m", "agent.supervisor", "-c", str(conf)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "supervisor.main", "-c", str(conf)],
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         self.ready = threading.Event()

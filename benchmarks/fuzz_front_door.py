@@ -501,7 +501,7 @@ class LaunchedRouter:
             """))
         self.lines: List[str] = []
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agent.supervisor", "-c", str(conf)],
+            [sys.executable, "-m", "supervisor.main", "-c", str(conf)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             stdin=subprocess.DEVNULL, start_new_session=True)
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -592,7 +592,7 @@ def run(cases: int, seed: int, workers: int = 1, check_every: int = 100,
 
 
 def crash_stacks(lines: List[str]) -> List[List[str]]:
-    """The Python stacks a crashed child printed (faulthandler, router_core.procutil)."""
+    """The Python stacks a crashed child printed (faulthandler, common.procutil)."""
     stacks = []
     for i, line in enumerate(lines):
         if "Fatal Python error" in line:

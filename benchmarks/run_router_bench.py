@@ -1,6 +1,6 @@
 """Benchmark a router with ``loadgen.py`` clients: msgs/s, latency, router and client CPU per msg.
 
-Launches the router (ours by default: ``python -m agent.supervisor -c CONF``; any other binary with
+Launches the router (ours by default: ``python -m supervisor.main -c CONF``; any other binary with
 ``--router-cmd 'qdrouterd -c {conf}'``) on a generated configuration, waits (bounded) until it is
 ready, then for each mode runs PAIRS receiver+sender process pairs (receivers first; one address per
 pair unless ``--shared-address``) and collects their JSON lines. Router CPU is the utime+stime
@@ -200,7 +200,7 @@ class Router:
         if router_cmd:
             cmd = [a.replace("{conf}", str(self.conf)) for a in shlex.split(router_cmd)]
         else:
-            cmd = [sys.executable, "-m", "agent.supervisor", "-c", str(self.conf)]
+            cmd = [sys.executable, "-m", "supervisor.main", "-c", str(self.conf)]
         self.custom = bool(router_cmd)
         self.new_session = new_session
         self.log = open(self.log_path, "w", encoding="utf-8")
@@ -433,7 +433,7 @@ def summarize(args, clients, run_id, mode, variant, router, router_cpu, by_proc,
     p99s = [c["lat_p99_us"] for c in rcv if c["lat_p99_us"] is not None]
     summary = {
         "schema": "bench/1", "run_id": run_id, "role": "bench",
-        "router": "direct" if router is None else (args.router_cmd or "agent.supervisor"),
+        "router": "direct" if router is None else (args.router_cmd or "supervisor.main"),
         "variant": variant, "mode": mode, "pairs": args.pairs, "count": args.count,
         "body_size": args.body_size, "credit": args.credit, "window": args.window or None,
         "workers": None if router is None else args.workers,

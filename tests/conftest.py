@@ -36,7 +36,7 @@ class RouterProcess:
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "agent.supervisor", "-c", str(conf_path)],
+            [sys.executable, "-m", "supervisor.main", "-c", str(conf_path)],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             env={**os.environ, **(env or {})}, stdin=subprocess.DEVNULL)
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -12,7 +12,7 @@ from typing import Optional
 import proton
 from proton import Message
 
-from router_core import ipc
+from common import ipc
 from router_core.core_select import get_core_class
 from router_io.engine_select import get_engine_class
 

@@ -22,12 +22,12 @@ import zmq
 from agent.httpserver import MetricsService
 from agent.interior import INPUT_TYPES as ROUTING_INPUTS, InteriorRouting
 from agent.management.agent import ManagementAgent
-from agent.reload import ReloadApplier, decode_message, reload_endpoint
+from supervisor.reload import ReloadApplier, decode_message, reload_endpoint
 from agent.routing import Log
-from agent.supervisor import VERSION
-from router_core import ipc, listenfds
-from router_core.log import RouterLog
-from router_core.procutil import child_start, core_endpoint, status_socket
+from supervisor.main import VERSION
+from common import ipc, listenfds
+from common.log import RouterLog
+from common.procutil import child_start, core_endpoint, status_socket
 
 #: In the router's runtime directory: the routing protocol's state, for a restarted agent.
 ROUTING_STATE_FILE = "routing-state.json"
@@ -86,7 +86,7 @@ class ControlPlane:
         self.metrics = MetricsService(spec, self.poller, self.send_control, self._log_http,
                                       self.management.started)
         self.handlers[ipc.CoreState] = self._on_core_state
-        # SIGHUP reloads: the supervisor sends the file's changes here (agent/reload.py)
+        # SIGHUP reloads: the supervisor sends the file's changes here (supervisor/reload.py)
         self.reload_sock = self.ctx.socket(zmq.PAIR)
         self.reload_sock.setsockopt(zmq.LINGER, 1000)
         self.reload_sock.connect(reload_endpoint(ipc_dir))

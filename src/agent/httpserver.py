@@ -4,7 +4,7 @@ A listener with ``http: yes`` is bound by the supervisor and served by the I/O w
 (``router_io.httpstream``: AMQP over WebSockets, static files). They forward ``GET /metrics`` and
 ``GET /healthz`` here, as HTTP/1.1 over a Unix socket in the router's ipc directory
 (``AGENT_SOCKET``), because the answer needs a fresh snapshot of the core, which the agent asks
-for. The server is a non-blocking loop around :class:`router_core.httpproto.HttpProtocol` (h11)
+for. The server is a non-blocking loop around :class:`common.httpproto.HttpProtocol` (h11)
 driven by the agent's ZeroMQ poll loop: its sockets are registered (by fd) in the same
 ``zmq.Poller`` as the core's socket, so nothing here ever blocks or needs a thread.
 
@@ -36,7 +36,8 @@ from typing import Any, Callable, Optional
 
 import zmq
 
-from router_core import httpproto, ipc
+from common import httpproto
+from common import ipc
 
 MAX_CONNECTIONS = 64
 IDLE_TIMEOUT = 30.0
@@ -82,7 +83,7 @@ def open_unix_listener(path: str) -> socket.socket:
 
 
 class HttpServer:
-    """Sockets around :class:`router_core.httpproto.HttpProtocol` (h11); what to answer is the
+    """Sockets around :class:`common.httpproto.HttpProtocol` (h11); what to answer is the
     handler's business."""
 
     def __init__(self, poller: zmq.Poller, handler: Handler,

@@ -8,7 +8,7 @@ IPC messages for the core (:class:`ipc.ControlSend`, :class:`ipc.LinkState` /
 (``agent/controlplane.py``) is the thin glue that feeds it from ZeroMQ, puts the IPC messages in
 its normal outbox and writes the log lines.
 
-Contract with the core (``router_core/ipc.py``)::
+Contract with the core (``common/ipc.py``)::
 
     core -> agent  RouterLinkUp(conn_id, cost, container)  engine.link_up(conn_id, cost)
                    RouterLinkDown(conn_id)                  engine.link_down(conn_id)
@@ -55,7 +55,7 @@ from proton import Data, Message
 from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine, Send,
                            Topology)
 from agent.routing.mobile import DEFAULT_HINT
-from router_core import ipc
+from common import ipc
 
 __all__ = ["InteriorRouting", "encode_control", "decode_control", "topology_messages",
            "INPUT_TYPES", "SAVE_INTERVAL"]

@@ -14,7 +14,7 @@ from typing import Any
 from router_core.addressing import (
     CLASS_MOBILE, CLASS_TOPOLOGICAL, address_key, mobile_text, temp_address)
 from router_core.corestate import DIST_CLOSEST, DIST_CODES, DIST_MULTICAST
-from router_core.ipc import DIR_IN
+from common.ipc import DIR_IN
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import Address, set_treatment
 # --- end core parts ---

@@ -2,7 +2,7 @@
 
 Owns: the :class:`RouterCore` object (every table of the core's state, the router-wide
 counters, the effect queue and the senders' credit), the command dispatch and the public API.
-Takes typed commands from peers (:mod:`router_core.ipc`) and queues typed effects per peer
+Takes typed commands from peers (:mod:`common.ipc`) and queues typed effects per peer
 index; the core process loop (coreproc.py) does the I/O. The work is split along Qpid
 Dispatch's own seams, one module each, as functions of the core (``f(core, ...)``):
 
@@ -66,9 +66,9 @@ import random
 from collections import deque
 from typing import Any, Optional
 
-from router_core.heap import HeapTrimmer
+from common.heap import HeapTrimmer
 from router_core.matcher import AddressRules
-from router_core.ipc import (
+from common.ipc import (
     ConnClosed, ConnOpened, ControlSend, Disposition, IpcError, LinkAttach, LinkCredit,
     LinkDetach, LinkFlow, PeerHello, PolicyEvent, RemoteAddress, RouteUpdate, RouterTransfer,
     SettleIn, Transfer)
@@ -197,7 +197,7 @@ class RouterCore:
 
     def tick(self, now: float) -> None:
         """Called by the core process's loop. Once a second, heap memory freed since (closed
-        connections, released deliveries) goes back to the OS (router_core.heap)."""
+        connections, released deliveries) goes back to the OS (common.heap)."""
         self.now = now
         self._heap.maybe_trim(now)
 

@@ -1,10 +1,10 @@
 """Choose the router core build: the compiled ``router_core._core`` or the pure-Python reference.
 
-Through ``router_core.builds.choose`` (the one environment switch): ``ROUTER_NO_EXTENSIONS=1``
+Through ``common.builds.choose`` (the one environment switch): ``ROUTER_NO_EXTENSIONS=1``
 forces the pure build; a missing extension falls back to it. Must not import zmq, proton, sockets
 or logging handlers.
 """
-from router_core.builds import choose
+from common.builds import choose
 
 
 def get_core_class() -> type:

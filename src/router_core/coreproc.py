@@ -39,9 +39,9 @@ from typing import Any, Optional
 
 import zmq
 
-from router_core import ipc, listenfds
-from router_core.log import RouterLog
-from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
+from common import ipc, listenfds
+from common.log import RouterLog
+from common.procutil import child_start, core_endpoint, run_profiled, status_socket
 from router_core.core_select import get_core_class
 from router_core.routetable import TOPOLOGY_TYPES, RouteTable
 

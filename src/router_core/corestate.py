@@ -11,7 +11,7 @@ Must not import zmq, proton, sockets, clocks, logging handlers, router_io or age
 """
 from typing import Any
 
-from router_core.ipc import (
+from common.ipc import (
     DIR_IN, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED)
 from router_core.records import LINK_TYPE_NAMES, MODE_NAMES, ROLE_NAMES
 

@@ -12,7 +12,7 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from typing import Any
 
 from router_core.addressing import CLASS_MOBILE
-from router_core.ipc import DIR_IN, STATE_RELEASED, RouterTransfer, UpdateIn
+from common.ipc import DIR_IN, STATE_RELEASED, RouterTransfer, UpdateIn
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import key_of, phase_key, phased, trace_ids
 from router_core.forwarders import route

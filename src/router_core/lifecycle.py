@@ -19,7 +19,7 @@ from collections import deque
 from typing import Any
 
 from router_core.addressing import CLASS_ROUTER, CLASS_TOPOLOGICAL
-from router_core.ipc import (
+from common.ipc import (
     DIR_IN, DIR_OUT, CloseConnection, DetachLink, LinkOpen, LinkRefuse,
     RouterLinkDown, RouterLinkUp)
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED

@@ -2,7 +2,7 @@
 
 ``ROUTER_NO_EXTENSIONS=1`` forces the reference. Callers import AddressRules from here.
 """
-from router_core.builds import choose
+from common.builds import choose
 
 _impl = choose("router_core._addrmatch", "router_core.addrmatch")
 AddressRules = _impl.AddressRules

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable, Mapping
 
-from router_core.builds import choose
+from common.builds import choose
 from router_core.pathcomp import Routes
 
 __all__ = ["get_path_computer", "Routes", "PathComputer"]

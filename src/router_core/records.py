@@ -23,7 +23,7 @@ except ImportError:  # Cython builds the compiled core; the pure build does not 
     _COMPILED = False
 
 from router_core import addressing
-from router_core.ipc import DIR_IN
+from common.ipc import DIR_IN
 
 # ----------------------------------------------------------------------------------------------
 # Codes (declared as C ints in cython/_core.pxd; the names are what the IPC and management use)

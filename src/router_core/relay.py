@@ -17,7 +17,7 @@ from typing import Any
 
 from router_core.addressing import CLASS_ROUTER, CLASS_TOPOLOGICAL, mobile_text
 from router_core.corestate import DIST_BALANCED, DIST_CLOSEST, DIST_MULTICAST, DIST_UNAVAILABLE
-from router_core.ipc import STATE_ACCEPTED, ControlIn, LocalAddress, UpdateIn
+from common.ipc import STATE_ACCEPTED, ControlIn, LocalAddress, UpdateIn
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, key_of
 from router_core.records import (

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
-from router_core.ipc import LinkState, Reachable, RouterGone, RouteUpdate, TopologyReset
+from common.ipc import LinkState, Reachable, RouterGone, RouteUpdate, TopologyReset
 from router_core.pathcomp import MAX_LINK_COST, Routes
 from router_core.pathcomp_select import get_path_computer
 

@@ -15,7 +15,7 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from typing import Any
 
 from router_core.corestate import MCAST_RANK
-from router_core.ipc import (
+from common.ipc import (
     STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, SettleOut, UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import InDelivery, Link, OutDelivery, _effect, _fields

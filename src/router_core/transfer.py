@@ -14,7 +14,7 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from collections import deque
 from typing import Any, Optional
 
-from router_core.ipc import (
+from common.ipc import (
     DIR_OUT, STATE_MODIFIED, STATE_RELEASED, Deliver, Drained, RouterDeliver, UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import (

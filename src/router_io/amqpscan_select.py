@@ -5,11 +5,11 @@ built, else the pure-Python reference ``router_io.amqpscan``. ``IMPLEMENTATION``
 ("cython" or "python"). Both raise the same :class:`MessageFormatError` and return the same
 :class:`ScanResult` type (from ``amqpscan_types``).
 
-Callers import from here only. Must not import proton, zmq or agent (router_core.builds only).
+Callers import from here only. Must not import proton, zmq or agent (common.builds only).
 """
 from __future__ import annotations
 
-from router_core.builds import choose
+from common.builds import choose
 from router_io.amqpscan_types import KEEP, ROUTER_KEY_PREFIX, MessageFormatError, ScanResult
 
 __all__ = ["scan", "rewrite_annotations", "ScanResult", "KEEP", "MessageFormatError",

@@ -19,7 +19,7 @@ from typing import Optional
 
 import zmq
 
-from router_core.listenfds import resolve_port
+from common.listenfds import resolve_port
 from router_io.engine import Connection
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT

@@ -1,7 +1,7 @@
 """The AMQP side of an I/O worker: proton's engine driven through its raw C bindings.
 
 Owns every proton object of one worker (transports, connections, sessions, links, deliveries)
-and translates between proton events and the IPC messages of ``router_core.ipc``:
+and translates between proton events and the IPC messages of ``common.ipc``:
 
 * proton events (a remote attach, a complete delivery, a disposition, a flow) become commands in
   ``self.outbox`` for the core; a complete delivery on an inter-router link (``Link.router``, set
@@ -51,14 +51,14 @@ import proton
 from cproton_ffi import ffi, lib
 from proton import symbol
 
-from router_core import ipc
-from router_core.ipc import (
+from common import ipc
+from common.ipc import (
     DIR_OUT, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver, Disposition, Drained,
     LinkCredit, LinkFlow, RouterDeliver, RouterTransfer, SettleIn, SettleOut, Transfer, UpdateIn)
-from router_core.heap import HeapTrimmer
+from common.heap import HeapTrimmer
 from router_io import amqpscan_select as scanner, frameguard, policy as vpolicy
 from router_io.amqpscan import user_id as _message_user_id
-from agent import security
+from common import security
 
 PRODUCT = "qpid-dispatch-router"
 VERSION = "1.19.0"
@@ -628,11 +628,11 @@ class WorkerEngine:
 
     def release_memory(self, now: float) -> None:
         """Once a second: give the heap memory freed by closed connections, released
-        messages... back to the OS (router_core.heap). Called by process_events."""
+        messages... back to the OS (common.heap). Called by process_events."""
         self._trim_check = now + self.heap.interval
         self.heap.maybe_trim(now)
 
-    # --- TLS and SASL set-up (once per connection; see agent/security.py for the rules) -------
+    # --- TLS and SASL set-up (once per connection; see common/security.py for the rules) -------
     def set_security(self, router: Optional[dict], ssl_profiles: Optional[list]) -> None:
         """The router's saslConfigDir/saslConfigName and the configured sslProfiles."""
         router = router or {}

@@ -4,7 +4,7 @@ The compiled module ``router_io._engine`` is ``router_io/engine.py`` itself comp
 pure-Python mode with ``cython/_engine.pxd`` (per-message paths in C, proton-C called natively),
 same public API. ``ROUTER_NO_EXTENSIONS=1`` forces the reference.
 """
-from router_core.builds import choose
+from common.builds import choose
 
 
 def get_engine_class() -> type:

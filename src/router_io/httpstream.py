@@ -1,6 +1,6 @@
 """A connection accepted on an http listener, as the I/O worker sees it.
 
-``HttpStream`` wraps the accepted socket and a :class:`router_core.httpproto.HttpProtocol`
+``HttpStream`` wraps the accepted socket and a :class:`common.httpproto.HttpProtocol`
 (TLS, HTTP/1.1 by h11, WebSocket by wsproto). While it speaks HTTP the worker hands its requests
 to :func:`static_response` or forwards ``/metrics`` and ``/healthz`` to the agent
 (:class:`AgentFetch`). Once a request upgraded it to a WebSocket it behaves, for the worker, like
@@ -9,7 +9,7 @@ the socket of any AMQP connection: ``recv_into`` gives the bytes of the binary m
 treat it as any other connection (routing, management, policy, SASL).
 
 Besides ``router_io.worker`` this is the one module that touches sockets (the worker's).
-Must not import router_core.core or agent (except agent.security for the TLS password).
+Must not import router_core.core or agent (except common.security for the TLS password).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Optional
 
 import h11
 
-from router_core.httpproto import TEXT, AmqpData, Closed, HttpProtocol
+from common.httpproto import TEXT, AmqpData, Closed, HttpProtocol
 
 _READ_SIZE = 65536
 OUTPUT_HIGH_WATER = 1 << 20   # bytes queued for the socket before the engine is held back
@@ -97,7 +97,7 @@ def tls_context(profile: dict, client_certs: bool = False) -> ssl.SSLContext:
     ciphers, protocols); ``client_certs``: a client certificate signed by caCertFile is
     required (1.19 does so on an http listener with authenticatePeer and a caCertFile).
     Raises ValueError with the reason."""
-    from agent import security
+    from common import security
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     where = f"sslProfile '{profile.get('name')}'"
     try:

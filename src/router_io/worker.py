@@ -13,7 +13,7 @@ logic lives in ``router_io.engine``. A listener with ``http: yes`` speaks HTTP/1
 WebSocket upgrade (subprotocol ``amqp`` or ``binary``) becomes an AMQP connection of the engine
 like any other, ``/metrics`` and ``/healthz`` are asked of the agent (its Unix socket), other
 GETs are static files from ``httpRootDir`` (``router_io.httpstream``).
-Listeners are bound once, by the supervisor (``router_core.listenfds``), and lent to every worker:
+Listeners are bound once, by the supervisor (``common.listenfds``), and lent to every worker:
 all workers accept on the same socket, and it stays open while a worker is restarted.
 Connectors (attempts, back-off, failure log lines) are router_io/connectors.py's and the http
 listeners' requests and WebSocket upgrades router_io/worker_http.py's, both mixins of Worker;
@@ -33,11 +33,11 @@ from typing import Any, Optional
 
 import zmq
 
-from router_core import ipc
-from router_core import listenfds
-from router_core.listenfds import ListenerError
-from router_core.log import RouterLog
-from router_core.procutil import child_start, core_endpoint, run_profiled, status_socket
+from common import ipc
+from common import listenfds
+from common.listenfds import ListenerError
+from common.log import RouterLog
+from common.procutil import child_start, core_endpoint, run_profiled, status_socket
 from router_io.engine import Connection
 from router_io.engine_select import get_engine_class
 from router_io.connectors import Connector, ConnectorsMixin

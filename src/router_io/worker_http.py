@@ -5,7 +5,7 @@ Owns ``HttpMixin``, the part of ``router_io.worker.Worker`` that serves a listen
 requests (``/metrics`` and ``/healthz`` asked of the agent through ``AgentFetch``, other GETs
 static files from ``httpRootDir``), idle time-outs, and the WebSocket upgrade that turns a
 stream into an AMQP connection of the engine like any other (its bytes then take the worker's
-ordinary ``_read``/``_flush`` path). The protocol itself is router_core.httpproto and
+ordinary ``_read``/``_flush`` path). The protocol itself is common.httpproto and
 router_io.httpstream; the state (``http``, ``ws``, ``fetches``...) is the Worker's.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 
 import zmq
 
-from router_core.httpproto import AmqpData, Closed, Request, Upgraded
+from common.httpproto import AmqpData, Closed, Request, Upgraded
 from router_io.httpstream import (IDLE_TIMEOUT, AgentFetch, HttpStream, http_root,
                                   static_response, tls_context)
 

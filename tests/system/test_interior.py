@@ -17,7 +17,7 @@ TIMEOUT = 20
 
 
 def qdstat(port: int, *args: str) -> list:
-    out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", "-b",
+    out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
                           f"127.0.0.1:{port}", *args, "--csv"],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr

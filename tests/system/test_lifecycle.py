@@ -54,7 +54,7 @@ def test_dead_worker_is_restarted_and_a_dead_supervisor_leaves_no_child(router_f
 def _run_config(tmp_path, text: str) -> subprocess.CompletedProcess:
     conf = tmp_path / "bad.conf"
     conf.write_text(text)
-    return subprocess.run([sys.executable, "-m", "agent.supervisor", "-c", str(conf)],
+    return subprocess.run([sys.executable, "-m", "supervisor.main", "-c", str(conf)],
                           capture_output=True, text=True, timeout=30)
 
 
@@ -75,7 +75,7 @@ def test_inter_router_listener_refused_in_standalone_mode(tmp_path):
 
 
 def test_missing_config_file_is_a_clear_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "agent.supervisor", "-c",
+    result = subprocess.run([sys.executable, "-m", "supervisor.main", "-c",
                              str(tmp_path / "nope.conf")], capture_output=True, text=True,
                             timeout=30)
     assert result.returncode != 0

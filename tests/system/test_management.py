@@ -41,7 +41,7 @@ def mgmt(router):
 
 
 def cli(tool: str, router, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", f"agent.tools.{tool}", "-b",
+    return subprocess.run([sys.executable, "-m", f"tools.{tool}", "-b",
                            f"127.0.0.1:{router.port}", "-t", "5", *args],
                           capture_output=True, text=True, timeout=30)
 
@@ -150,7 +150,7 @@ def test_qdstat_general_connections_links_addresses(router):
 
 def test_qdstat_unreachable_router_fails_cleanly():
     port = free_port()
-    out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", "-b",
+    out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
                           f"127.0.0.1:{port}", "-t", "2"], capture_output=True, text=True,
                          timeout=30)
     assert out.returncode != 0 and out.stderr

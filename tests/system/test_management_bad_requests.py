@@ -99,7 +99,7 @@ def test_a_good_create_still_works(mgmt):
 def test_config_errors_exit_1_with_file_and_line(tmp_path, text, line, words):
     conf = tmp_path / "bad.conf"
     conf.write_text(textwrap.dedent(text))
-    result = subprocess.run([sys.executable, "-m", "agent.supervisor", "-c", str(conf)],
+    result = subprocess.run([sys.executable, "-m", "supervisor.main", "-c", str(conf)],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert f"qdrouterd: configuration error: {conf}:{line}: " in result.stderr
@@ -109,7 +109,7 @@ def test_config_errors_exit_1_with_file_and_line(tmp_path, text, line, words):
 def test_non_utf8_config_exits_1_with_file_and_line(tmp_path):
     conf = tmp_path / "bad.conf"
     conf.write_bytes(b"router {\n    mode: standalone\n}\nlistener {\n    port: 5\xff672\n}\n")
-    result = subprocess.run([sys.executable, "-m", "agent.supervisor", "-c", str(conf)],
+    result = subprocess.run([sys.executable, "-m", "supervisor.main", "-c", str(conf)],
                             capture_output=True, text=True, timeout=30)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert f"qdrouterd: configuration error: {conf}:5: " in result.stderr

@@ -162,7 +162,7 @@ def qdstat_1x(port: int, *args: str) -> str:
 
 
 def qdstat_ours(port: int, *args: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", "-b", f"127.0.0.1:{port}",
+    out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b", f"127.0.0.1:{port}",
                           *args], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout

@@ -37,7 +37,7 @@ def test_two_tenants_on_one_listener(router_factory):
         anon_b.send(Message(address="orders", body=f"b{i}"))
     assert [recv_a.receive(timeout=T).body for _ in range(3)] == ["a0", "a1", "a2"]
     assert [recv_b.receive(timeout=T).body for _ in range(3)] == ["b0", "b1", "b2"]
-    out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", "-b",
+    out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
                           f"127.0.0.1:{router.port}", "-t", "5", "-a"],
                          capture_output=True, text=True, timeout=30).stdout
     assert "tenant.a/orders" in out and "tenant.b/orders" in out

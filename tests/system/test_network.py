@@ -88,7 +88,7 @@ class Net:
 
 def qdstat(port: int, *args: str) -> list:
     """qdstat's table as rows, its column header first (the title lines dropped)."""
-    out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", "-b",
+    out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
                           f"127.0.0.1:{port}", *args, "--csv"],
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 0, out.stderr
@@ -330,7 +330,7 @@ def test_management_of_the_network(net):
 
 
 def _qdmanage(r, *args: str) -> None:
-    out = subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "-b",
+    out = subprocess.run([sys.executable, "-m", "tools.qdmanage", "-b",
                           f"127.0.0.1:{r.port}", *args], capture_output=True, text=True,
                          timeout=30)
     assert out.returncode == 0, out.stderr

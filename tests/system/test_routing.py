@@ -652,7 +652,7 @@ def test_waypoint_address_uses_phases(router_factory):
         while time.monotonic() < deadline:
             conn.container.process()
             assert snd.link.credit == 0
-        out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", "-b",
+        out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
                               f"127.0.0.1:{r.port}", "-a", "--csv"],
                              capture_output=True, text=True, timeout=30).stdout
         rows = [line.split(",") for line in out.splitlines() if "queue.orders" in line]

@@ -44,7 +44,7 @@ def connect(url: str, **kw):
 
 
 def connections(port: int) -> list[dict]:
-    out = subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "query", "--type",
+    out = subprocess.run([sys.executable, "-m", "tools.qdmanage", "query", "--type",
                           "connection", "-b", f"127.0.0.1:{port}"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -152,7 +152,7 @@ def test_qdstat_with_sasl_options(sasl_router, tmp_path):
     sasl_router(listener(port, authenticatePeer="yes", saslMechanisms="SCRAM-SHA-256 PLAIN"))
     pw = tmp_path / "pw"
     pw.write_text(USERS["bob"] + "\n")
-    base = [sys.executable, "-m", "agent.tools.qdstat", "-c", "-b", f"127.0.0.1:{port}",
+    base = [sys.executable, "-m", "tools.qdstat", "-c", "-b", f"127.0.0.1:{port}",
             "--sasl-mechanisms", "SCRAM-SHA-256", "--sasl-username", "bob@qdtest"]
     ok = subprocess.run(base + ["--sasl-password", USERS["bob"]], capture_output=True,
                         text=True, timeout=60)

@@ -377,7 +377,7 @@ def test_http_port_in_use_fails_the_start_cleanly(tmp_path):
         busy.listen(1)
         conf = tmp_path / "busy.conf"
         conf.write_text(_conf(port, _http_listener(busy.getsockname()[1])))
-        result = subprocess.run([sys.executable, "-m", "agent.supervisor", "-c", str(conf)],
+        result = subprocess.run([sys.executable, "-m", "supervisor.main", "-c", str(conf)],
                                 capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     assert "HTTP listener error" in result.stderr and "critical" in result.stderr
@@ -496,7 +496,7 @@ def test_router_runs_under_memory_deny_write_execute(tmp_path):
     wrapper = (f"import ctypes,os,sys; libc=ctypes.CDLL(None, use_errno=True); "
                f"assert libc.prctl({PR_SET_MDWE}, {PR_MDWE_REFUSE_EXEC_GAIN}, 0, 0, 0) == 0; "
                f"assert libc.prctl({PR_GET_MDWE}, 0, 0, 0, 0) == {PR_MDWE_REFUSE_EXEC_GAIN}; "
-               f"os.execv(sys.executable, [sys.executable, '-m', 'agent.supervisor', '-c', "
+               f"os.execv(sys.executable, [sys.executable, '-m', 'supervisor.main', '-c', "
                f"{str(conf)!r}])")
     proc = subprocess.Popen([sys.executable, "-c", wrapper], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)

@@ -37,7 +37,7 @@ def test_daemon_detaches_completely_and_writes_the_pid_file(tmp_path):
     try:
         # run() waits for EOF on stdout/stderr: it returns only if the daemon let go of them
         try:
-            result = subprocess.run([sys.executable, "-m", "agent.supervisor", "-d", "-P",
+            result = subprocess.run([sys.executable, "-m", "supervisor.main", "-d", "-P",
                                      str(pidfile), "-c", _conf(tmp_path, port)],
                                     capture_output=True, text=True, timeout=60,
                                     stdin=subprocess.DEVNULL)
@@ -77,7 +77,7 @@ def test_daemon_start_failure_is_reported_by_the_launcher(tmp_path):
     blocker.listen(1)
     port = blocker.getsockname()[1]
     try:
-        result = subprocess.run([sys.executable, "-m", "agent.supervisor", "-d", "-c",
+        result = subprocess.run([sys.executable, "-m", "supervisor.main", "-d", "-c",
                                  _conf(tmp_path, port)], capture_output=True, text=True,
                                 timeout=60, stdin=subprocess.DEVNULL)
     finally:

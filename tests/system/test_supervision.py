@@ -225,7 +225,7 @@ def test_runtime_listener_on_a_used_port_is_refused_and_binds_nothing(launch):
     proc = launch(conf(port, workers=2))
 
     def create(listen_port: int, name: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "-b",
+        return subprocess.run([sys.executable, "-m", "tools.qdmanage", "-b",
                                f"127.0.0.1:{port}", "create", "type=listener", "host=127.0.0.1",
                                f"port={listen_port}", f"name={name}"],
                               capture_output=True, text=True, timeout=30)
@@ -238,7 +238,7 @@ def test_runtime_listener_on_a_used_port_is_refused_and_binds_nothing(launch):
         out = create(other.getsockname()[1], "taken")
         assert out.returncode != 0
         assert "Address already in use" in out.stderr, out.stderr
-    listed = subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "-b",
+    listed = subprocess.run([sys.executable, "-m", "tools.qdmanage", "-b",
                              f"127.0.0.1:{port}", "query", "--type", "listener", "name"],
                             capture_output=True, text=True, timeout=30)
     assert "taken" not in listed.stdout and "same" not in listed.stdout, listed.stdout
@@ -300,7 +300,7 @@ def test_killed_worker_restarts_and_its_deliveries_come_back_to_their_senders(la
 def test_restarted_worker_gets_listeners_created_at_run_time(launch):
     port, extra = free_port(), free_port()
     router = launch(conf(port))
-    out = subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "-b", f"127.0.0.1:{port}",
+    out = subprocess.run([sys.executable, "-m", "tools.qdmanage", "-b", f"127.0.0.1:{port}",
                           "create", "type=listener", "host=127.0.0.1", f"port={extra}",
                           "name=later", "saslMechanisms=ANONYMOUS"],
                          capture_output=True, text=True, timeout=30)
@@ -332,7 +332,7 @@ def test_killed_agent_restarts_and_management_answers_again(launch):
         router.wait_for_line("agent process")
         deadline = time.monotonic() + 10
         while True:
-            out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", "-b",
+            out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
                                   f"127.0.0.1:{port}", "-g"],
                                  capture_output=True, text=True, timeout=30)
             if out.returncode == 0 or time.monotonic() > deadline:
@@ -404,7 +404,7 @@ def test_restarts_are_counted_in_metrics(launch):
 
 
 def _qdmanage(port: int, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "-b",
+    return subprocess.run([sys.executable, "-m", "tools.qdmanage", "-b",
                            f"127.0.0.1:{port}", *args], capture_output=True, text=True, timeout=30)
 
 

@@ -45,12 +45,12 @@ def connect(url: str, **kw):
 
 
 def qdstat(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.tools.qdstat", *args],
+    return subprocess.run([sys.executable, "-m", "tools.qdstat", *args],
                           capture_output=True, text=True, timeout=60)
 
 
 def qdmanage(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", *args],
+    return subprocess.run([sys.executable, "-m", "tools.qdmanage", *args],
                           capture_output=True, text=True, timeout=60)
 
 

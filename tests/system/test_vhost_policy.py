@@ -86,7 +86,7 @@ def connect(port: int, vhost=None):
 
 
 def cli(tool: str, port: int, *args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", f"agent.tools.{tool}", "-b",
+    done = subprocess.run([sys.executable, "-m", f"tools.{tool}", "-b",
                            f"127.0.0.1:{port}", "-t", "5", *args],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr
@@ -243,7 +243,7 @@ def test_vhost_created_at_run_time_is_enforced(router_factory):
     out = cli("qdstat", router.port, "--vhosts")
     assert "runtime.vh" in out
     # a setting the router does not enforce is refused (400), never accepted silently
-    bad = subprocess.run([sys.executable, "-m", "agent.tools.qdmanage", "-b",
+    bad = subprocess.run([sys.executable, "-m", "tools.qdmanage", "-b",
                           f"127.0.0.1:{router.port}", "-t", "5", "create", "--type=vhost",
                           "--name=bad.vh", "hostname=bad.vh", "groups=" + json.dumps(
                               {"g": {"users": "u", "remoteHosts": "*",
@@ -296,7 +296,7 @@ def test_qdstat_vhost_tables(router_factory):
 def test_refused_at_start(tmp_path, section, text):
     conf = tmp_path / "bad.conf"
     conf.write_text(f"router {{\n    id: R\n}}\n{section}")
-    done = subprocess.run([sys.executable, "-m", "agent.supervisor", "-c", str(conf)],
+    done = subprocess.run([sys.executable, "-m", "supervisor.main", "-c", str(conf)],
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 1
     assert f"{conf}:4" in done.stderr and text in done.stderr

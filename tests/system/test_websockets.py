@@ -223,7 +223,7 @@ def test_management_over_websocket(net, bridges):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     for flag, expected in (("-g", "Router.WS"), ("-c", "127.0.0.1")):
-        out = subprocess.run([sys.executable, "-m", "agent.tools.qdstat", flag, "-b",
+        out = subprocess.run([sys.executable, "-m", "tools.qdstat", flag, "-b",
                               f"127.0.0.1:{bridge.port}", "-t", "10"], capture_output=True,
                              text=True, timeout=60, env=env)
         assert out.returncode == 0, out.stderr

@@ -1,4 +1,4 @@
-"""The build selectors: router_core.builds.choose (one switch, and CI's 'required' guard) and
+"""The build selectors: common.builds.choose (one switch, and CI's 'required' guard) and
 every selector that uses it, run for real in a child interpreter over a copy of src/ with its
 compiled modules present or removed."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from router_core import builds
+from common import builds
 
 
 def test_compiled_is_chosen_when_present(monkeypatch):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ConfigError, parse_config, router_id_problem
-from agent.supervisor import main
+from supervisor.config import ConfigError, parse_config, router_id_problem
+from supervisor.main import main
 
 
 def _router(id_line: str) -> str:

@@ -1,4 +1,4 @@
-"""Unit tests of agent.schema and agent.config: qdrouterd.conf syntax, conversion, defaults,
+"""Unit tests of common.schema and supervisor.config: qdrouterd.conf syntax, conversion, defaults,
 errors that name their line, the .json form, and Hypothesis equivalence of the two forms."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.config import ConfigError, RouterConfig, default_router_id, load_config, parse_config
-from agent.schema import SchemaError, load_schema, normalize_attribute_name
+from supervisor.config import ConfigError, RouterConfig, default_router_id, load_config, parse_config
+from common.schema import SchemaError, load_schema, normalize_attribute_name
 
 REPO = Path(__file__).resolve().parents[2]
 P = "org.apache.qpid.dispatch"

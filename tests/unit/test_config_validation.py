@@ -1,6 +1,6 @@
 """Unit tests of the configuration rules driven by the schema: numeric ranges, references between
 sections, clashing listener addresses, non-UTF-8 files, the one log-level grammar
-(router_core.log.parse_enable) and log sections without ``enable``. Hypothesis checks that any
+(common.log.parse_enable) and log sections without ``enable``. Hypothesis checks that any
 bytes at all give either a configuration or a ConfigError naming FILE:LINE."""
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.config import ConfigError, RouterConfig, decode_config, load_config, parse_config
-from agent.schema import SchemaError, listen_addresses_clash, load_schema
-from agent.supervisor import build_spec
-from router_core.log import LEVELS, LogConfigError, RouterLog, parse_enable
+from supervisor.config import ConfigError, RouterConfig, decode_config, load_config, parse_config
+from common.schema import SchemaError, listen_addresses_clash, load_schema
+from supervisor.main import build_spec
+from common.log import LEVELS, LogConfigError, RouterLog, parse_enable
 
 
 def conf(text: str, path: str = "qdrouterd.conf") -> RouterConfig:
@@ -219,7 +219,7 @@ def test_non_utf8_file_is_a_config_error_with_its_line(tmp_path: Path) -> None:
 
 
 def test_non_utf8_file_through_the_cli(tmp_path: Path, capsys) -> None:
-    from agent.supervisor import main
+    from supervisor.main import main
     path = tmp_path / "bad.conf"
     path.write_bytes(b"router {\n    id: R\xe9\n}\n")
     assert main(["-c", str(path)]) == 1

@@ -5,7 +5,7 @@ Also holds the build parameters and the small :class:`Harness` the other core te
 import pytest
 
 from router_core import core as pure_core
-from router_core.ipc import (
+from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_RECEIVED, STATE_REJECTED,
     STATE_RELEASED, ChildStatus, ConnClosed, ConnOpened, Deliver, Disposition, Drained, IpcError,
     LinkAttach, LinkCredit, LinkDetach, LinkFlow, LinkOpen, LinkRefuse, PeerHello, RouterTransfer,

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from router_core import core as pure_core
-from router_core.ipc import (
+from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_NONE, STATE_RECEIVED, STATE_REJECTED,
     STATE_RELEASED, ConnClosed, ConnOpened, ControlSend, Disposition, LinkAttach, LinkDetach,
     LinkFlow, PeerHello, RemoteAddress, RouterTransfer, RouteUpdate, SettleIn, Transfer)

@@ -10,7 +10,7 @@ Peer 0 is the workers' side, peer 1 the agent.
 """
 import pytest
 
-from router_core.ipc import (
+from common.ipc import (
     STATE_ACCEPTED, STATE_MODIFIED, STATE_RELEASED, ConnClosed, ControlIn, ControlSend, Deliver,
     Disposition, LinkCredit, LinkFlow, LocalAddress, PeerHello, RemoteAddress, RouteUpdate,
     RouterDeliver, RouterLinkDown, RouterLinkUp, RouterTransfer, SettleIn, UpdateIn)
@@ -43,7 +43,7 @@ def net(core_cls):
 
 
 def ConnOpenedFor(conn_id, router, cost=1):
-    from router_core.ipc import ConnOpened
+    from common.ipc import ConnOpened
     return ConnOpened(conn_id, "inter-router", "in", "127.0.0.1:1", router, "l0", "", "", False,
                       250, cost)
 

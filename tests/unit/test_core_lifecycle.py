@@ -15,8 +15,9 @@ import time
 import pytest
 import zmq
 
-from router_core import ipc, lifecycle
-from router_core.ipc import (
+from common import ipc
+from router_core import lifecycle
+from common.ipc import (
     DIR_IN, DIR_OUT, ChildStatus, CloseConnection, ConnClosed, ConnOpened, Deliver, DetachLink,
     LinkAttach, LinkCredit, LinkDetach, LinkOpen, LinkRefuse, PeerHello)
 from router_core.records import LINK_TYPE_CODES, MODE_CODES, ROLE_CODES
@@ -196,7 +197,7 @@ class CoreUnderTest:
 
     def __init__(self, tmp_path):
         from router_core.coreproc import CoreProcess
-        from router_core.procutil import core_endpoint, supervisor_endpoint
+        from common.procutil import core_endpoint, supervisor_endpoint
         self.ctx = zmq.Context()
         self.status = self.ctx.socket(zmq.PULL)  # the supervisor's end of the status socket
         self.status.setsockopt(zmq.LINGER, 0)

@@ -16,7 +16,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine, initialize, invariant, precondition, rule)
 
-from router_core.ipc import (
+from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED,
     ConnClosed, ConnOpened, Deliver, Disposition, Drained, LinkAttach, LinkCredit, LinkDetach,
     LinkFlow, LinkOpen, SettleIn, SettleOut, Transfer, UpdateIn)

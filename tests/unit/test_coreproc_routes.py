@@ -7,7 +7,7 @@ applied before that message, so it goes toward its router at once; the agent get
     R1 (this core) ---conn 1--- R2 ---- R3
 """
 from router_core.coreproc import CoreProcess
-from router_core.ipc import (ControlSend, LinkFlow, LinkState, PeerHello, Reachable,
+from common.ipc import (ControlSend, LinkFlow, LinkState, PeerHello, Reachable,
                              RouterDeliver, RouteUpdate, TopologyReset)
 from router_core.routetable import RouteTable
 from tests.unit.test_core import Harness, _inter_router_links, core_cls  # noqa: F401

@@ -12,7 +12,7 @@ import pytest
 from proton import Delivery, Message, symbol
 
 import memrouter
-from router_core import ipc
+from common import ipc
 from router_io import amqpscan
 from router_io import engine as engine_py
 

@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import memrouter
-from router_core import ipc
+from common import ipc
 from router_io import engine as engine_py
 from router_io import frameguard
 

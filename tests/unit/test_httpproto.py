@@ -1,4 +1,4 @@
-"""router_core.httpproto without sockets: HTTP/1.1 (h11), the WebSocket upgrade and framing
+"""common.httpproto without sockets: HTTP/1.1 (h11), the WebSocket upgrade and framing
 (wsproto clients on the other side), TLS over memory BIOs, and random input never raising."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from wsproto.events import (AcceptConnection, BytesMessage, CloseConnection, Mes
                             RejectConnection, Request as WsRequest, TextMessage)
 
 import tlscerts
-from router_core.httpproto import AmqpData, Closed, HttpProtocol, Request, Upgraded
+from common.httpproto import AmqpData, Closed, HttpProtocol, Request, Upgraded
 
 
 def _get(path: str = "/", version: str = "1.1", extra: str = "") -> bytes:

@@ -1,4 +1,4 @@
-"""The agent's HTTP server (h11, via router_core.httpproto) driven by a zmq.Poller with real
+"""The agent's HTTP server (h11, via common.httpproto) driven by a zmq.Poller with real
 loopback sockets (no router): keep-alive, late answers, errors, limits; and the /metrics and
 /healthz handlers. The protocol itself (parsing, WebSocket, TLS) is tested in test_httpproto."""
 from __future__ import annotations
@@ -10,7 +10,8 @@ import pytest
 import zmq
 
 from agent import httpserver as hs
-from router_core import httpproto, ipc
+from common import httpproto
+from common import ipc
 
 
 # --- the server in a poll loop ------------------------------------------------------------------

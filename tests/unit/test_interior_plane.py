@@ -19,7 +19,7 @@ from proton import Message, int32, symbol
 
 from agent.interior import InteriorRouting, decode_control, encode_control
 from agent.routing import Log
-from router_core import ipc
+from common import ipc
 from router_core.routetable import TOPOLOGY_TYPES, RouteTable
 
 

@@ -5,7 +5,7 @@ import msgpack
 import pytest
 from hypothesis import given, strategies as st
 
-from router_core import ipc
+from common import ipc
 
 SAMPLES = {
     ipc.PeerHello: (0, "worker", 123),
@@ -135,7 +135,7 @@ def test_a_restarted_peer_never_mints_its_predecessors_ids():
 
 
 def test_short_type_strips_the_management_prefix_only():
-    from router_core.ipc import short_type
+    from common.ipc import short_type
     assert short_type("org.apache.qpid.dispatch.listener") == "listener"
     assert short_type("org.apache.qpid.dispatch.router.config.address") == "router.config.address"
     assert short_type("listener") == "listener"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from router_core.log import RouterLog
+from common.log import RouterLog
 
 LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{6} [+-]\d{4} (\w+) \((\w+)\) (.*)$")
 

@@ -350,7 +350,7 @@ def test_deprecated_names_beside_the_new_ones_as_1x():
 def test_types_described_for_1x_tools_are_not_config_sections(section):
     """The catalogue names 1.19 types this router does not implement: a config file naming one
     gets a clear error, not a section silently ignored."""
-    from agent.config import ConfigError, parse_config
+    from supervisor.config import ConfigError, parse_config
     text = f"router {{\n    mode: standalone\n}}\n{section} {{\n    host: x\n}}\n"
     with pytest.raises(ConfigError) as err:
         parse_config(text)

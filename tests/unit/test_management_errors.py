@@ -12,7 +12,7 @@ from agent.management.entities import View
 from agent.management.operations import Change, MAX_ATTRIBUTE_NAMES, Reply, execute
 from agent.management.protocol import ManagementError, decode, parse_request
 from agent.management.store import ConfigStore
-from router_core import ipc
+from common import ipc
 from test_management_ops import SNAPSHOT, SPEC, FakePlane, deliver
 
 T = "org.apache.qpid.dispatch."

@@ -15,10 +15,10 @@ from agent.management.entities import View
 from agent.management.operations import execute
 from agent.management.protocol import ManagementError, decode, parse_request
 from agent.management.store import ConfigStore
-from agent.tools import qdmanage, qdstat
-from agent.tools.client import StatusError, management_address
-from router_core import ipc
-from router_core.log import RouterLog
+from tools import qdmanage, qdstat
+from tools.client import StatusError, management_address
+from common import ipc
+from common.log import RouterLog
 from routing_sim import Network
 
 T = "org.apache.qpid.dispatch."

@@ -11,10 +11,10 @@ from agent.management.entities import View
 from agent.management.operations import Change, Reply, execute, query_rows
 from agent.management.protocol import ManagementError, decode, parse_request
 from agent.management.store import ConfigStore
-from agent.tools import qdmanage
-from agent.tools.display import format_table
-from router_core import ipc
-from router_core.log import RouterLog
+from tools import qdmanage
+from tools.display import format_table
+from common import ipc
+from common.log import RouterLog
 
 T = "org.apache.qpid.dispatch."
 

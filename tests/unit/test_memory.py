@@ -11,7 +11,7 @@ import pytest
 from proton import Message
 
 from memrouter import MemRouter
-from router_core import ipc
+from common import ipc
 from router_io import engine as ref_engine
 
 try:

@@ -11,7 +11,7 @@ import pytest
 from agent.metrics import snapshot_records
 from agent.metrics_sink import MetricsSink
 from router_core.corestate import GONE_MAX
-from router_core.ipc import ConnClosed, LinkDetach
+from common.ipc import ConnClosed, LinkDetach
 from test_core import BUILDS, Harness
 
 

@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from agent import notify
+from supervisor import notify
 
 
 def _receiver(address: str) -> socket.socket:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import textwrap
 
-from agent import reload
-from agent.config import parse_config
-from agent.supervisor import build_spec
+from supervisor import reload
+from supervisor.config import parse_config
+from supervisor.main import build_spec
 
 BASE = """\
 router {

@@ -15,7 +15,8 @@ import sys
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from router_core import ipc, pathcomp
+from common import ipc
+from router_core import pathcomp
 from router_core.routetable import RouteTable
 
 

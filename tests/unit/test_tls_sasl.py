@@ -1,10 +1,10 @@
-"""agent.security: password forms, sslProfile and listener/connector checks, certificate uid."""
+"""common.security: password forms, sslProfile and listener/connector checks, certificate uid."""
 from __future__ import annotations
 
 import pytest
 
-from agent import security
-from agent.config import ConfigError, parse_config
+from common import security
+from supervisor.config import ConfigError, parse_config
 from agent.management.protocol import ManagementError
 from agent.management.store import ConfigStore
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from proton import int32, symbol, uint, ulong
 
-from agent.tools import qdmanage, qdstat
-from agent.tools.client import PAGE, ManagementClient, plain
-from agent.tools.display import kmg
+from tools import qdmanage, qdstat
+from tools.client import PAGE, ManagementClient, plain
+from tools.display import kmg
 
 T = "org.apache.qpid.dispatch."
 
@@ -165,6 +165,6 @@ def test_edge_view_as_1x():
 
 
 def test_empty_table_is_its_title_and_csv_leaves_empty_cells_unquoted():
-    from agent.tools.display import format_table
+    from tools.display import format_table
     assert format_table("Vhost User Stats", ["vhost", "user"], []) == "Vhost User Stats"
     assert format_table("T", ["a", "b"], [["x", None]], csv=True) == 'T\n"a","b"\n"x",'

@@ -35,8 +35,8 @@ from agent.management.protocol import (
     BAD_REQUEST, INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
     encode_message, error_response, parse_request, response)
 from agent.management.store import ConfigStore
-from router_core import ipc
-from router_core.log import LogConfigError, RouterLog
+from common import ipc
+from common.log import LogConfigError, RouterLog
 
 MANAGEMENT_ADDRESSES = ("$management", "_local/$management")
 LINK_WINDOW = 250
@@ -68,7 +68,7 @@ class ManagementAgent:
                  record: Optional[Callable[[dict], None]] = None) -> None:
         self.spec = spec
         # keeps every runtime change for processes restarted later (the supervisor's journal,
-        # router_core/listenfds.py); None: not kept (tests without a supervisor)
+        # common/listenfds.py); None: not kept (tests without a supervisor)
         self.record = record
         self.log = log
         self.new_id = new_id
@@ -145,7 +145,7 @@ class ManagementAgent:
 
     def submit(self, request: Request, now: float,
                on_answer: Optional[Callable[[int, Optional[str], Any], None]] = None) -> None:
-        """Run a request that did not arrive over AMQP (a SIGHUP reload: agent/reload.py) the
+        """Run a request that did not arrive over AMQP (a SIGHUP reload: supervisor/reload.py) the
         same way as one that did; ``on_answer(status, description, body)`` gets the outcome."""
         if on_answer is not None:
             self.local_answers[id(request)] = on_answer

@@ -36,7 +36,7 @@ from typing import Any, Optional
 
 from agent.management.protocol import NOT_FOUND, ManagementError
 from agent.management.store import ConfigStore
-from agent.schema import EntityType
+from common.schema import EntityType
 
 PREFIX = "org.apache.qpid.dispatch."
 INTERNAL_ROLE = "internal"

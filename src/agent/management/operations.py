@@ -22,8 +22,8 @@ from agent.management.entities import View
 from agent.management.protocol import (
     BAD_REQUEST, CREATED, ENTITY_OPERATIONS, FORBIDDEN, GLOBAL_OPERATIONS, INTERNAL_ERROR,
     MANAGEMENT_NODE_TYPES, NO_CONTENT, NOT_FOUND, NOT_IMPLEMENTED, OK, ManagementError, Request)
-from agent.schema import EntityType
-from router_core.log import MODULES as LOG_MODULES
+from common.schema import EntityType
+from common.log import MODULES as LOG_MODULES
 
 # Mutations of these types need a feature the router does not have yet: answer 501, clearly.
 NOT_BUILT = {

@@ -1,7 +1,7 @@
 """Schema queries of the management agent: GET-TYPES, GET-ATTRIBUTES, GET-OPERATIONS,
-GET-ANNOTATIONS, GET-SCHEMA and GET-JSON-SCHEMA, answered from ``agent/schema/qdrouterd.json``.
+GET-ANNOTATIONS, GET-SCHEMA and GET-JSON-SCHEMA, answered from ``common/schema/qdrouterd.json``.
 
-Pure functions over :class:`agent.schema.Schema`; no router state. Must not import zmq,
+Pure functions over :class:`common.schema.Schema`; no router state. Must not import zmq,
 router_io or router_core.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from typing import Optional
 
 from agent.management.protocol import BAD_REQUEST, ManagementError
-from agent.schema import EntityType, Schema, SchemaError
+from common.schema import EntityType, Schema, SchemaError
 
 
 def resolve_type(schema: Schema, name: str) -> EntityType:

@@ -5,7 +5,7 @@ time by management): router, listener, connector, sslProfile, log, router.config
 router.config.linkRoute, router.config.autoLink, policy, vhost. Each entity is a plain dict of
 canonical attribute names with ``name``, ``identity`` and ``type`` (long name) filled.
 
-Validation uses the one schema (``agent.schema``): names normalised, values converted, required
+Validation uses the one schema (``common.schema``): names normalised, values converted, required
 attributes checked, defaults filled, identities given as the configuration parser gives them.
 Must not import zmq, proton, router_io or router_core.core.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from agent.management.protocol import BAD_REQUEST, ManagementError
-from agent.schema import (EntityType, Schema, SchemaError, listen_addresses_clash, load_schema,
+from common.schema import (EntityType, Schema, SchemaError, listen_addresses_clash, load_schema,
                           reference_problem)
-from agent.security import connection_problem, ssl_profile_problem
+from common.security import connection_problem, ssl_profile_problem
 
 # spec key -> short type name, in the order the configuration applies them
 SPEC_KEYS = (("sslProfiles", "sslProfile"), ("addresses", "router.config.address"),
@@ -125,9 +125,9 @@ class ConfigStore:
         problem = reference_problem(etype, entity, self._names)
         if problem:
             raise ManagementError(BAD_REQUEST, problem)
-        if short == "vhost":  # vhost policy the router enforces, or 400 (agent/config.py)
+        if short == "vhost":  # vhost policy the router enforces, or 400 (supervisor/config.py)
             self.check_vhost(entity)
-        # TLS/SASL settings the router could not enforce are refused (agent/security.py)
+        # TLS/SASL settings the router could not enforce are refused (common/security.py)
         if short == "sslProfile":
             problem = ssl_profile_problem(entity)
         else:
@@ -161,7 +161,7 @@ class ConfigStore:
     def check_vhost(self, entity: dict, replacing: Optional[dict] = None) -> None:
         """ManagementError(400) if the vhost is invalid, conflicts with another vhost's name or
         aliases, or asks for something this router does not enforce."""
-        from agent.config import policy_problem
+        from supervisor.config import policy_problem
         long = self.schema.long_name("vhost")
         others = [dict(e) for e in self.of_type(long)
                   if replacing is None or e.get("identity") != replacing.get("identity")]

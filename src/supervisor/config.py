@@ -1,6 +1,6 @@
 """Reading qdrouterd.conf (and its .json form) into a validated, typed RouterConfig.
 
-Owns the meaning of the file: agent/confsyntax.py reads its syntax (sections, comments, map
+Owns the meaning of the file: supervisor/confsyntax.py reads its syntax (sections, comments, map
 values, the .json form, line numbers) into raw sections; here they are checked against the
 schema (unknown sections and attributes, deprecated names and their warnings, types, defaults,
 required attributes), then across entities (unique names, references, roles, security, listen
@@ -8,7 +8,7 @@ addresses, the policy and its policyDir vhosts). The whole file is validated bef
 returned; every error is a ConfigError naming FILE:LINE. Entities come back in the order the
 router applies them.
 
-Attribute names, types, defaults and conversions come from agent.schema only. Must not import
+Attribute names, types, defaults and conversions come from common.schema only. Must not import
 proton, zmq, router_io or router_core.
 """
 from __future__ import annotations
@@ -19,13 +19,13 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.confsyntax import Problem as _Problem
-from agent.confsyntax import RawSection as _RawSection
-from agent.confsyntax import parse_conf as _parse_conf
-from agent.confsyntax import parse_json as _parse_json
-from agent.schema import (EntityType, SchemaError, listen_addresses_clash, load_schema,
+from supervisor.confsyntax import Problem as _Problem
+from supervisor.confsyntax import RawSection as _RawSection
+from supervisor.confsyntax import parse_conf as _parse_conf
+from supervisor.confsyntax import parse_json as _parse_json
+from common.schema import (EntityType, SchemaError, listen_addresses_clash, load_schema,
                           normalize_attribute_name, reference_problem)
-from agent.security import connection_problem, ssl_profile_problem
+from common.security import connection_problem, ssl_profile_problem
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config",
            "default_router_id", "router_id_problem"]
@@ -434,7 +434,7 @@ def _check_references(entities: list[Entity]) -> None:
 
 
 def _check_security(entities: list[Entity]) -> None:
-    """TLS/SASL settings the router cannot enforce are refused (agent.security), never
+    """TLS/SASL settings the router cannot enforce are refused (common.security), never
     ignored: sslProfile files that do not load, requireSsl without a profile, EXTERNAL without
     the certificates it needs..."""
     profiles = {e.attributes["name"]: e.attributes for e in entities

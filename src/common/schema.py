@@ -20,7 +20,7 @@ its own then its bases' (as 1.19's GET-OPERATIONS lists them). A type marked
 (the router does not implement it), so a config file naming it gets a clear error.
 
 Pure Python, no I/O beyond reading the schema file once. Must not import proton, zmq, router_io or
-router_core, except router_core.log for the one log-level grammar (``parse_enable``).
+router_core, except common.log for the one log-level grammar (``parse_enable``).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from router_core.log import LogConfigError, parse_enable
+from common.log import LogConfigError, parse_enable
 
 SCHEMA_PATH = Path(__file__).with_name("schema") / "qdrouterd.json"
 

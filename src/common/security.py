@@ -1,6 +1,6 @@
 """TLS and SASL settings: what the router enforces, and the refusal of anything it cannot.
 
-Shared by the configuration parser (``agent.config``: ``FILE:LINE: problem``), management
+Shared by the configuration parser (``supervisor.config``: ``FILE:LINE: problem``), management
 CREATE (``agent.management.store``: 400) and the I/O workers (``router_io.engine``, which
 builds proton's SSL domains and SASL settings from the same attributes):
 

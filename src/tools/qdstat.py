@@ -12,7 +12,7 @@ router-id next-hop link, plus ver cost neighbors valid-origins with ``-v``).
 reached through the network) instead of ``$management``; ``--all-routers`` shows the view for
 every router GET-MGMT-NODES lists.
 
-Each table comes from one QUERY, paged at 500 rows (agent/tools/client.py). Must not import zmq,
+Each table comes from one QUERY, paged at 500 rows (tools/client.py). Must not import zmq,
 router_io or router_core.
 """
 from __future__ import annotations
@@ -23,8 +23,8 @@ import time
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
-from agent.tools.client import ManagementClient, add_connection_options, run_tool
-from agent.tools.display import commas, format_table, kmg, time_long, time_short
+from tools.client import ManagementClient, add_connection_options, run_tool
+from tools.display import commas, format_table, kmg, time_long, time_short
 
 T = "org.apache.qpid.dispatch."
 _ADDR_CLASS = {"M": "mobile", "R": "router", "A": "area", "L": "local", "T": "topo",

@@ -19,8 +19,8 @@ import json
 import sys
 from typing import Any, Optional
 
-from agent.schema import SchemaError, load_schema
-from agent.tools.client import ManagementClient, add_connection_options, run_tool
+from common.schema import SchemaError, load_schema
+from tools.client import ManagementClient, add_connection_options, run_tool
 
 OPERATIONS = ("QUERY", "CREATE", "READ", "UPDATE", "DELETE", "GET-TYPES", "GET-OPERATIONS",
               "GET-ATTRIBUTES", "GET-ANNOTATIONS", "GET-MGMT-NODES", "GET-SCHEMA",
@@ -151,7 +151,7 @@ def result_of(op: str, body: Any) -> Any:
 
 
 def run_request(client: ManagementClient, op: str, body: Any, props: dict) -> Any:
-    """One request's printed result; a QUERY is asked in pages (agent/tools/client.py)."""
+    """One request's printed result; a QUERY is asked in pages (tools/client.py)."""
     if op == "QUERY" and set(props) <= {"entityType", "count"}:
         rows = client.query(props.get("entityType"), body.get("attributeNames"),
                             count=props.get("count"))

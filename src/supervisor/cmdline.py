@@ -3,7 +3,7 @@
 Owns what happens before the configuration is read and the child processes exist: parsing the
 options exactly as 1.19's ``getopt_long`` does (same error wording, ``-h`` quirk included), the
 usage text, and ``-d``/``-P``: the double fork, the pid file and the pipe through which the
-daemon tells the process the user started whether it became operational. ``agent/supervisor.py``
+daemon tells the process the user started whether it became operational. ``supervisor/main.py``
 (the entry point, ``main``) uses it.
 """
 from __future__ import annotations

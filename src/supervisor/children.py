@@ -1,11 +1,11 @@
 """The router's child processes: start them, watch them, restart them, stop them.
 
-Owns the ``Supervisor`` object that ``agent/supervisor.py`` (the ``qdrouterd`` entry point) builds
+Owns the ``Supervisor`` object that ``supervisor/main.py`` (the ``qdrouterd`` entry point) builds
 once the configuration is valid: the runtime spec every child reads (``build_spec``), the private
 runtime directory (``spec.json``, the ZeroMQ endpoints, ``restarts.json``), the child-process
 table, the readiness reports, the listening sockets (bound here through
-``router_core.listenfds.SocketBroker`` and lent to the workers) and the SIGHUP reload exchange
-with the agent (``agent/reload.py``).
+``common.listenfds.SocketBroker`` and lent to the workers) and the SIGHUP reload exchange
+with the agent (``supervisor/reload.py``).
 
 Processes (see src/router_core/DESIGN.md): one core, ``workerThreads`` I/O workers and one agent
 (control plane). Children get a runtime spec (``spec.json`` in a private runtime directory that
@@ -13,7 +13,7 @@ also holds the ZeroMQ endpoints) and report readiness over a PUSH socket.
 
 Listening sockets: the supervisor binds every AMQP listener once, exclusively, before any child
 starts (a port in use stops the start with 1.x's ``Listener error on HOST:PORT: ...`` and exit 1)
-and lends them to the workers (``router_core.listenfds``); listeners created at run time are bound
+and lends them to the workers (``common.listenfds``); listeners created at run time are bound
 here too, at a worker's request.
 
 Supervision: a dead worker or agent is restarted in place (a new generation of the same peer
@@ -44,13 +44,13 @@ from typing import Optional
 
 import zmq
 
-from agent import notify
-from agent import reload
-from agent.config import ConfigError, load_config
-from router_core import ipc
-from router_core.listenfds import ListenerError, SocketBroker
-from router_core.log import LogConfigError, RouterLog
-from router_core.procutil import core_endpoint, supervisor_endpoint
+from supervisor import notify
+from supervisor import reload
+from supervisor.config import ConfigError, load_config
+from common import ipc
+from common.listenfds import ListenerError, SocketBroker
+from common.log import LogConfigError, RouterLog
+from common.procutil import core_endpoint, supervisor_endpoint
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 5.0
@@ -365,7 +365,7 @@ class Supervisor:
     def request_reload(self, *_: object) -> None:
         self.reload_requested = True
 
-    # --- SIGHUP: reload the configuration file (agent/reload.py) --------------------------------
+    # --- SIGHUP: reload the configuration file (supervisor/reload.py) --------------------------------
     def _start_reload(self) -> None:
         notify.reloading()
         self.log.reopen()  # logrotate's postrotate SIGHUP (the other processes notice by stat)

@@ -1,8 +1,8 @@
 """``qdrouterd``: parse and validate the configuration, then run and watch the router's processes.
 
-This module is the entry point (``main``, ``python -m agent.supervisor``, the ``qdrouterd``
-script): the command line is ``agent/cmdline.py``, the child-process table and its supervision
-``agent/children.py``; their public names are importable from here too.
+This module is the entry point (``main``, ``python -m supervisor.main``, the ``qdrouterd``
+script): the command line is ``supervisor/cmdline.py``, the child-process table and its supervision
+``supervisor/children.py``; their public names are importable from here too.
 
 Processes (see src/router_core/DESIGN.md): one core, ``workerThreads`` I/O workers and one agent
 (control plane). The supervisor validates the whole configuration first and starts nothing if it
@@ -11,7 +11,7 @@ the ZeroMQ endpoints) and report readiness over a PUSH socket.
 
 Listening sockets: the supervisor binds every AMQP listener once, exclusively, before any child
 starts (a port in use stops the start with 1.x's ``Listener error on HOST:PORT: ...`` and exit 1)
-and lends them to the workers (``router_core.listenfds``); listeners created at run time are bound
+and lends them to the workers (``common.listenfds``); listeners created at run time are bound
 here too, at a worker's request.
 
 Supervision: a dead worker or agent is restarted in place (a new generation of the same peer
@@ -26,9 +26,9 @@ agent, then the core), exit 0.
 Service integration: the runtime directory is created under ``$RUNTIME_DIRECTORY`` when systemd
 sets it (``RuntimeDirectory=qdrouterd``), else under the temporary directory. systemd is told
 READY=1 at the "Operational" line, RELOADING=1/READY=1 around a reload, STOPPING=1 on shutdown
-(``agent/notify.py``; nothing without ``$NOTIFY_SOCKET``). SIGHUP re-reads the configuration file:
+(``supervisor/notify.py``; nothing without ``$NOTIFY_SOCKET``). SIGHUP re-reads the configuration file:
 a bad file is logged and changes nothing; otherwise the differences (listeners, connectors,
-addresses, log settings) are applied by the agent through management (``agent/reload.py``).
+addresses, log settings) are applied by the agent through management (``supervisor/reload.py``).
 """
 from __future__ import annotations
 
@@ -37,15 +37,15 @@ import signal
 import sys
 from typing import Optional
 
-from agent import notify
-from agent.children import (  # re-exported (__all__)
+from supervisor import notify
+from supervisor.children import (  # re-exported (__all__)
     CORE_RESTART_GRACE, RELOAD_CONNECT_MS, RELOAD_TIMEOUT, RESTART_LIMIT, RESTART_WINDOW,
     START_TIMEOUT, STOP_TIMEOUT, WATCH_INTERVAL_MS, Supervisor, build_spec, describe_exit,
     runtime_parent)
-from agent.cmdline import (  # re-exported (__all__)
+from supervisor.cmdline import (  # re-exported (__all__)
     DEFAULT_CONFIG, USAGE, UsageError, _Daemon, parse_args, usage_text)
-from agent.config import ConfigError, load_config
-from router_core.log import LogConfigError, RouterLog
+from supervisor.config import ConfigError, load_config
+from common.log import LogConfigError, RouterLog
 
 VERSION = "1.19.0"
 

@@ -23,7 +23,7 @@ Two halves, one per process:
   (:func:`reload_endpoint`, bound by the supervisor, connected by the agent), and the agent
   answers on it which changes it applied. The two messages are plain JSON
   (:func:`encode_message`): ``{"kind": "reload", "id", "changes"}`` and ``{"kind": "result",
-  "id", "ok", "applied": [indices], "detail"}``. They are kept out of ``router_core.ipc``: they
+  "id", "ok", "applied": [indices], "detail"}``. They are kept out of ``common.ipc``: they
   never touch the core, and only two processes ever speak them.
 
 * **Agent** (:class:`ReloadApplier`): each change becomes a management request (CREATE, DELETE
@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from agent.management.protocol import Request
-from agent.schema import load_schema
+from common.schema import load_schema
 
 # short type -> spec key, in the order changes are applied (logs first, listeners last, as the
 # configuration file is applied at start-up)

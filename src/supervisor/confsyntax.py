@@ -5,10 +5,10 @@ of ``attribute: value`` lines, ``#`` comments (except in ``pattern``/``hostname`
 ``#`` is a wildcard), map values (``openProperties``, vhost ``groups``) written as JSON or as
 nested ``key: value`` blocks over several lines, and the ``.json`` form (a list of
 ``[type, {attrs}]``). Every section and attribute keeps its 1-based line; a syntax error is a
-``Problem(message, line)`` that agent/config.py turns into ``FILE:LINE: message``. Section and
-attribute names are not checked here: validation against the schema is agent/config.py's.
+``Problem(message, line)`` that supervisor/config.py turns into ``FILE:LINE: message``. Section and
+attribute names are not checked here: validation against the schema is supervisor/config.py's.
 
-Must not import proton, zmq, router_io or router_core (nor agent.schema: syntax only).
+Must not import proton, zmq, router_io or router_core (nor common.schema: syntax only).
 """
 from __future__ import annotations
 
