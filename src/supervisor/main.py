@@ -9,19 +9,8 @@ Processes (see src/router_core/DESIGN.md): one core, ``workerThreads`` I/O worke
 is bad. Children get a runtime spec (``spec.json`` in a private runtime directory that also holds
 the ZeroMQ endpoints) and report readiness over a PUSH socket.
 
-Listening sockets: the supervisor binds every AMQP listener once, exclusively, before any child
-starts (a port in use stops the start with 1.x's ``Listener error on HOST:PORT: ...`` and exit 1)
-and lends them to the workers (``common.listenfds``); listeners created at run time are bound
-here too, at a worker's request.
-
-Supervision: a dead worker or agent is restarted in place (a new generation of the same peer
-index) after the core is told (``ipc.PeerLost``) so the dead peer's connections close and their
-deliveries settle at once; the listeners stay open meanwhile. A dead core takes the others with
-it and all start again from a clean slate, listeners still open. Every restart is logged at
-critical and counted (``restarts.json``, exported by the agent as metrics). More than
-RESTART_LIMIT restarts of one child within RESTART_WINDOW seconds is a crash loop: exit 1 and
-systemd (``Restart=on-failure``) takes over. SIGTERM/SIGINT: orderly shutdown (workers, then the
-agent, then the core), exit 0.
+Listening sockets and supervision (restarts, crash loop, orderly shutdown) are described in
+``supervisor/children.py``, which implements them.
 
 Service integration: the runtime directory is created under ``$RUNTIME_DIRECTORY`` when systemd
 sets it (``RuntimeDirectory=qdrouterd``), else under the temporary directory. systemd is told
