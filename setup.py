@@ -120,7 +120,7 @@ def extensions():
         directives = {"language_level": 3, "boundscheck": False, "wraparound": False}
         directives.update(EXTRA_DIRECTIVES.get(name, {}))
         built += cythonize(
-            [Extension(name, [src])],
+            [Extension(name, [src], include_dirs=["cython"])],  # cython/*.h
             build_dir="build/cython",
             force=os.environ.get("ROUTER_FORCE_REBUILD") == "1",
             compiler_directives=directives,

@@ -25,23 +25,10 @@
 cimport cython
 
 
+cdef extern from "named_tuple.h":  # cython/named_tuple.h, shared with the other .pxd
+    object _named_tuple "qdrouter_named_tuple"(type cls, tuple fields)
+
 cdef extern from *:
-    """
-    /* A NamedTuple subclass instance holding the items of ``fields``: what tuple.__new__(cls,
-       fields) does (tuple_subtype_new), without the method call and the temporary tuples. */
-    static PyObject *router_core_named_tuple(PyTypeObject *cls, PyObject *fields) {
-        Py_ssize_t i, n = PyTuple_GET_SIZE(fields);
-        PyObject *obj = cls->tp_alloc(cls, n);
-        if (obj == NULL) return NULL;
-        for (i = 0; i < n; i++) {
-            PyObject *item = PyTuple_GET_ITEM(fields, i);
-            Py_INCREF(item);
-            PyTuple_SET_ITEM(obj, i, item);
-        }
-        return obj;
-    }
-    """
-    object _named_tuple "router_core_named_tuple"(type cls, tuple fields)
     # A tuple subclass (NamedTuple) as ``tuple``, unchecked: the caller knows what it holds.
     tuple _as_tuple "__Pyx_NewRef"(object cmd)
 
