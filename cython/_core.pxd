@@ -266,6 +266,12 @@ cdef on_transfer(RouterCore core, peer, cmd)
 @cython.locals(link=Link, settled=cython.bint, priority=cython.int, phase=cython.int)
 cdef on_router_transfer(RouterCore core, peer, cmd)
 
+# --- linkroute.py -------------------------------------------------------------------------------
+# (per attach and per credit change only; the records of the table are plain Python classes)
+cdef refuse_no_route(RouterCore core, Connection conn, link_id)
+cdef bint match_no_route(RouterCore core, Connection conn, link_id, int direction, address,
+                         dynamic)
+
 # --- lifecycle.py -------------------------------------------------------------------------------
 cdef protocol_error(RouterCore core, text)
 cpdef on_conn_opened(RouterCore core, peer, cmd)
@@ -315,6 +321,7 @@ cdef class RouterCore:
     cdef readonly object gone
     cdef readonly long long gone_seq
     cdef readonly object policy_counts
+    cdef readonly object lr
     cdef readonly list errors
     cdef readonly Py_ssize_t batch_pos
     cdef public double now

@@ -80,6 +80,7 @@ from router_core.ingress import on_router_transfer, on_transfer
 from router_core.lifecycle import (
     close_connection_of, on_attach, on_conn_closed, on_conn_opened, on_detach, on_hello,
     on_policy_event)
+from router_core.linkroute import LinkRouteTable, add_link_route, delete_link_route
 from router_core.records import MODE_CODES, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
@@ -93,7 +94,8 @@ class RouterCore:
 
     def __init__(self, router_id: str, *, default_distribution: str = "balanced",
                  addresses: Optional[list] = None, area: str = "0",
-                 seed: Optional[int] = None, mode: str = "standalone") -> None:
+                 seed: Optional[int] = None, mode: str = "standalone",
+                 link_routes: Optional[list] = None) -> None:
         if default_distribution not in DIST_CODES:
             raise ValueError(f"unknown distribution {default_distribution!r}")
         if mode not in MODE_CODES:
@@ -148,6 +150,10 @@ class RouterCore:
                           PolicyEvent: on_policy_event}
         # router-wide policy connection counts and denial counters (policycount.py)
         self.policy_counts = PolicyCounts()
+        # link routes and their addresses (linkroute.py)
+        self.lr = LinkRouteTable()
+        for attributes in link_routes or ():
+            add_link_route(self, attributes)
 
     # ------------------------------------------------------------------------------------------
     # Public API
@@ -250,6 +256,14 @@ class RouterCore:
         """
         self.rules = AddressRules(addresses)
         reapply_rules(self)
+
+    def create_link_route(self, attributes: dict) -> None:
+        """Add a ``linkRoute`` (validated attributes, ``identity`` set: common/linkroutes.py)."""
+        add_link_route(self, attributes)
+
+    def delete_link_route(self, identity: str) -> bool:
+        """Remove the ``linkRoute`` ``identity``; False if there is none."""
+        return delete_link_route(self, identity)
 
     # ------------------------------------------------------------------------------------------
     # Services every part uses: effects, the senders' credit, removal records

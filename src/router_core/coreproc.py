@@ -63,6 +63,7 @@ class CoreProcess:
         self.core = core_cls(spec["router_id"],
                              default_distribution=router.get("defaultDistribution", "balanced"),
                              addresses=spec.get("addresses", []),
+                             link_routes=spec.get("linkRoutes", []),
                              mode=router.get("mode", "standalone"))
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
@@ -99,6 +100,8 @@ class CoreProcess:
             try:
                 if entity_type in ("router.config.address", "address"):
                     self._change_addresses(str(change.get("op")), attributes)
+                elif entity_type in ("router.config.linkRoute", "linkRoute"):
+                    self._change_link_routes(str(change.get("op")), attributes)
                 elif entity_type == "log" and change.get("op") == "update":
                     self.log.configure(attributes)
             except Exception as exc:  # noqa: BLE001 - the core must start all the same
@@ -279,6 +282,8 @@ class CoreProcess:
         try:
             if entity_type in ("router.config.address", "address"):
                 ok, detail = self._change_addresses(change.op, change.attributes)
+            elif entity_type in ("router.config.linkRoute", "linkRoute"):
+                ok, detail = self._change_link_routes(change.op, change.attributes)
             elif entity_type == "log" and change.op == "update":
                 self.log.configure(change.attributes)
         except _NotSupported as exc:
@@ -303,6 +308,17 @@ class CoreProcess:
             raise _NotSupported(f"{NOT_SUPPORTED}: this core cannot change addresses at run time")
         setter(new)
         self.address_config = new
+        return True, ""
+
+    def _change_link_routes(self, op: str, attributes: dict) -> tuple:
+        """A linkRoute created or deleted by management (validated by the agent)."""
+        if op == "create":
+            self.core.create_link_route(attributes)
+        elif op == "delete":
+            if not self.core.delete_link_route(str(attributes.get("identity"))):
+                return False, f"no link route {attributes.get('identity')}"
+        else:
+            raise _NotSupported(f"{NOT_SUPPORTED}: {op} of router.config.linkRoute")
         return True, ""
 
     def _send_alone(self, peer: int, message: tuple) -> None:

@@ -75,6 +75,27 @@ def _address_view(addr: Any) -> dict:
     }
 
 
+def route_status(lr: Any) -> dict:
+    """Link routes (router_core/linkroute.py table ``lr``): identity -> operStatus, ``active``
+    while a route container that serves the route is connected."""
+    return {identity: ("active" if any(route.serves(c) for c in route.addr.conns)
+                       else "inactive")
+            for identity, route in lr.routes.items()}
+
+
+def route_address_views(lr: Any) -> list:
+    """router.address rows of the link-route addresses (``Cqueue``...: 1.19 lists them with
+    the others; containerCount: the connected route containers)."""
+    return [{
+        "identity": addr.key, "name": addr.key, "key": addr.key,
+        "distribution": "linkBalanced", "inProcess": 0, "subscriberCount": 0,
+        "remoteCount": len(addr.remotes), "remoteHostRouters": sorted(addr.remotes),
+        "containerCount": len(addr.conns), "deliveriesIngress": 0, "deliveriesEgress": 0,
+        "deliveriesTransit": 0, "deliveriesToContainer": 0, "deliveriesFromContainer": 0,
+        "priority": -1,
+    } for addr in lr.addrs.values()]
+
+
 def _connection_view(conn: Any, now: float) -> dict:
     last = conn.last_delivery_at
     view = {
@@ -141,14 +162,18 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
     oldest first, as gone_view dicts (None: none; only the metrics sink asks, and it asks for
     what it has not seen, so a snapshot stays small); reading them does not remove them.
     ``goneSeq``: the newest seq (lower than a reader's last one: the core restarted)."""
+    lr = core.lr
     router = {"id": core.router_id, "area": core.area, "mode": MODE_NAMES[core.mode],
-              "addrCount": len(core.addrs), "linkCount": len(core.links),
+              "addrCount": len(core.addrs) + len(lr.addrs), "linkCount": len(core.links),
               "connectionCount": len(core.conns)}
     router.update(core.counters)
     return {
         "router": router,
         "links": [_link_view(link) for link in core.links.values()],
-        "addresses": [_address_view(addr) for addr in core.addrs.values()],
+        "addresses": ([_address_view(addr) for addr in core.addrs.values()]
+                      + route_address_views(lr)),
+        # link routes: identity -> operStatus (router.config.linkRoute)
+        "linkRoutes": route_status(lr),
         "connections": [_connection_view(conn, core.now) for conn in core.conns.values()],
         "gone": ([] if gone_after is None else
                  [gone_view(entry) for entry in core.gone if entry[0] > gone_after]),

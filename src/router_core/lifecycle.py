@@ -25,6 +25,7 @@ from common.ipc import (
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, key_of, new_temp, phase_key, unref
+from router_core.linkroute import container_closed, container_opened, match_no_route
 from router_core.records import (
     CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
     LINK_TYPE_NAMES, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
@@ -132,6 +133,8 @@ def on_conn_opened(core: Any, peer: Any, cmd: Any) -> None:
     conn = Connection(peer, conn_id, role, *cmd[2:11])
     conn.opened_at = core.now
     core.conns[conn_id] = conn
+    if role == ROLE_ROUTE_CONTAINER:
+        container_opened(core, conn)
 
 
 def on_conn_closed(core: Any, peer: Any, cmd: Any) -> None:
@@ -159,6 +162,8 @@ def _close(core: Any, conn: Connection) -> None:
         drop_link(core, link)
         core._record_gone("link", link)
     router_down(core, conn)
+    if conn.role == ROLE_ROUTE_CONTAINER:
+        container_closed(core, conn)
     core._record_gone("connection", conn)
 
 
@@ -217,6 +222,8 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
     type_code = LINK_TYPE_CODES.get(link_type, -1)
     action = ATTACH_RULES.get((conn.role, type_code, core.mode == MODE_INTERIOR), 0)
     if action == A_ATTACH_ENDPOINT:
+        if core.lr.addrs and match_no_route(core, conn, link_id, direction, address, dynamic):
+            return
         attach_endpoint(core, conn, link_id, direction, name, address, dynamic, presettled,
                         capacity)
     elif action == A_ATTACH_ROUTER:

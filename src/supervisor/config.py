@@ -25,6 +25,7 @@ from supervisor.confsyntax import parse_conf as _parse_conf
 from supervisor.confsyntax import parse_json as _parse_json
 from common.schema import (EntityType, SchemaError, listen_addresses_clash, load_schema,
                           normalize_attribute_name, reference_problem)
+from common.linkroutes import create_problem as link_route_problem
 from common.security import connection_problem, ssl_profile_problem
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config",
@@ -329,7 +330,11 @@ def _complete(values: dict[str, Any], etype: EntityType, section: str, line: int
         values["id"] = default_router_id()
     if short == "vhost" and "hostname" not in values and "name" in values:
         values["hostname"] = values["name"]  # the 0.x policy examples name a vhost with `name`
-    if short in ("router.config.address", "router.config.linkRoute"):
+    if short == "router.config.linkRoute":  # 1.19's checks and texts (common/linkroutes.py)
+        problem = link_route_problem(values)
+        if problem:
+            raise _Problem(f"section '{section}': {problem}", line)
+    if short == "router.config.address":
         given = [k for k in ("prefix", "pattern") if k in values]
         if len(given) != 1:
             problem = "cannot have both" if given else "requires one of"

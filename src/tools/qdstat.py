@@ -242,13 +242,24 @@ class Qdstat:
                    rows)
 
     def linkroutes(self) -> None:
-        rows = [[r.get("prefix") or r.get("pattern"), r.get("direction"), r.get("distribution"),
-                 r.get("operStatus") or "inactive"] for r in self.query("router.config.linkRoute")]
+        rows = []
+        prefixes = False  # 1.19 adds the external-prefix columns when a route has one
+        for r in self.query("router.config.linkRoute"):
+            row = [r.get("prefix") or r.get("pattern"), r.get("direction"),
+                   r.get("distribution"), r.get("operStatus") or "inactive"]
+            if r.get("addExternalPrefix") or r.get("delExternalPrefix"):
+                row += [r.get("addExternalPrefix"), r.get("delExternalPrefix")]
+                prefixes = True
+            rows.append(row)
         if not rows:
             self.print("Link Routes\nNo Link Routes found")
             return
         rows.sort(key=lambda r: str(r[0]))
-        self.table("Link Routes", ["address", "dir", "distrib", "status"], rows)
+        heads = ["address", "dir", "distrib", "status"]
+        if prefixes:
+            heads += ["add-ext-prefix", "del-ext-prefix"]
+            rows = [row + [""] * (len(heads) - len(row)) for row in rows]
+        self.table("Link Routes", heads, rows)
 
     def memory(self) -> None:
         """``-m``: the allocator pools, then the router's VmSize and the pooled total."""

@@ -176,8 +176,8 @@ def test_create_listener_bad_requests(body):
 
 
 def test_create_of_unbuilt_feature_is_501_with_description():
-    assert status_of({"operation": "CREATE", "type": "linkRoute"},
-                     {"prefix": "a", "direction": "in"}) == 501
+    assert status_of({"operation": "CREATE", "type": "autoLink"},
+                     {"address": "a", "direction": "in"}) == 501
     assert status_of({"operation": "UPDATE", "type": "router", "name": "router/R1"}, {}) == 501
     assert status_of({"operation": "DELETE", "type": "log", "name": "log/DEFAULT"}) == 501
 
@@ -344,3 +344,45 @@ def test_agent_logs_the_raw_request_at_debug_as_1x():
     texts = [e[2] for e in plane.agent.log.recent if e[0] == "AGENT" and e[1] == "debug"]
     assert texts and texts[-1].startswith("Agent request Message(")
     assert "'operation': 'QUERY'" in texts[-1] and "correlation_id='c1'" in texts[-1]
+
+
+@pytest.mark.parametrize("body, description", [
+    ({"prefix": "a", "direction": "in", "connection": "c", "containerId": "d"},
+     "Both connection and containerId cannot be specified. Specify only one"),
+    ({"prefix": "a"}, "No 'direction' attribute provided - it is mandatory"),
+    ({"direction": "in"}, "Either a 'prefix' or 'pattern' attribute must be provided"),
+    ({"prefix": "a", "pattern": "b", "dir": "in"},
+     "Cannot specify both a 'prefix' and a 'pattern' attribute"),
+    ({"prefix": "", "direction": "in"}, "Prefix must be a non-empty string type"),
+    ({"pattern": "./", "direction": "in"}, "Pattern invalid - no tokens"),
+    ({"prefix": "a", "direction": "up"}, "Invalid value for 'direction'"),
+    ({"prefix": "a", "direction": "in", "distribution": "closest"},
+     "Invalid value for 'distribution'"),
+])
+def test_link_route_create_bad_requests_have_1_19_descriptions(body, description):
+    view = View(SNAPSHOT, ConfigStore(SPEC), version="1.19.0", started=0.0)
+    with pytest.raises(ManagementError) as info:
+        execute(request({"operation": "CREATE", "type": "linkRoute"}, body), view)
+    assert (info.value.status, info.value.description) == (400, description)
+
+
+def test_link_route_create_goes_to_the_core_and_reads_back_with_oper_status():
+    store = ConfigStore(SPEC)
+    view = View(SNAPSHOT, store, version="1.19.0", started=0.0)
+    change = execute(request({"operation": "CREATE", "type": "linkRoute", "name": "lr"},
+                             {"prefix": "q", "dir": "out", "containerId": "broker"}), view)
+    assert isinstance(change, Change) and change.workers == "none"
+    assert change.entity_type == T + "router.config.linkRoute"
+    assert change.attributes["direction"] == "out"
+    assert change.attributes["distribution"] == "linkBalanced"
+    store.add(change.entity)
+    snapshot = dict(SNAPSHOT, linkRoutes={change.entity["identity"]: "active"})
+    view = View(snapshot, store, version="1.19.0", started=0.0)
+    reply = execute(request({"operation": "READ", "type": "linkRoute", "name": "lr"}), view)
+    assert reply.body["operStatus"] == "active" and reply.body["dir"] == "out"
+    with pytest.raises(ManagementError) as info:  # 1.19 checks the name before anything else
+        execute(request({"operation": "CREATE", "type": "linkRoute", "name": "lr"},
+                        {"prefix": "q"}), view)
+    assert info.value.description == "Name conflicts with an existing entity"
+    change = execute(request({"operation": "DELETE", "type": "linkRoute", "name": "lr"}), view)
+    assert change.op == "delete" and change.workers == "none"

@@ -237,6 +237,13 @@ class View:
             config.setdefault(counter, 0)
         return [config]
 
+    def _link_routes(self) -> list[dict]:
+        """The configured link routes with the core's operStatus (``active`` while a route
+        container that serves one is connected)."""
+        status = self.snapshot.get("linkRoutes") or {}
+        return [{**e, "operStatus": status.get(str(e.get("identity")), "inactive")}
+                for e in self.store.of_type(PREFIX + "router.config.linkRoute")]
+
     def _logs(self) -> list[dict]:
         """``log``: as 1.19 shows them, a module's own settings only (no nulls, no
         ``default``); DEFAULT with the defaults every module falls back to."""
@@ -362,5 +369,5 @@ _BUILDERS: dict[str, Any] = {
     "router": View._router, "router.link": View._links, "router.address": View._addresses,
     "connection": View._connections, "router.node": View._nodes, "management": View._management,
     "vhostStats": View._vhost_stats, "policy": View._policy, "allocator": View._allocators,
-    "log": View._logs,
+    "log": View._logs, "router.config.linkRoute": View._link_routes,
 }

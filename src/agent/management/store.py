@@ -16,6 +16,7 @@ from typing import Any, Optional
 from agent.management.protocol import BAD_REQUEST, ManagementError
 from common.schema import (EntityType, Schema, SchemaError, listen_addresses_clash, load_schema,
                           reference_problem)
+from common.linkroutes import create_problem as link_route_problem
 from common.security import connection_problem, ssl_profile_problem
 
 # spec key -> short type name, in the order the configuration applies them
@@ -99,6 +100,8 @@ class ConfigStore:
             if isinstance(role, str) and role.strip() in ("inter-router", "edge"):
                 raise ManagementError(BAD_REQUEST, "role='standalone' not allowed to connect to "
                                                    "or accept connections from other routers.")
+        if short == "router.config.linkRoute":
+            self._check_link_route(etype, attributes, name)
         values = self._convert(etype, attributes, for_update=False)
         if name is not None:
             if "name" in values and values["name"] != name:
@@ -108,7 +111,7 @@ class ConfigStore:
         short = etype.short_name
         if short == "vhost" and "hostname" not in values and "name" in values:
             values["hostname"] = values["name"]
-        if short in ("router.config.address", "router.config.linkRoute"):
+        if short == "router.config.address":
             given = [k for k in ("prefix", "pattern") if k in values]
             if len(given) != 1:
                 problem = "cannot have both" if given else "requires one of"
@@ -157,6 +160,22 @@ class ConfigStore:
         if any(e["name"] == entity["name"] for e in self.of_type(etype.long_name)):
             raise ManagementError(BAD_REQUEST, "Name conflicts with an existing entity")
         return entity
+
+    def _check_link_route(self, etype: EntityType, attributes: dict,
+                          name: Optional[str]) -> None:
+        """1.19's checks of a linkRoute CREATE, in its order and with its texts, on the
+        request's own values (common/linkroutes.py)."""
+        name = name if name is not None else attributes.get("name")
+        if name is not None and any(e.get("name") == name
+                                    for e in self.of_type(etype.long_name)):
+            raise ManagementError(BAD_REQUEST, "Name conflicts with an existing entity")
+        given = {etype.canonical_attribute(str(k)) or str(k): v for k, v in attributes.items()
+                 if k != "direction"}
+        if "direction" in attributes:  # the new name wins over the deprecated 'dir'
+            given["direction"] = attributes["direction"]
+        problem = link_route_problem(given)
+        if problem:
+            raise ManagementError(BAD_REQUEST, problem)
 
     def check_vhost(self, entity: dict, replacing: Optional[dict] = None) -> None:
         """ManagementError(400) if the vhost is invalid, conflicts with another vhost's name or

@@ -1,0 +1,255 @@
+"""Link routing: the link-route table, route-container reachability, and routed link pairs.
+
+Owns, as Qpid Dispatch's route_control.c and the link-route parts of connections.c and
+forwarder.c do:
+
+* the table: every configured ``linkRoute`` (a :class:`LinkRoute`) and the address each
+  refers to (a :class:`RouteAddress`, keyed as 1.19 keys it: ``Cqueue``/``Dqueue`` for a
+  prefix in/out, ``Ea.*.b``/``Fa.*.b`` for a pattern; link routes with the same pattern and
+  direction share one), matched per attach (never per delivery) with the address rules' word
+  matching (router_core/addrmatch);
+* reachability: a ``route-container`` connection whose listener/connector name is a link
+  route's ``connection`` (or whose container-id is its ``containerId``) becomes a destination
+  of that route's address when it opens, and stops being one when it closes;
+* attach routing: a client's attach whose target (a sender) or source (a receiver) matches an
+  address with a destination is not answered by the router: the core attaches the mirror link
+  on the destination's connection (same name + ``@`` + the client's container-id, the client's
+  termini with the external prefix rewritten) and answers the client with the far end's
+  termini once they arrive (see :func:`routed_attached`);
+* the pair: the two links share a private :class:`~router_core.records.Address` whose one
+  consumer is the pair's outbound link and whose forwarder is the closest one, so transfers,
+  settlement and dispositions take the ordinary path with no address lookup; the inbound link
+  is never credited by the core's own accounting (``credited`` stays False): its credit is
+  the outbound link's (:func:`routed_flow`); a detach or a lost connection on one side
+  detaches the other (the peer's condition, or 1.19's ``qd:routed-link-lost``).
+
+Part of the core (functions of the RouterCore ``core``; compiled with the other parts, see
+core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
+"""
+from typing import Any, Optional
+
+from common.ipc import DIR_IN, DIR_OUT, LinkRefuse
+from common.linkroutes import route_key, route_pattern
+from router_core.addressing import normalize as normalize_address
+from router_core.matcher import AddressRules
+# --- core parts (the compiled build is one module: setup.py drops these imports) ---
+from router_core.records import ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER
+# --- end core parts ---
+
+NO_ROUTE = ("qd:no-route-to-dest", "No route to the destination node")
+ROUTED_LINK_LOST = ("qd:routed-link-lost", "Connectivity to the peer container was lost")
+COORDINATOR_ADDRESS = "$coordinator"
+
+
+class LinkRoute:
+    """One configured ``linkRoute``."""
+
+    __slots__ = ("identity", "name", "direction", "pattern", "is_prefix", "key", "add_prefix",
+                 "del_prefix", "connection", "container_id", "addr")
+
+    def __init__(self, attributes: dict) -> None:
+        self.identity = str(attributes.get("identity"))
+        self.name = attributes.get("name")
+        direction = attributes.get("direction") or attributes.get("dir")
+        self.direction = DIR_IN if direction == "in" else DIR_OUT
+        self.pattern = route_pattern(attributes)
+        self.is_prefix = attributes.get("prefix") is not None
+        self.key = route_key(self.pattern, "in" if self.direction == DIR_IN else "out")
+        self.add_prefix = attributes.get("addExternalPrefix")
+        self.del_prefix = attributes.get("delExternalPrefix")
+        self.connection = attributes.get("connection")
+        self.container_id = attributes.get("containerId")
+        self.addr = None
+
+    def serves(self, conn: Any) -> bool:
+        """Does the route-container connection ``conn`` lead to this route's container?"""
+        return ((self.connection is not None and self.connection == conn.listener)
+                or (self.container_id is not None and self.container_id == conn.container))
+
+
+class RouteAddress:
+    """The address of one link-route pattern and direction (``Cqueue``): its destinations."""
+
+    __slots__ = ("key", "direction", "pattern", "add_prefix", "del_prefix", "routes", "conns",
+                 "rr", "remotes", "attaches")
+
+    def __init__(self, route: LinkRoute) -> None:
+        self.key = route.key
+        self.direction = route.direction
+        self.pattern = route.pattern
+        # the first route of an address gives it its external prefixes, as 1.19 does
+        self.add_prefix = route.add_prefix
+        self.del_prefix = route.del_prefix
+        self.routes = []    # LinkRoutes referring to it
+        self.conns = []     # local destinations: route-container Connections, in opening order
+        self.rr = 0
+        self.remotes = {}   # interior: router id -> hint, routers with a destination
+        self.attaches = 0   # attaches routed through it (management: deliveriesIngress slot)
+
+
+class LinkRouteTable:
+    """Every link route and route address of one core, and the matchers per direction."""
+
+    __slots__ = ("routes", "addrs", "matchers", "by_rule")
+
+    def __init__(self) -> None:
+        self.routes = {}            # identity -> LinkRoute, in creation order
+        self.addrs = {}             # key -> RouteAddress
+        self.matchers = [None, None]  # DIR_IN / DIR_OUT -> AddressRules over the patterns
+        self.by_rule = [[], []]     # DIR_* -> RouteAddress of each rule, by rule order
+
+    def rebuild(self) -> None:
+        for direction in (DIR_IN, DIR_OUT):
+            addrs = [a for a in self.addrs.values() if a.direction == direction]
+            self.by_rule[direction] = addrs
+            self.matchers[direction] = AddressRules([{"pattern": a.pattern} for a in addrs]) \
+                if addrs else None
+
+    def match(self, direction: int, address: str) -> Optional[RouteAddress]:
+        matcher = self.matchers[direction]
+        if matcher is None:
+            return None
+        rule = matcher.lookup(address)
+        return None if rule is None else self.by_rule[direction][rule.order]
+
+
+# --- the table: management and configuration ---------------------------------------------------
+def add_link_route(core: Any, attributes: dict) -> LinkRoute:
+    """A new link route (attributes already validated: common/linkroutes.py); it is active at
+    once if a route-container connection that serves it is open."""
+    table = core.lr
+    route = LinkRoute(attributes)
+    if route.identity in table.routes:
+        raise ValueError(f"link route {route.identity} exists")
+    addr = table.addrs.get(route.key)
+    if addr is None:
+        addr = table.addrs[route.key] = RouteAddress(route)
+        table.rebuild()
+    route.addr = addr
+    addr.routes.append(route)
+    table.routes[route.identity] = route
+    for conn in core.conns.values():
+        if conn.role == ROLE_ROUTE_CONTAINER and route.serves(conn):
+            _bind(core, addr, conn)
+    return route
+
+
+def delete_link_route(core: Any, identity: str) -> bool:
+    """Remove a link route; its address goes when no route refers to it any more (links
+    already routed through it stay paired, as in 1.19). False if there is no such route."""
+    table = core.lr
+    route = table.routes.pop(str(identity), None)
+    if route is None:
+        return False
+    addr = route.addr
+    addr.routes.remove(route)
+    for conn in list(addr.conns):
+        if not any(r.serves(conn) for r in addr.routes):
+            _unbind(core, addr, conn)
+    if not addr.routes:
+        del table.addrs[addr.key]
+        table.rebuild()
+    return True
+
+
+def _bind(core: Any, addr: RouteAddress, conn: Any) -> None:
+    if conn not in addr.conns:
+        addr.conns.append(conn)
+        if len(addr.conns) == 1:
+            announce_route(core, addr, True)
+
+
+def _unbind(core: Any, addr: RouteAddress, conn: Any) -> None:
+    if conn in addr.conns:
+        addr.conns.remove(conn)
+        if not addr.conns:
+            announce_route(core, addr, False)
+
+
+def announce_route(core: Any, addr: RouteAddress, present: bool) -> None:
+    """Interior mode: tell the agent the route address gained its first or lost its last
+    local destination (network-wide link routing is not built yet: nothing is sent)."""
+    return
+
+
+def container_opened(core: Any, conn: Any) -> None:
+    """A route-container connection opened: it is a destination of every route it serves."""
+    for route in core.lr.routes.values():
+        if route.serves(conn):
+            _bind(core, route.addr, conn)
+
+
+def container_closed(core: Any, conn: Any) -> None:
+    for addr in core.lr.addrs.values():
+        _unbind(core, addr, conn)
+
+
+# --- attach routing -----------------------------------------------------------------------------
+def terminus_address(address: Any, coordinator: bool) -> Optional[str]:
+    """What an attach is matched on: the terminus address (``amqp:`` forms normalised), or
+    ``$coordinator`` for a coordinator target, whose address is null (1.19's rule)."""
+    if coordinator:
+        return COORDINATOR_ADDRESS
+    if address is None:
+        return None
+    return normalize_address(address)
+
+
+def rewrite_prefix(address: Any, strip: Any, insert: Any) -> Any:
+    """``address`` with the prefix ``strip`` removed (if it starts with it) and ``insert``
+    put in front (if given)."""
+    if address is None:
+        return None
+    if strip and address.startswith(strip):
+        address = address[len(strip):]
+    if insert:
+        address = insert + address
+    return address
+
+
+def pick_destination(addr: RouteAddress) -> Any:
+    """The local route-container connection for the next attach (rotated, as 1.19 does)."""
+    conns = addr.conns
+    if not conns:
+        return None
+    if addr.rr >= len(conns):
+        addr.rr = 0
+    conn = conns[addr.rr]
+    addr.rr += 1
+    return conn
+
+
+def routed_name(conn: Any, name: str) -> str:
+    """1.19 makes a routed link's name unique per hop: ``name@container`` (not on
+    inter-router connections, where the name already carries it)."""
+    if conn.role == ROLE_INTER_ROUTER:
+        return name
+    return f"{name}@{conn.container}"
+
+
+def refuse_no_route(core: Any, conn: Any, link_id: Any) -> None:
+    core._emit(conn.peer, LinkRefuse(link_id, NO_ROUTE[0], NO_ROUTE[1]))
+
+
+def split_condition(error: str) -> tuple:
+    """The worker's ``name: description`` condition text as (name, description)."""
+    if not error:
+        return "", ""
+    name, sep, description = error.partition(": ")
+    return name, description if sep else ""
+
+
+
+def match_no_route(core: Any, conn: Any, link_id: Any, direction: int, address: Any,
+                   dynamic: Any) -> bool:
+    """An attach that matches a link route with no destination is refused (True)."""
+    if dynamic:
+        return False
+    text = terminus_address(address, False)
+    if text is None:
+        return False
+    raddr = core.lr.match(direction, text)
+    if raddr is None:
+        return False
+    refuse_no_route(core, conn, link_id)
+    return True
