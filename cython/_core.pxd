@@ -96,6 +96,7 @@ cdef class Link:
     cdef public object source, target, settle, remote_source, remote_target, remote_settle
     cdef public bint attaching
     cdef public object owner
+    cdef public object peer_link
 
 
 @cython.final
@@ -272,8 +273,17 @@ cdef on_router_transfer(RouterCore core, peer, cmd)
 # --- linkroute.py -------------------------------------------------------------------------------
 # (per attach and per credit change only; the records of the table are plain Python classes)
 cdef refuse_no_route(RouterCore core, Connection conn, link_id)
-cdef bint match_no_route(RouterCore core, Connection conn, link_id, int direction, address,
-                         dynamic)
+@cython.locals(link=Link, out=Link)
+cdef bint route_attach(RouterCore core, Connection conn, link_id, int direction, name, address,
+                       dynamic, presettled, capacity, source, target, settle)
+@cython.locals(addr=Address)
+cdef pair(Link client, Link out, key)
+@cython.locals(client=Link)
+cdef routed_attached(RouterCore core, Link out)
+@cython.locals(sender=Link)
+cdef mirror_credit(RouterCore core, Link receiver, bint drain)
+@cython.locals(sender=Link, receiver=Link)
+cpdef on_in_drained(RouterCore core, peer, cmd)
 
 # --- lifecycle.py -------------------------------------------------------------------------------
 cdef protocol_error(RouterCore core, text)
@@ -308,6 +318,8 @@ cpdef on_attached(RouterCore core, peer, cmd)
 cdef attached_out(RouterCore core, Link link)
 cdef detached_out(RouterCore core, Link link, error)
 cdef detach_offending(RouterCore core, Link link, text)
+@cython.locals(other=Link)
+cdef detach_partner(RouterCore core, Link link, condition, description)
 @cython.locals(addr=Address)
 cdef drop_link(RouterCore core, Link link)
 @cython.locals(conn=Connection)

@@ -184,6 +184,12 @@ class LinkAttached(NamedTuple):
     settle: Optional[list]
 
 
+class InDrained(NamedTuple):
+    """The sender of an inbound link the core asked to drain (LinkDrain) has used up its
+    credit (it advanced its delivery-count): a link route answers the receiver's drain."""
+    link_id: int
+
+
 # ----------------------------------------------------------------------------------------------
 # Core -> peer effects
 # ----------------------------------------------------------------------------------------------
@@ -214,6 +220,12 @@ class AttachOut(NamedTuple):
     target: Optional[dict]
     settle: list
     capacity: int
+
+
+class LinkDrain(NamedTuple):
+    """Ask the remote sender of an inbound link to drain the credit it has (AMQP flow with
+    drain set; no new credit). The worker answers InDrained once the sender has drained."""
+    link_id: int
 
 
 class LinkRefuse(NamedTuple):
@@ -516,6 +528,7 @@ MESSAGE_TYPES: tuple = (
     ReloadRequest, ReloadResult, RouterTransfer, RouterDeliver, ControlIn, ControlSend,
     RouterLinkUp, RouterLinkDown, RouteUpdate, RemoteAddress, LocalAddress, PeerLost,
     PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable, AttachOut, LinkAttached,
+    LinkDrain, InDrained,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

@@ -69,9 +69,9 @@ from typing import Any, Optional
 from common.heap import HeapTrimmer
 from router_core.matcher import AddressRules
 from common.ipc import (
-    CORE_ID_BASE, ConnClosed, ConnOpened, ControlSend, Disposition, IpcError, LinkAttach,
-    LinkAttached, LinkCredit, LinkDetach, LinkFlow, PeerHello, PolicyEvent, RemoteAddress,
-    RouteUpdate, RouterTransfer, SettleIn, Transfer)
+    CORE_ID_BASE, ConnClosed, ConnOpened, ControlSend, Disposition, InDrained, IpcError,
+    LinkAttach, LinkAttached, LinkCredit, LinkDetach, LinkFlow, PeerHello, PolicyEvent,
+    RemoteAddress, RouteUpdate, RouterTransfer, SettleIn, Transfer)
 from router_core.policycount import PolicyCounts
 from router_core.corestate import DIST_CODES, GONE_MAX, gone_entry, management_snapshot
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
@@ -80,7 +80,8 @@ from router_core.ingress import on_router_transfer, on_transfer
 from router_core.lifecycle import (
     close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened, on_detach,
     on_hello, on_policy_event, open_link)
-from router_core.linkroute import LinkRouteTable, add_link_route, delete_link_route
+from router_core.linkroute import (
+    LinkRouteTable, add_link_route, delete_link_route, on_in_drained)
 from router_core.records import MODE_CODES, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
@@ -145,7 +146,7 @@ class RouterCore:
         self.batch_pos = 0
         # Commands off the per-message path (the per-message ones are tested first in _handle).
         self._dispatch = {LinkAttach: on_attach, LinkDetach: on_detach,
-                          LinkAttached: on_attached,
+                          LinkAttached: on_attached, InDrained: on_in_drained,
                           ConnOpened: on_conn_opened, ConnClosed: on_conn_closed,
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,

@@ -25,7 +25,9 @@ from common.ipc import (
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, key_of, new_temp, phase_key, unref
-from router_core.linkroute import container_closed, container_opened, match_no_route
+from router_core.linkroute import (
+    ROUTED_LINK_LOST, container_closed, container_opened, route_attach, routed_attached,
+    split_condition)
 from router_core.records import (
     CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
     LINK_TYPE_NAMES, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
@@ -242,8 +244,10 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
     type_code = LINK_TYPE_CODES.get(link_type, -1)
     action = ATTACH_RULES.get((conn.role, type_code, core.mode == MODE_INTERIOR), 0)
     if action == A_ATTACH_ENDPOINT:
-        if core.lr.addrs and match_no_route(core, conn, link_id, direction, address, dynamic):
-            return
+        if core.lr.addrs and route_attach(core, conn, link_id, direction, name, address,
+                                          dynamic, presettled, capacity, source, target,
+                                          settle):
+            return  # link-routed (or refused: a route without destination)
         attach_endpoint(core, conn, link_id, direction, name, address, dynamic, presettled,
                         capacity)
         link = core.links.get(link_id)
@@ -378,6 +382,9 @@ def on_detach(core: Any, peer: Any, cmd: Any) -> None:
     action = LINK_TRANSITIONS.get((state, EV_DETACH))
     if action == A_DETACH:
         link.closed = True
+        if link.peer_link is not None:  # link-routed: the other side gets this detach
+            condition, description = split_condition(cmd[2])
+            detach_partner(core, link, condition, description)
         drop_link(core, link)
         core._record_gone("link", link)
         if link.owner is not None:
@@ -438,6 +445,9 @@ def on_attached(core: Any, peer: Any, cmd: Any) -> None:
 def attached_out(core: Any, link: Link) -> None:
     """The peer answered a link the router attached (open_link). By default the link becomes a
     consumer or producer of its address, as an attached client link does (an auto-link)."""
+    if link.peer_link is not None:  # a link route's far end: answer the client (linkroute.py)
+        routed_attached(core, link)
+        return
     address = link.address
     key = None if address is None else phase_key(core.rules, key_of(core, address),
                                                  link.direction)
@@ -461,7 +471,23 @@ def detach_offending(core: Any, link: Link, text: str) -> None:
     core._record_gone("link", link)
 
 
+def detach_partner(core: Any, link: Link, condition: str, description: str) -> None:
+    """``link`` of a routed pair went away: its partner is detached toward its peer with
+    ``condition`` ("" for an orderly detach) and dropped."""
+    other = link.peer_link
+    link.peer_link = None
+    other.peer_link = None
+    if other.closed:
+        return
+    core._emit(other.peer, DetachLink(other.link_id, condition, description))
+    other.closed = True
+    drop_link(core, other)
+    core._record_gone("link", other)
+
+
 def drop_link(core: Any, link: Link) -> None:
+    if link.peer_link is not None:  # link-routed, its connection lost (a detach unpairs first)
+        detach_partner(core, link, ROUTED_LINK_LOST[0], ROUTED_LINK_LOST[1])
     core.links.pop(link.link_id, None)
     link.conn.links.pop(link.link_id, None)
     addr = link.addr

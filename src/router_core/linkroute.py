@@ -28,12 +28,14 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 """
 from typing import Any, Optional
 
-from common.ipc import DIR_IN, DIR_OUT, LinkRefuse
+from common.ipc import (
+    DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, Drained, LinkDrain, LinkOpen, LinkRefuse)
 from common.linkroutes import route_key, route_pattern
 from router_core.addressing import normalize as normalize_address
+from router_core.corestate import DIST_CLOSEST
 from router_core.matcher import AddressRules
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.records import ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER
+from router_core.records import ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, Address, Link
 # --- end core parts ---
 
 NO_ROUTE = ("qd:no-route-to-dest", "No route to the destination node")
@@ -239,17 +241,119 @@ def split_condition(error: str) -> tuple:
     return name, description if sep else ""
 
 
-
-def match_no_route(core: Any, conn: Any, link_id: Any, direction: int, address: Any,
-                   dynamic: Any) -> bool:
-    """An attach that matches a link route with no destination is refused (True)."""
-    if dynamic:
-        return False
-    text = terminus_address(address, False)
+def route_attach(core: Any, conn: Any, link_id: Any, direction: int, name: str, address: Any,
+                 dynamic: Any, presettled: Any, capacity: int, source: Any, target: Any,
+                 settle: Any) -> bool:
+    """A client's attach: route it if its terminus matches a link route (True: handled, the
+    attach is routed or refused; False: not link-routed, the caller attaches it)."""
+    term = target if direction == DIR_IN else source
+    coordinator = (direction == DIR_IN and term is not None
+                   and term.get("type") == TERMINUS_COORDINATOR)
+    if dynamic and not coordinator:
+        return False  # dynamic termini are message-routed (dynamic-node-properties: not yet)
+    text = terminus_address(address, coordinator)
     if text is None:
         return False
     raddr = core.lr.match(direction, text)
     if raddr is None:
         return False
-    refuse_no_route(core, conn, link_id)
+    dest = pick_destination(raddr)
+    if dest is None:
+        refuse_no_route(core, conn, link_id)
+        return True
+    link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
+    link.source = source
+    link.target = target
+    link.settle = settle
+    # the far end gets the client's termini, the routed one with the external prefix rewritten
+    out_source = source
+    out_target = target
+    if not coordinator and term is not None:
+        routed = dict(term)
+        routed["address"] = rewrite_prefix(term.get("address"), raddr.del_prefix,
+                                           raddr.add_prefix)
+        if direction == DIR_IN:
+            out_target = routed
+        else:
+            out_source = routed
+    core.links[link_id] = link
+    conn.links[link_id] = link
+    out_id = core.attach_out(dest.conn_id, DIR_OUT if direction == DIR_IN else DIR_IN,
+                             routed_name(conn, name), address, out_source, out_target,
+                             settle if settle is not None else [0, 0], raddr)
+    out = core.links[out_id]
+    out.capacity = capacity  # the client's window: credit is mirrored, never invented
+    pair(link, out, raddr.key)
+    raddr.attaches += 1
     return True
+
+
+def pair(client: Link, out: Link, key: str) -> None:
+    """Tie a routed pair: one private closest address whose one consumer is the pair's
+    outbound link; the inbound link is never credited by the core's own accounting."""
+    addr = Address(key, DIST_CLOSEST, -1)
+    client.peer_link = out
+    out.peer_link = client
+    consumer = client if client.direction == DIR_OUT else out
+    addr.consumers.append(consumer)
+    if consumer.to_container:
+        addr.container_count += 1
+    client.addr = addr
+    out.addr = addr
+    addr.refs = 2
+
+
+def routed_attached(core: Any, out: Link) -> None:
+    """The far end answered the routed attach: the client's attach is answered with the far
+    end's termini (its external prefix rewritten back) and settle modes; credit may flow."""
+    client = out.peer_link
+    raddr = out.owner
+    source = out.remote_source
+    target = out.remote_target
+    remote = target if client.direction == DIR_IN else source
+    address = None
+    if remote is not None:
+        if remote.get("type") != TERMINUS_COORDINATOR:
+            remote = dict(remote)
+            remote["address"] = rewrite_prefix(remote.get("address"), raddr.add_prefix,
+                                               raddr.del_prefix)
+            if client.direction == DIR_IN:
+                target = remote
+            else:
+                source = remote
+        address = remote.get("address")
+    core._emit(client.peer, LinkOpen(client.link_id, address, source, target,
+                                     out.remote_settle))
+    receiver = client if client.direction == DIR_OUT else out
+    if receiver.limit > receiver.delivered:
+        mirror_credit(core, receiver, False)
+
+
+def mirror_credit(core: Any, receiver: Link, drain: bool) -> None:
+    """The receiving end of a routed pair (the router's outbound link) reported its credit:
+    the sending end (the pair's inbound link) gets exactly as much, never more; a drain is
+    passed on to the sender (LinkDrain) and answered when the sender has drained."""
+    sender = receiver.peer_link
+    if sender.closed or sender.attaching:
+        return  # routed_attached passes the credit on once the far end has answered
+    available = receiver.limit - receiver.delivered - receiver.addr.held
+    outstanding = sender.granted - sender.received
+    if available > outstanding:
+        core._credit(sender, available - outstanding)
+    if drain:
+        core._emit(sender.peer, LinkDrain(sender.link_id))
+
+
+def on_in_drained(core: Any, peer: Any, cmd: Any) -> None:
+    """InDrained: the sender of a routed pair's inbound link drained its credit; the
+    receiver's drain is answered (its credit is used up)."""
+    sender = core.links.get(cmd[0])
+    if sender is None or sender.peer_link is None:
+        return
+    sender.granted = sender.received
+    receiver = sender.peer_link
+    if receiver is None or receiver.closed or receiver.addr.held:
+        return
+    core._emit(receiver.peer, Drained(receiver.link_id))
+    if receiver.limit > receiver.delivered:
+        receiver.delivered = receiver.limit

@@ -20,6 +20,7 @@ from common.ipc import (
 from router_core.records import (
     LINK_CONTROL, LINK_DATA, Address, InDelivery, Link, OutDelivery, _effect, _fields,
     _held_queues, _in_delivery, _out_delivery, _own)
+from router_core.linkroute import mirror_credit
 from router_core.settlement import (
     copy_done, copy_unqueued, count_outcome, forget_out, release_waiting, settle_in, unhold)
 # --- end core parts ---
@@ -202,6 +203,9 @@ def on_flow(core: Any, peer: Any, cmd: Any) -> None:
             else:
                 dlv.out = send(core, link, dlv, False, dlv.payload)
             unhold(core, dlv)
+    if link.peer_link is not None:  # link-routed: the sender gets this credit and drain
+        mirror_credit(core, link, drain)
+        return
     if drain and (link.limit > link.delivered or not (link.queue or addr.held)):
         core._emit(link.peer, Drained(link_id))
         if link.limit > link.delivered:

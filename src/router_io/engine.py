@@ -320,7 +320,7 @@ class Link:
 
     __slots__ = ("link_id", "ptr", "key", "conn", "direction", "anonymous", "sent", "flow",
                  "open", "local", "link_type", "router", "queued", "drain_after", "max_size",
-                 "check", "capped", "awaiting")
+                 "check", "capped", "awaiting", "draining")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -343,6 +343,7 @@ class Link:
         self.open = False
         self.local = False       # created by this router (inter-router links), not attached to
         self.awaiting = False    # created for the core's AttachOut, the peer's attach not yet in
+        self.draining = False    # inbound: the core asked the sender to drain (LinkDrain)
         self.link_type = "endpoint"
         # an inter-router link (control or data) on an inter-router connection: its deliveries
         # go to the core as RouterTransfer (set once at attach; the per-delivery check)
@@ -613,6 +614,7 @@ class WorkerEngine:
             ipc.UpdateIn: self._fx_update_in, ipc.SettleOut: self._fx_settle_out,
             ipc.Drained: self._fx_drained, ipc.CloseConnection: self._fx_close_connection,
             ipc.DetachLink: self._fx_detach_link, ipc.AttachOut: self._attach_out,
+            ipc.LinkDrain: self._fx_link_drain,
         }
 
     # --- connections --------------------------------------------------------------------------
@@ -1348,7 +1350,15 @@ class WorkerEngine:
 
     def _on_flow(self, l_ptr: Any) -> None:
         link = self.link_ptrs.get(l_ptr)
-        if link is None or link.direction != DIR_OUT or link.awaiting:
+        if link is None or link.awaiting:
+            return
+        if link.direction != DIR_OUT:
+            # an inbound link the core asked to drain (LinkDrain, link routes): once the
+            # sender has used up its credit the drain is over
+            if link.draining and _pn_link_credit(l_ptr) <= 0:
+                link.draining = False
+                lib.pn_link_set_drain(link.ptr, False)
+                self.outbox.append(ipc.InDrained(link.link_id))
             return
         self._report_flow(link)
 
@@ -1597,6 +1607,17 @@ class WorkerEngine:
         link.conn.links.pop(link.ptr, None)
         self.dirty.add(link.conn)
 
+    def _fx_link_drain(self, fx: ipc.LinkDrain) -> None:
+        link = self.links.get(fx.link_id)
+        if link is None or link.direction == DIR_OUT:
+            return
+        if lib.pn_link_credit(link.ptr) <= 0:  # nothing to drain: drained already
+            self.outbox.append(ipc.InDrained(link.link_id))
+            return
+        link.draining = True
+        lib.pn_link_drain(link.ptr, 0)  # drain flag on, no more credit: a flow frame goes out
+        self.dirty.add(link.conn)
+
     def _fx_credit(self, fx: ipc.LinkCredit) -> None:
         link_id, credit = _fields(fx)
         link = self.links.get(link_id)
@@ -1798,7 +1819,8 @@ class WorkerEngine:
         link = self.links.get(fx.link_id)
         if link is None:
             return
-        self._set_condition(lib.pn_link_condition(link.ptr), fx.condition, fx.description)
+        if fx.condition:  # none: an orderly detach (a link route passes one on)
+            self._set_condition(lib.pn_link_condition(link.ptr), fx.condition, fx.description)
         lib.pn_link_close(link.ptr)
         self._forget_link(link)
         link.conn.links.pop(link.ptr, None)

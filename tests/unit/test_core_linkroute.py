@@ -90,3 +90,140 @@ def test_attach_not_matching_is_message_routed(core_cls):
     h.do(LinkAttach(10, 1, DIR_IN, "l", "queuex", False, False, 10),
          LinkAttach(11, 1, DIR_OUT, "m", "queue.a", False, False, 10))  # LR_IN is in only
     assert 10 in h.core.links and 11 in h.core.links
+
+
+# --- attach routing and the routed pair -------------------------------------------------------
+from common.ipc import (  # noqa: E402
+    STATE_ACCEPTED, TERMINUS_COORDINATOR, TERMINUS_SOURCE, TERMINUS_TARGET, AttachOut,
+    DetachLink, Deliver, Disposition, Drained, InDrained, LinkAttached, LinkCredit, LinkDetach,
+    LinkDrain, LinkFlow, LinkOpen, Transfer, UpdateIn, terminus)
+
+CLIENT, BROKER = 0, 1  # peers (workers) of the client's and the broker's connections
+
+
+def routed_core(core_cls, routes=(LR_IN, LR_OUT)):
+    h = Harness(core_cls, link_routes=list(routes))
+    h.conn(1, peer=CLIENT)
+    h.do(ConnOpened(5, "route-container", "out", "127.0.0.1:2", "bk", "broker", "", "", False,
+                    250, 1), peer=BROKER)
+    h.core.take_effects()
+    return h
+
+
+def attach(h, link_id, direction, address, target=None, source=None, settle=(0, 0)):
+    if direction == DIR_IN:
+        source = source or terminus(TERMINUS_SOURCE, None)
+        target = target or terminus(TERMINUS_TARGET, address)
+    else:
+        source = source or terminus(TERMINUS_SOURCE, address)
+        target = target or terminus(TERMINUS_TARGET, None)
+    h.do(LinkAttach(link_id, 1, direction, f"l{link_id}", address, False, settle[0] == 1, 10,
+                    "endpoint", source, target, list(settle)), peer=CLIENT)
+    return h.core.take_effects()
+
+
+def test_sender_is_routed_to_the_container_and_answered_with_its_termini(core_cls):
+    h = routed_core(core_cls)
+    fx = attach(h, 10, DIR_IN, "queue.a")
+    assert CLIENT not in fx  # not answered before the far end has
+    (out,) = fx[BROKER]
+    assert isinstance(out, AttachOut) and out.conn_id == 5 and out.direction == DIR_OUT
+    assert out.name == "l10@c1" and out.target["address"] == "queue.a"
+    far_target = dict(out.target, capabilities=b"\xa3\x03cap")
+    h.do(LinkAttached(out.link_id, out.source, far_target, [0, 0]), peer=BROKER)
+    fx = h.core.take_effects()
+    assert fx[CLIENT] == [LinkOpen(10, "queue.a", out.source, far_target, [0, 0])]
+    # no credit until the container gives some; then exactly as much
+    h.do(LinkFlow(out.link_id, 3, False), peer=BROKER)
+    assert h.core.take_effects()[CLIENT] == [LinkCredit(10, 3)]
+    h.do(Transfer(100, 10, None, False, 0, b"message bytes"), peer=CLIENT)
+    fx = h.core.take_effects()
+    (deliver,) = fx[BROKER]
+    assert isinstance(deliver, Deliver) and deliver.link_id == out.link_id
+    assert bytes(deliver.payload) == b"message bytes"
+    assert CLIENT not in fx  # no credit replenished by the router
+    h.do(Disposition(deliver.dlv_id, STATE_ACCEPTED, True, None), peer=BROKER)
+    assert h.core.take_effects()[CLIENT] == [UpdateIn(100, STATE_ACCEPTED, True, None)]
+    # the client detaches with an error: the far end gets it
+    h.do(LinkDetach(10, True, "amqp:resource-deleted: gone"), peer=CLIENT)
+    assert h.core.take_effects()[BROKER] == [
+        DetachLink(out.link_id, "amqp:resource-deleted", "gone")]
+    assert 10 not in h.core.links and out.link_id not in h.core.links
+
+
+def test_receiver_credit_and_drain_pass_through(core_cls):
+    h = routed_core(core_cls)
+    (out,) = attach(h, 11, DIR_OUT, "queue.b")[BROKER]
+    assert out.direction == DIR_IN and out.source["address"] == "queue.b"
+    h.do(LinkFlow(11, 4, False), peer=CLIENT)  # before the far end answered: kept
+    assert h.core.take_effects() == {}
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), peer=BROKER)
+    fx = h.core.take_effects()
+    assert fx[CLIENT] == [LinkOpen(11, "queue.b", out.source, out.target, [0, 0])]
+    assert fx[BROKER] == [LinkCredit(out.link_id, 4)]
+    h.do(Transfer(200, out.link_id, None, True, 0, b"m"), peer=BROKER)
+    fx = h.core.take_effects()
+    assert [type(e) for e in fx[CLIENT]] == [Deliver] and BROKER not in fx
+    h.do(LinkFlow(11, 4, True), peer=CLIENT)  # drain the 3 left
+    assert h.core.take_effects() == {BROKER: [LinkDrain(out.link_id)]}
+    h.do(InDrained(out.link_id), peer=BROKER)
+    assert h.core.take_effects() == {CLIENT: [Drained(11)]}
+    h.do(LinkFlow(11, 6, False), peer=CLIENT)  # 2 more after the drain (4 used up)
+    assert h.core.take_effects() == {BROKER: [LinkCredit(out.link_id, 2)]}
+
+
+def test_external_prefixes_are_rewritten_both_ways(core_cls):
+    route = {"identity": "7", "prefix": "a", "direction": "in", "connection": "broker",
+             "addExternalPrefix": "ext.", "delExternalPrefix": "a."}
+    h = routed_core(core_cls, [route])
+    (out,) = attach(h, 10, DIR_IN, "a.q")[BROKER]
+    assert out.target["address"] == "ext.q"
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), peer=BROKER)
+    (opened,) = h.core.take_effects()[CLIENT]
+    assert opened.address == "a.q" and opened.target["address"] == "a.q"
+
+
+def test_coordinator_matches_a_coordinator_link_route(core_cls):
+    route = {"identity": "8", "prefix": "$coordinator", "direction": "in",
+             "connection": "broker"}
+    h = routed_core(core_cls, [route])
+    coordinator = terminus(TERMINUS_COORDINATOR, None)
+    (out,) = attach(h, 10, DIR_IN, None, target=coordinator)[BROKER]
+    assert out.target["type"] == TERMINUS_COORDINATOR and out.target["address"] is None
+
+
+def test_lost_container_detaches_routed_links_not_the_client(core_cls):
+    h = routed_core(core_cls)
+    (out,) = attach(h, 10, DIR_IN, "queue.a")[BROKER]
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), peer=BROKER)
+    h.core.take_effects()
+    h.do(ConnClosed(5, "connection lost"), peer=BROKER)
+    fx = h.core.take_effects()
+    assert fx[CLIENT] == [DetachLink(10, "qd:routed-link-lost",
+                                     "Connectivity to the peer container was lost")]
+    assert 1 in h.core.conns and 10 not in h.core.links
+    assert status(h) == {"1": "inactive", "2": "inactive"}
+    assert attach(h, 12, DIR_IN, "queue.a")[CLIENT] == [
+        LinkRefuse(12, "qd:no-route-to-dest", "No route to the destination node")]
+
+
+def test_far_end_refusal_reaches_the_client(core_cls):
+    h = routed_core(core_cls)
+    (out,) = attach(h, 10, DIR_OUT, "queue.c")[BROKER]
+    h.do(LinkAttached(out.link_id, None, out.target, [0, 0]),
+         LinkDetach(out.link_id, True, "amqp:not-found: no queue"), peer=BROKER)
+    assert h.core.take_effects()[CLIENT] == [
+        LinkOpen(10, None, None, out.target, [0, 0]),
+        DetachLink(10, "amqp:not-found", "no queue")]
+    assert not h.core.links.get(10)
+
+
+def test_client_gone_before_the_answer(core_cls):
+    h = routed_core(core_cls)
+    (out,) = attach(h, 10, DIR_IN, "queue.a")[BROKER]
+    h.do(ConnClosed(1, ""), peer=CLIENT)
+    assert h.core.take_effects()[BROKER] == [
+        DetachLink(out.link_id, "qd:routed-link-lost",
+                   "Connectivity to the peer container was lost")]
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), peer=BROKER)  # ignored
+    assert h.core.take_effects() == {}

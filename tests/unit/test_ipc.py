@@ -59,6 +59,8 @@ SAMPLES = {
                     [0, 0], 250),
     ipc.LinkAttached: (ipc.CORE_ID_BASE, None, ipc.terminus(ipc.TERMINUS_TARGET, "queue.a"),
                        [0, 0]),
+    ipc.LinkDrain: (ipc.CORE_ID_BASE + 1,),
+    ipc.InDrained: (ipc.CORE_ID_BASE + 1,),
 }
 
 
