@@ -1,0 +1,174 @@
+"""Link routing through real routers to a real broker (tests/brokers.py: proton-C's example
+broker). Real proton clients; every process is stopped at teardown, every wait bounded.
+
+One router::
+
+    client ── R (linkRoute queue in/out) ── route-container connector ── broker
+"""
+import time
+
+import pytest
+from proton import Message
+from proton.utils import BlockingConnection, LinkDetached, SyncRequestResponse
+
+TIMEOUT = 10
+T = "org.apache.qpid.dispatch."
+
+
+class Mgmt:
+    """A management client over one connection (bounded waits)."""
+
+    def __init__(self, url):
+        self.conn = BlockingConnection(url, timeout=TIMEOUT)
+        self.rr = SyncRequestResponse(self.conn, "$management")
+
+    def call(self, props, body=None):
+        reply = self.rr.call(Message(properties=props, body=body))
+        return reply.properties["statusCode"], reply.properties["statusDescription"], reply.body
+
+    def query(self, entity_type, names):
+        status, _, body = self.call({"operation": "QUERY", "entityType": T + entity_type},
+                                    {"attributeNames": names})
+        assert status == 200
+        return [dict(zip(body["attributeNames"], r)) for r in body["results"]]
+
+    def close(self):
+        self.conn.close()
+
+
+def route_config(broker, by="connection", name="broker", prefix="queue"):
+    where = f"connection: {name}" if by == "connection" else f"containerId: {broker.container_id}"
+    return f"""
+        connector {{
+            name: {name}
+            host: 127.0.0.1
+            port: {broker.port}
+            role: route-container
+        }}
+        linkRoute {{
+            prefix: {prefix}
+            direction: in
+            {where}
+        }}
+        linkRoute {{
+            prefix: {prefix}
+            direction: out
+            {where}
+        }}
+        """
+
+
+def wait_active(router, count=2, timeout=TIMEOUT):
+    """Until the router's link routes are active (its connector reached the broker)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        client = Mgmt(router.url)
+        try:
+            rows = client.query("router.config.linkRoute", ["operStatus"])
+        finally:
+            client.close()
+        if sum(1 for r in rows if r["operStatus"] == "active") >= count:
+            return rows
+        if time.monotonic() > deadline:
+            raise AssertionError(f"link routes not active: {rows}")
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("by", ["connection", "containerId"])
+def test_send_and_receive_through_a_link_route(router_factory, c_broker, by):
+    broker = c_broker("broker.lr")
+    router = router_factory(route_config(broker, by))
+    wait_active(router)
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        snd = conn.create_sender("queue.one")
+        for i in range(5):
+            snd.send(Message(body=f"m{i}"))  # settled by the broker: accepted
+        rcv = conn.create_receiver("queue.one", credit=10)
+        assert [rcv.receive(timeout=TIMEOUT).body for _ in range(5)] == [f"m{i}" for i in range(5)]
+    finally:
+        conn.close()
+    # the messages were at the broker: a direct receiver finds nothing left, and a message
+    # sent straight to the broker comes out through the router
+    direct = BlockingConnection(f"amqp://{broker.address}", timeout=TIMEOUT)
+    try:
+        direct.create_sender("queue.two").send(Message(body="from the broker"))
+    finally:
+        direct.close()
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        rcv = conn.create_receiver("queue.two", credit=1)
+        assert rcv.receive(timeout=TIMEOUT).body == "from the broker"
+    finally:
+        conn.close()
+
+
+def test_no_route_detaches_with_1_19_condition(router_factory, c_broker):
+    broker = c_broker("broker.none")
+    broker.stop()  # the connector never reaches it
+    router = router_factory(route_config(broker))
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        with pytest.raises(LinkDetached) as info:
+            conn.create_sender("queue.x")
+        assert "qd:no-route-to-dest" in str(info.value)
+        with pytest.raises(LinkDetached) as info:
+            conn.create_receiver("queue.x")
+        assert "qd:no-route-to-dest" in str(info.value)
+        conn.create_sender("other")  # the connection is still fine; other addresses routed
+    finally:
+        conn.close()
+
+
+def test_broker_lost_detaches_routed_links_and_they_reattach(router_factory, c_broker):
+    broker = c_broker("broker.restart")
+    router = router_factory(route_config(broker))
+    wait_active(router)
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        rcv = conn.create_receiver("queue.r", credit=5)
+        broker.stop()
+        with pytest.raises(LinkDetached) as info:  # a Timeout if it is never detached
+            conn.wait(lambda: False, timeout=TIMEOUT, msg="the routed link was not detached")
+        assert rcv.link.remote_condition.name == "qd:routed-link-lost"
+        assert "Connectivity to the peer container was lost" in str(info.value)
+        assert not conn.conn.state & conn.conn.REMOTE_CLOSED  # the client keeps its connection
+        broker.start()
+        wait_active(router, timeout=20)  # the connector retries with back-off
+        snd = conn.create_sender("queue.r")
+        snd.send(Message(body="after restart"))
+        rcv = conn.create_receiver("queue.r", credit=1)
+        assert rcv.receive(timeout=TIMEOUT).body == "after restart"
+    finally:
+        conn.close()
+
+
+def test_management_shows_link_routes_and_their_addresses(router_factory, c_broker):
+    broker = c_broker("broker.mgmt")
+    router = router_factory(route_config(broker))
+    rows = wait_active(router)
+    assert len(rows) == 2
+    client = Mgmt(router.url)
+    try:
+        addrs = {a["key"]: a for a in client.query("router.address",
+                                                  ["key", "distribution", "containerCount"])}
+        assert addrs["Cqueue"]["distribution"] == "linkBalanced"
+        assert addrs["Cqueue"]["containerCount"] == 1 and addrs["Dqueue"]["containerCount"] == 1
+        lr = T + "router.config.linkRoute"
+        status, description, _ = client.call(
+            {"operation": "CREATE", "type": lr, "name": "bad"},
+            {"prefix": "p", "direction": "in", "connection": "broker", "containerId": "x"})
+        assert (status, description) == (
+            400, "Both connection and containerId cannot be specified. Specify only one")
+        status, _, created = client.call(
+            {"operation": "CREATE", "type": lr, "name": "lr.extra"},
+            {"pattern": "a.*.b", "direction": "in", "containerId": broker.container_id})
+        assert status == 201 and created["direction"] == "in"
+        rows = client.query("router.config.linkRoute", ["name", "operStatus"])
+        assert {"name": "lr.extra", "operStatus": "active"} in rows
+        assert "Ea.*.b" in {a["key"] for a in client.query("router.address", ["key"])}
+        status, _, _ = client.call({"operation": "DELETE", "type": lr, "name": "lr.extra"})
+        assert status == 204
+        assert "Ea.*.b" not in {a["key"] for a in client.query("router.address", ["key"])}
+    finally:
+        client.close()
