@@ -5,6 +5,7 @@ One router::
 
     client ── R (linkRoute queue in/out) ── route-container connector ── broker
 """
+import threading
 import time
 
 import pytest
@@ -172,3 +173,58 @@ def test_management_shows_link_routes_and_their_addresses(router_factory, c_brok
         assert "Ea.*.b" not in {a["key"] for a in client.query("router.address", ["key"])}
     finally:
         client.close()
+
+
+def test_drain_and_credit_pass_through_to_a_router_as_route_container(router_factory):
+    """The route container is another router (it answers drains, and gives a sender credit
+    only while its address has a consumer), so both credit rules show end to end::
+
+        client ── R1 (linkRoute queue in/out) ── route-container ── R2 ── consumer
+    """
+    r2 = router_factory(router_id="R2")
+    r1 = router_factory(f"""
+        connector {{
+            name: r2
+            host: 127.0.0.1
+            port: {r2.port}
+            role: route-container
+        }}
+        linkRoute {{
+            prefix: queue
+            direction: out
+            connection: r2
+        }}
+        linkRoute {{
+            prefix: queue
+            direction: in
+            connection: r2
+        }}
+        """, router_id="R1")
+    wait_active(r1)
+    conn = BlockingConnection(r1.url, timeout=TIMEOUT)
+    direct = BlockingConnection(r2.url, timeout=TIMEOUT)
+    try:
+        rcv = conn.create_receiver("queue.d", credit=5)
+        rcv.link.drain(0)  # nothing to send at R2: R2 drains, R1 passes it back
+        conn.wait(lambda: rcv.link.credit == 0, timeout=TIMEOUT, msg="drain not answered")
+        # a sender gets no credit while R2 has no consumer: R1 invents none
+        snd = conn.create_sender("queue.e")
+        assert snd.link.credit == 0
+        consumer = direct.create_receiver("queue.e", credit=10)
+        conn.wait(lambda: snd.link.credit > 0, timeout=TIMEOUT, msg="no credit from R2")
+        # the sender waits for the consumer's outcome while the consumer receives (each
+        # blocking connection is driven by its own thread)
+        sent = []
+        sender = threading.Thread(target=lambda: sent.append(
+            snd.send(Message(body="through R1 and R2"), timeout=TIMEOUT)))
+        sender.start()
+        try:
+            assert consumer.receive(timeout=TIMEOUT).body == "through R1 and R2"
+            consumer.accept()  # leaves while this connection is driven
+            direct.wait(lambda: not sender.is_alive(), timeout=TIMEOUT, msg="not settled")
+        finally:
+            sender.join(TIMEOUT + 5)
+        assert sent and sent[0].remote_state == sent[0].ACCEPTED
+    finally:
+        conn.close()
+        direct.close()
