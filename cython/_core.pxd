@@ -273,6 +273,7 @@ cdef on_router_transfer(RouterCore core, peer, cmd)
 # --- linkroute.py -------------------------------------------------------------------------------
 # (per attach and per credit change only; the records of the table are plain Python classes)
 cdef refuse_no_route(RouterCore core, Connection conn, link_id)
+cdef announce_route(RouterCore core, addr, bint present)
 @cython.locals(link=Link, out=Link)
 cdef bint route_attach(RouterCore core, Connection conn, link_id, int direction, name, address,
                        dynamic, presettled, capacity, source, target, settle)

@@ -26,7 +26,7 @@ from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, key_of, new_temp, phase_key, unref
 from router_core.linkroute import (
-    ROUTED_LINK_LOST, container_closed, container_opened, route_attach, routed_attached,
+    ROUTED_LINK_LOST, announce_all, container_closed, container_opened, route_attach, routed_attached,
     split_condition)
 from router_core.records import (
     CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
@@ -259,6 +259,10 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
         attach_router_link(core, conn, link_id, direction, name, presettled, capacity,
                            type_code)
     elif action == A_REFUSE_ENDPOINT:
+        if core.lr.addrs and route_attach(core, conn, link_id, direction, name, address,
+                                          dynamic, presettled, capacity, source, target,
+                                          settle):
+            return  # a link-routed attach from another router (1.19 allows these only)
         core._emit(conn.peer, LinkRefuse(
             link_id, "amqp:not-allowed",
             "endpoint links are not allowed on inter-router connections"))
@@ -545,6 +549,7 @@ def on_hello(core: Any, peer: Any, cmd: Any) -> None:
             for addr in core.addrs.values():
                 if addr.consumers and addr.cls == KEY_MOBILE:
                     announce(core, addr, True)
+            announce_all(core)  # link-route destinations
 
 
 def check_router_up(core: Any, conn: Connection) -> None:

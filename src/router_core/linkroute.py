@@ -29,18 +29,21 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from typing import Any, Optional
 
 from common.ipc import (
-    DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, Drained, LinkDrain, LinkOpen, LinkRefuse)
-from common.linkroutes import route_key, route_pattern
+    DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, Drained, LinkDrain, LinkOpen, LinkRefuse,
+    LocalAddress)
+from common.linkroutes import KEY_DIRECTION, route_key, route_pattern
 from router_core.addressing import normalize as normalize_address
 from router_core.corestate import DIST_CLOSEST
 from router_core.matcher import AddressRules
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.records import ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, Address, Link
+from router_core.records import (
+    MODE_INTERIOR, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, Address, Link)
 # --- end core parts ---
 
 NO_ROUTE = ("qd:no-route-to-dest", "No route to the destination node")
 ROUTED_LINK_LOST = ("qd:routed-link-lost", "Connectivity to the peer container was lost")
 COORDINATOR_ADDRESS = "$coordinator"
+HINT_LINK_BALANCED = 4  # the treatment hint 1.19 advertises with a link-route key
 
 
 class LinkRoute:
@@ -73,20 +76,24 @@ class RouteAddress:
     """The address of one link-route pattern and direction (``Cqueue``): its destinations."""
 
     __slots__ = ("key", "direction", "pattern", "add_prefix", "del_prefix", "routes", "conns",
-                 "rr", "remotes", "attaches")
+                 "rr", "rr_remote", "remotes", "attaches", "announced")
 
-    def __init__(self, route: LinkRoute) -> None:
-        self.key = route.key
-        self.direction = route.direction
-        self.pattern = route.pattern
+    def __init__(self, key: str, pattern: str, add_prefix: Any, del_prefix: Any) -> None:
+        self.key = key
+        self.direction = DIR_IN if KEY_DIRECTION[key[:1]] == "in" else DIR_OUT
+        self.pattern = pattern
         # the first route of an address gives it its external prefixes, as 1.19 does
-        self.add_prefix = route.add_prefix
-        self.del_prefix = route.del_prefix
+        self.add_prefix = add_prefix
+        self.del_prefix = del_prefix
         self.routes = []    # LinkRoutes referring to it
         self.conns = []     # local destinations: route-container Connections, in opening order
         self.rr = 0
-        self.remotes = {}   # interior: router id -> hint, routers with a destination
-        self.attaches = 0   # attaches routed through it (management: deliveriesIngress slot)
+        self.rr_remote = 0
+        # interior: router id -> hint, routers with a destination (their MAUs): a router
+        # learns a route address from them even with no linkRoute of its own, as 1.19 does
+        self.remotes = {}
+        self.attaches = 0   # attaches routed through it
+        self.announced = False  # the agent was told this router has a destination
 
 
 class LinkRouteTable:
@@ -125,7 +132,8 @@ def add_link_route(core: Any, attributes: dict) -> LinkRoute:
         raise ValueError(f"link route {route.identity} exists")
     addr = table.addrs.get(route.key)
     if addr is None:
-        addr = table.addrs[route.key] = RouteAddress(route)
+        addr = table.addrs[route.key] = RouteAddress(route.key, route.pattern, route.add_prefix,
+                                                     route.del_prefix)
         table.rebuild()
     route.addr = addr
     addr.routes.append(route)
@@ -148,7 +156,7 @@ def delete_link_route(core: Any, identity: str) -> bool:
     for conn in list(addr.conns):
         if not any(r.serves(conn) for r in addr.routes):
             _unbind(core, addr, conn)
-    if not addr.routes:
+    if not addr.routes and not addr.remotes:
         del table.addrs[addr.key]
         table.rebuild()
     return True
@@ -170,8 +178,42 @@ def _unbind(core: Any, addr: RouteAddress, conn: Any) -> None:
 
 def announce_route(core: Any, addr: RouteAddress, present: bool) -> None:
     """Interior mode: tell the agent the route address gained its first or lost its last
-    local destination (network-wide link routing is not built yet: nothing is sent)."""
-    return
+    local destination; it advertises the key (``Cqueue``...) in its mobile address updates
+    with 1.19's link-balanced treatment hint, so other routers route matching attaches here."""
+    if core.mode != MODE_INTERIOR:
+        return
+    addr.announced = present
+    if core.agent_peer is not None:
+        core._emit(core.agent_peer, LocalAddress(addr.key, present, HINT_LINK_BALANCED))
+
+
+def announce_all(core: Any) -> None:
+    """A (new) agent said hello: every route address with a local destination again."""
+    for addr in core.lr.addrs.values():
+        if addr.conns:
+            announce_route(core, addr, True)
+
+
+def is_route_key(key: str) -> bool:
+    return key[:1] in KEY_DIRECTION
+
+
+def remote_route(core: Any, key: str, router: str, present: bool) -> None:
+    """RemoteAddress for a link-route key: router ``router`` has (or no longer has) a
+    destination for it."""
+    table = core.lr
+    addr = table.addrs.get(key)
+    if present:
+        if addr is None:
+            pattern = key[1:] + ".#" if key[:1] in "CD" else key[1:]
+            addr = table.addrs[key] = RouteAddress(key, pattern, None, None)
+            table.rebuild()
+        addr.remotes[router] = HINT_LINK_BALANCED
+    elif addr is not None and router in addr.remotes:
+        del addr.remotes[router]
+        if not addr.routes and not addr.remotes:
+            del table.addrs[key]
+            table.rebuild()
 
 
 def container_opened(core: Any, conn: Any) -> None:
@@ -209,15 +251,30 @@ def rewrite_prefix(address: Any, strip: Any, insert: Any) -> Any:
     return address
 
 
-def pick_destination(addr: RouteAddress) -> Any:
-    """The local route-container connection for the next attach (rotated, as 1.19 does)."""
+def pick_destination(core: Any, addr: RouteAddress, arrived_on: Any) -> Any:
+    """The connection for the next routed attach: a local route container (rotated among
+    them), else the inter-router connection toward a router with a destination (rotated
+    among the reachable ones, as 1.19 rotates), never back where the attach came from."""
     conns = addr.conns
-    if not conns:
+    if conns:
+        if addr.rr >= len(conns):
+            addr.rr = 0
+        conn = conns[addr.rr]
+        addr.rr += 1
+        return conn
+    if not addr.remotes or not core.routers:
         return None
-    if addr.rr >= len(conns):
-        addr.rr = 0
-    conn = conns[addr.rr]
-    addr.rr += 1
+    hops = []
+    for router_id in sorted(addr.remotes):
+        router = core.routers.get(router_id)
+        if router is not None and router.conn is not None and router.conn is not arrived_on:
+            hops.append(router.conn)
+    if not hops:
+        return None
+    if addr.rr_remote >= len(hops):
+        addr.rr_remote = 0
+    conn = hops[addr.rr_remote]
+    addr.rr_remote += 1
     return conn
 
 
@@ -257,7 +314,7 @@ def route_attach(core: Any, conn: Any, link_id: Any, direction: int, name: str, 
     raddr = core.lr.match(direction, text)
     if raddr is None:
         return False
-    dest = pick_destination(raddr)
+    dest = pick_destination(core, raddr, conn)
     if dest is None:
         refuse_no_route(core, conn, link_id)
         return True

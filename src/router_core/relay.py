@@ -24,6 +24,7 @@ from router_core.records import (
     Address, Link, RemoteRouter, _effect, _in_delivery, _own, set_treatment)
 from router_core.settlement import count_outcome
 from router_core.transfer import forward_multicast, release_queue, send_router, unroutable
+from router_core.linkroute import is_route_key, remote_route
 # --- end core parts ---
 
 # The routing protocol's own addresses: what arrives for them goes to the agent (ControlIn).
@@ -245,6 +246,9 @@ def on_route_update(core: Any, peer: Any, cmd: Any) -> None:
 
 def on_remote_address(core: Any, peer: Any, cmd: Any) -> None:
     key, router, present, hint = cmd
+    if is_route_key(key):  # a link-route destination (Cqueue...): linkroute.py
+        remote_route(core, key, router, present)
+        return
     addr = core.addrs.get(key)
     if present:
         if addr is None:

@@ -227,3 +227,52 @@ def test_client_gone_before_the_answer(core_cls):
                    "Connectivity to the peer container was lost")]
     h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), peer=BROKER)  # ignored
     assert h.core.take_effects() == {}
+
+
+# --- network-wide (interior mode; topology of test_core_interior: R2 -1- R1 -5- R3 -- R4) ------
+from common.ipc import LocalAddress, PeerHello, RemoteAddress  # noqa: E402
+from test_core_interior import AGENT, net  # noqa: E402,F401
+
+
+def test_local_destination_is_advertised_with_the_link_balanced_hint(core_cls):
+    h = Harness(core_cls, mode="interior", link_routes=[LR_IN])
+    h.do(PeerHello(AGENT, "agent", 1), peer=AGENT)
+    h.core.take_effects()
+    container(h, 7)
+    assert h.core.take_effects()[AGENT] == [LocalAddress("Cqueue", True, 4)]
+    h.do(ConnClosed(7, ""))
+    assert h.core.take_effects()[AGENT] == [LocalAddress("Cqueue", False, 4)]
+
+
+def test_attach_goes_toward_a_router_with_a_destination(net):
+    # R1 has no linkRoute of its own: it learns the route address from R4's MAU, as 1.19 does
+    net.do(RemoteAddress("Dqueue", "R4", True, 4), peer=AGENT)
+    assert net.core.snapshot()["addresses"][-1]["key"] == "Dqueue"
+    net.conn(9, peer=0)
+    net.do(LinkAttach(50, 9, DIR_OUT, "rx", "queue.z", False, False, 10, "endpoint",
+                      terminus(TERMINUS_SOURCE, "queue.z"), terminus(TERMINUS_TARGET, None),
+                      [0, 0]))
+    (out,) = [e for e in net.core.take_effects()[0] if isinstance(e, AttachOut)]
+    assert out.conn_id == 5 and out.name == "rx@c9" and out.direction == DIR_IN
+    # R4 withdraws it: the learned route address goes, the address is message-routed again
+    net.do(RemoteAddress("Dqueue", "R4", False, 4), peer=AGENT)
+    assert "Dqueue" not in {a["key"] for a in net.core.snapshot()["addresses"]}
+    net.do(LinkAttach(51, 9, DIR_OUT, "rx2", "queue.z", False, False, 10, "endpoint",
+                      terminus(TERMINUS_SOURCE, "queue.z"), None, [0, 0]))
+    assert isinstance(net.core.take_effects()[0][0], LinkOpen)
+
+
+def test_routed_attach_from_another_router_reaches_the_local_container(core_cls):
+    h = Harness(core_cls, mode="interior", link_routes=[LR_IN])
+    h.do(ConnOpened(5, "inter-router", "in", "127.0.0.1:1", "R3", "l0", "", "", False, 250, 1))
+    container(h, 7)
+    h.core.take_effects()
+    h.do(LinkAttach(60, 5, DIR_IN, "tx@client", "queue.q", False, False, 10, "endpoint",
+                    terminus(TERMINUS_SOURCE, None), terminus(TERMINUS_TARGET, "queue.q"),
+                    [0, 0]))
+    (out,) = h.core.take_effects()[0]
+    assert isinstance(out, AttachOut) and out.conn_id == 7 and out.name == "tx@client"
+    # a plain endpoint attach on the inter-router connection is still refused
+    h.do(LinkAttach(61, 5, DIR_IN, "tx", "other", False, False, 10, "endpoint", None, None,
+                    [0, 0]))
+    assert h.core.take_effects()[0][0].condition == "amqp:not-allowed"
