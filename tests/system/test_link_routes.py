@@ -228,3 +228,42 @@ def test_drain_and_credit_pass_through_to_a_router_as_route_container(router_fac
     finally:
         conn.close()
         direct.close()
+
+
+def test_across_a_three_router_line(router_factory, c_broker):
+    """Only C has the broker and the link routes; A learns them from C's address updates::
+
+        client ── A ── B ── C ── broker
+    """
+    from test_network import Net  # noqa: PLC0415 - the network builder of the network tests
+    broker = c_broker("broker.net")
+    net = Net(router_factory)
+    net.add("C", extra=route_config(broker))
+    net.add("B", connect_to=(("C", 1),))
+    net.add("A", connect_to=(("B", 1),))
+    deadline = time.monotonic() + 30
+    while True:  # A knows a router with a destination for both route addresses
+        client = Mgmt(net["A"].url)
+        try:
+            remote = {a["key"]: a["remoteCount"]
+                      for a in client.query("router.address", ["key", "remoteCount"])}
+        finally:
+            client.close()
+        if remote.get("Cqueue") and remote.get("Dqueue"):
+            break
+        assert time.monotonic() < deadline, f"A did not learn the link routes: {remote}"
+        time.sleep(0.2)
+    conn = BlockingConnection(net["A"].url, timeout=TIMEOUT)
+    try:
+        snd = conn.create_sender("queue.far")
+        for i in range(3):
+            snd.send(Message(body=f"far{i}"))  # accepted by the broker, outcome back over 3 hops
+        rcv = conn.create_receiver("queue.far", credit=10)
+        assert [rcv.receive(timeout=TIMEOUT).body for _ in range(3)] == ["far0", "far1", "far2"]
+        # the broker goes away: the client's routed link is detached across the network
+        broker.stop()
+        with pytest.raises(LinkDetached) as info:
+            conn.wait(lambda: False, timeout=TIMEOUT, msg="the routed link was not detached")
+        assert "qd:routed-link-lost" in str(info.value)
+    finally:
+        conn.close()
