@@ -85,7 +85,8 @@ class MixedNet(Net):
         self.tmp_path = tmp_path
         self.one_x: list = []
 
-    def add_1x(self, name: str, connect_to: tuple = ()) -> OneXRouter:
+    def add_1x(self, name: str, connect_to: tuple = (), extra: str = "") -> OneXRouter:
+        """``extra``: more configuration sections (e.g. a broker's connector and link routes)."""
         port = free_port()
         ir_port = self.ir_ports.setdefault(name, free_port())
         conf = f"""\
@@ -131,7 +132,7 @@ class MixedNet(Net):
             }}
             """
         path = self.tmp_path / f"qdrouterd-1x-{name}-{len(self.one_x)}.conf"
-        path.write_text(textwrap.dedent(conf))
+        path.write_text(textwrap.dedent(conf) + textwrap.dedent(extra))
         proc = OneXProcess(path)
         self.one_x.append(proc)
         proc.wait_for_line("Operational", timeout=START_TIMEOUT)

@@ -1,0 +1,58 @@
+"""Link routing in a network mixing our routers and a real Qpid Dispatch 1.19 (skipped unless
+``QDROUTERD_1X`` names its install prefix, see test_mixed_1x.py), to a real broker
+(tests/brokers.py). ``X`` is the 1.19 router, ``A``/``C`` ours::
+
+    client ── A ── X ── broker      (1.19 has the broker: A learns its routes, attaches via X)
+    client ── X ── C ── broker      (ours has the broker: 1.19 learns them, attaches via C)
+"""
+import time
+
+from proton import Message
+from proton.utils import BlockingConnection
+
+from test_link_routes import TIMEOUT, Mgmt, route_config
+from test_mixed_1x import mixed, pytestmark  # noqa: F401 - fixture and the skip condition
+
+
+def wait_remote(router, timeout=30):
+    """Until ``router`` (ours or 1.19) knows another router with both route addresses."""
+    deadline = time.monotonic() + timeout
+    while True:
+        client = Mgmt(router.url)
+        try:
+            remote = {a["key"]: a["remoteCount"]
+                      for a in client.query("router.address", ["key", "remoteCount"])}
+        finally:
+            client.close()
+        if remote.get("Cqueue") and remote.get("Dqueue"):
+            return
+        assert time.monotonic() < deadline, f"{router.id} did not learn the routes: {remote}"
+        time.sleep(0.2)
+
+
+def round_trip(router, address):
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        snd = conn.create_sender(address)
+        for i in range(3):
+            snd.send(Message(body=f"m{i}"))  # the broker's accept comes back
+        rcv = conn.create_receiver(address, credit=10)
+        return [rcv.receive(timeout=TIMEOUT).body for _ in range(3)]
+    finally:
+        conn.close()
+
+
+def test_ours_routes_attaches_to_a_broker_behind_1_19(mixed, c_broker):
+    broker = c_broker("broker.1x")
+    mixed.add_1x("X", extra=route_config(broker))
+    a = mixed.add("A", connect_to=(("X", 1),))
+    wait_remote(a)
+    assert round_trip(a, "queue.via1x") == ["m0", "m1", "m2"]
+
+
+def test_1_19_routes_attaches_to_a_broker_behind_ours(mixed, c_broker):
+    broker = c_broker("broker.ours")
+    mixed.add("C", extra=route_config(broker))
+    x = mixed.add_1x("X", connect_to=(("C", 1),))
+    wait_remote(x)
+    assert round_trip(x, "queue.viaours") == ["m0", "m1", "m2"]
