@@ -114,6 +114,10 @@ def on_disposition(core: Any, peer: Any, cmd: Any) -> None:
     if out is None:
         return
     terminal = state in MCAST_RANK
+    # a link-routed delivery passes every state on as it is (transactional, received,
+    # extension states: their fields travel in info["data"], opaque), settled or not
+    if not terminal and state and out.link.peer_link is not None:
+        terminal = True
     if terminal:
         out.state = state
         out.info = info

@@ -1505,6 +1505,12 @@ class WorkerEngine:
         info = None
         if state == STATE_REJECTED or state == STATE_MODIFIED:
             info = self._remote_info(_cdata("pn_delivery_t *", d_ptr), state)
+        elif state > STATE_MODIFIED:  # declared, transactional-state, extension states: their
+            # fields, AMQP-encoded, for the core to pass on (a link route) unread
+            data = _encoded_data(lib.pn_disposition_data(
+                lib.pn_delivery_remote(_cdata("pn_delivery_t *", d_ptr))))
+            if data:
+                info = {"data": data}
         if settled:
             del self.out_dlvs[dlv_id]
             del self.out_ids[d_key]
@@ -1539,6 +1545,8 @@ class WorkerEngine:
         elif info.get("condition"):
             _put_condition(lib.pn_disposition_condition(disp), info["condition"],
                            info.get("description", ""))
+        elif info.get("data"):  # the fields of another state (see _on_outbound_update)
+            _decode_data(lib.pn_disposition_data(disp), info["data"])
 
     @staticmethod
     def _set_condition(cond: Any, name: str, description: str) -> None:

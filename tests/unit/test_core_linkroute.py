@@ -276,3 +276,20 @@ def test_routed_attach_from_another_router_reaches_the_local_container(core_cls)
     h.do(LinkAttach(61, 5, DIR_IN, "tx", "other", False, False, 10, "endpoint", None, None,
                     [0, 0]))
     assert h.core.take_effects()[0][0].condition == "amqp:not-allowed"
+
+
+def test_every_disposition_state_passes_a_routed_pair(core_cls):
+    """declared (0x33) with its txn-id, transactional-state, an extension state: as they are."""
+    h = routed_core(core_cls, [{"identity": "8", "prefix": "$coordinator", "direction": "in",
+                                "connection": "broker"}])
+    (out,) = attach(h, 10, DIR_IN, None, target=terminus(TERMINUS_COORDINATOR, None))[BROKER]
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), LinkFlow(out.link_id, 5, False),
+         peer=BROKER)
+    h.core.take_effects()
+    for n, (state, info) in enumerate([(0x33, {"data": b"\xc0\x06\x01\xa0\x03tx1"}),
+                                       (0x34, {"data": b"\xc0\x0a\x02\xa0\x03tx1\x00"}),
+                                       (999, None)]):
+        h.do(Transfer(300 + n, 10, None, False, 0, b"m"), peer=CLIENT)
+        (deliver,) = h.core.take_effects()[BROKER]
+        h.do(Disposition(deliver.dlv_id, state, True, info), peer=BROKER)
+        assert h.core.take_effects()[CLIENT] == [UpdateIn(300 + n, state, True, info)]
