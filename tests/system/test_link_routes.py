@@ -267,3 +267,99 @@ def test_across_a_three_router_line(router_factory, c_broker):
         assert "qd:routed-link-lost" in str(info.value)
     finally:
         conn.close()
+
+
+class _Coordinator:
+    """A route container that is a transaction coordinator (a real proton container in a thread,
+    as the example broker has no transactions): it declares transaction ``txn-1`` and accepts
+    discharges, recording what it was asked."""
+
+    def __init__(self, port):
+        from proton import Described  # noqa: PLC0415
+        from proton.handlers import MessagingHandler  # noqa: PLC0415
+        from proton.reactor import Container  # noqa: PLC0415
+        outer = self
+        self.requests = []
+
+        class Handler(MessagingHandler):
+            def __init__(self):
+                super().__init__(auto_accept=False)
+
+            def on_start(self, event):
+                outer.acceptor = event.container.listen(f"127.0.0.1:{port}")
+
+            def on_message(self, event):
+                body = event.message.body
+                descriptor = body.descriptor if isinstance(body, Described) else None
+                kind = {0x31: "declare", "amqp:declare:list": "declare", 0x32: "discharge",
+                        "amqp:discharge:list": "discharge"}.get(descriptor, descriptor)
+                outer.requests.append(kind)
+                dlv = event.delivery
+                if kind == "declare":  # answer declared(txn-id)
+                    dlv.local.data = [b"txn-1"]
+                    dlv.update(0x33)
+                else:
+                    dlv.update(dlv.ACCEPTED)
+                dlv.settle()
+
+        self.container = Container(Handler())
+        self.container.container_id = "coordinator.1"
+        self.thread = threading.Thread(target=self.container.run, daemon=True)
+        self.thread.start()
+
+    def stop(self):
+        self.container.stop()
+        self.thread.join(TIMEOUT)
+
+
+def test_coordinator_link_route_declares_and_discharges(router_factory):
+    from proton.handlers import MessagingHandler, TransactionHandler  # noqa: PLC0415
+    from proton.reactor import Container  # noqa: PLC0415
+    from conftest import free_port  # noqa: PLC0415
+    port = free_port()
+    coordinator = _Coordinator(port)
+    try:
+        router = router_factory(f"""
+            connector {{
+                name: txn
+                host: 127.0.0.1
+                port: {port}
+                role: route-container
+            }}
+            linkRoute {{
+                prefix: $coordinator
+                direction: in
+                connection: txn
+            }}
+            """)
+        wait_active(router, count=1)
+        events = []
+
+        class Client(MessagingHandler, TransactionHandler):
+            def on_start(self, event):
+                self.conn = event.container.connect(router.url)
+                event.container.declare_transaction(self.conn, handler=self)
+
+            def on_transaction_declared(self, event):
+                events.append(("declared", event.transaction.id))
+                event.transaction.commit()
+
+            def on_transaction_committed(self, event):
+                events.append(("committed",))
+                self.conn.close()
+
+            def on_transaction_declare_failed(self, event):
+                events.append(("declare failed",))
+                self.conn.close()
+
+        client = Container(Client())
+        thread = threading.Thread(target=client.run, daemon=True)
+        thread.start()
+        thread.join(TIMEOUT)
+        if thread.is_alive():
+            client.stop()
+            thread.join(TIMEOUT)
+        assert events == [("declared", b"txn-1"), ("committed",)]
+        assert coordinator.requests == ["declare", "discharge"]  # both reached the container
+    finally:
+        coordinator.stop()
