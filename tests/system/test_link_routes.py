@@ -363,3 +363,33 @@ def test_coordinator_link_route_declares_and_discharges(router_factory):
         assert coordinator.requests == ["declare", "discharge"]  # both reached the container
     finally:
         coordinator.stop()
+
+
+def test_a_thousand_concurrent_routed_links(router_factory, c_broker):
+    broker = c_broker("broker.many")
+    router = router_factory(route_config(broker))
+    wait_active(router)
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    mgmt = Mgmt(router.url)
+    try:
+        receivers = [conn.create_receiver(f"queue.many{i}", credit=1) for i in range(1000)]
+        assert all(r.link.remote_source.address == f"queue.many{i}"
+                   for i, r in enumerate(receivers))
+        routed = [r for r in mgmt.query("router.link", ["owningAddr"])
+                  if r["owningAddr"] == "Dqueue"]
+        assert len(routed) == 2000  # each client link and its mirror toward the broker
+        direct = BlockingConnection(f"amqp://{broker.address}", timeout=TIMEOUT)
+        try:
+            direct.create_sender("queue.many999").send(Message(body="last"))
+        finally:
+            direct.close()
+        assert receivers[999].receive(timeout=TIMEOUT).body == "last"
+        conn.close()
+        deadline = time.monotonic() + TIMEOUT
+        while [r for r in mgmt.query("router.link", ["owningAddr"])
+               if r["owningAddr"] == "Dqueue"]:
+            assert time.monotonic() < deadline, "routed links left behind"
+            time.sleep(0.2)
+    finally:
+        conn.close()
+        mgmt.close()
