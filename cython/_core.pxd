@@ -285,6 +285,8 @@ cdef routed_attached(RouterCore core, Link out)
 cdef mirror_credit(RouterCore core, Link receiver, bint drain)
 @cython.locals(sender=Link, receiver=Link)
 cpdef on_in_drained(RouterCore core, peer, cmd)
+@cython.locals(dlv=InDelivery, out=OutDelivery)
+cpdef on_sender_state(RouterCore core, peer, cmd)
 
 # --- lifecycle.py -------------------------------------------------------------------------------
 cdef protocol_error(RouterCore core, text)

@@ -190,6 +190,16 @@ class InDrained(NamedTuple):
     link_id: int
 
 
+class SenderState(NamedTuple):
+    """The sender of a link-routed inbound delivery gave it a state before settling (a
+    transactional send's transactional-state, on the transfer or in a disposition); ``info``:
+    ``{"data": the state's fields, AMQP-encoded}`` or None. The core passes it on
+    (DeliverState) to the delivery it forwarded."""
+    dlv_id: int
+    state: int
+    info: Optional[dict]
+
+
 # ----------------------------------------------------------------------------------------------
 # Core -> peer effects
 # ----------------------------------------------------------------------------------------------
@@ -226,6 +236,14 @@ class LinkDrain(NamedTuple):
     """Ask the remote sender of an inbound link to drain the credit it has (AMQP flow with
     drain set; no new credit). The worker answers InDrained once the sender has drained."""
     link_id: int
+
+
+class DeliverState(NamedTuple):
+    """Set the local state of an outbound delivery (core-numbered) without settling it: the
+    sender's state of a link-routed delivery (see SenderState)."""
+    dlv_id: int
+    state: int
+    info: Optional[dict]
 
 
 class LinkRefuse(NamedTuple):
@@ -528,7 +546,7 @@ MESSAGE_TYPES: tuple = (
     ReloadRequest, ReloadResult, RouterTransfer, RouterDeliver, ControlIn, ControlSend,
     RouterLinkUp, RouterLinkDown, RouteUpdate, RemoteAddress, LocalAddress, PeerLost,
     PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable, AttachOut, LinkAttached,
-    LinkDrain, InDrained,
+    LinkDrain, InDrained, SenderState, DeliverState,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

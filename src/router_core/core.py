@@ -71,7 +71,7 @@ from router_core.matcher import AddressRules
 from common.ipc import (
     CORE_ID_BASE, ConnClosed, ConnOpened, ControlSend, Disposition, InDrained, IpcError,
     LinkAttach, LinkAttached, LinkCredit, LinkDetach, LinkFlow, PeerHello, PolicyEvent,
-    RemoteAddress, RouteUpdate, RouterTransfer, SettleIn, Transfer)
+    RemoteAddress, RouteUpdate, RouterTransfer, SenderState, SettleIn, Transfer)
 from router_core.policycount import PolicyCounts
 from router_core.corestate import DIST_CODES, GONE_MAX, gone_entry, management_snapshot
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
@@ -81,7 +81,7 @@ from router_core.lifecycle import (
     close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened, on_detach,
     on_hello, on_policy_event, open_link)
 from router_core.linkroute import (
-    LinkRouteTable, add_link_route, delete_link_route, on_in_drained)
+    LinkRouteTable, add_link_route, delete_link_route, on_in_drained, on_sender_state)
 from router_core.records import MODE_CODES, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
@@ -147,6 +147,7 @@ class RouterCore:
         # Commands off the per-message path (the per-message ones are tested first in _handle).
         self._dispatch = {LinkAttach: on_attach, LinkDetach: on_detach,
                           LinkAttached: on_attached, InDrained: on_in_drained,
+                          SenderState: on_sender_state,
                           ConnOpened: on_conn_opened, ConnClosed: on_conn_closed,
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,

@@ -29,8 +29,8 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from typing import Any, Optional
 
 from common.ipc import (
-    DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, Drained, LinkDrain, LinkOpen, LinkRefuse,
-    LocalAddress)
+    DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, DeliverState, Drained, LinkDrain, LinkOpen,
+    LinkRefuse, LocalAddress)
 from common.linkroutes import KEY_DIRECTION, route_key, route_pattern
 from router_core.addressing import normalize as normalize_address
 from router_core.corestate import DIST_CLOSEST
@@ -414,3 +414,14 @@ def on_in_drained(core: Any, peer: Any, cmd: Any) -> None:
     core._emit(receiver.peer, Drained(receiver.link_id))
     if receiver.limit > receiver.delivered:
         receiver.delivered = receiver.limit
+
+
+def on_sender_state(core: Any, peer: Any, cmd: Any) -> None:
+    """SenderState: the sender of a link-routed delivery gave it a state (a transactional
+    send): the delivery forwarded for it gets the same state (DeliverState). A delivery the
+    core still holds (its receiver had taken its credit back) does not get it."""
+    dlv = core.in_unsettled.get(cmd[0])
+    if dlv is None or dlv.link.peer_link is None or dlv.out is None:
+        return
+    out = dlv.out
+    core._emit(out.link.peer, DeliverState(out.out_id, cmd[1], cmd[2]))

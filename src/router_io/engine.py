@@ -320,7 +320,7 @@ class Link:
 
     __slots__ = ("link_id", "ptr", "key", "conn", "direction", "anonymous", "sent", "flow",
                  "open", "local", "link_type", "router", "queued", "drain_after", "max_size",
-                 "check", "capped", "awaiting", "draining")
+                 "check", "capped", "awaiting", "draining", "routed")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -344,6 +344,8 @@ class Link:
         self.local = False       # created by this router (inter-router links), not attached to
         self.awaiting = False    # created for the core's AttachOut, the peer's attach not yet in
         self.draining = False    # inbound: the core asked the sender to drain (LinkDrain)
+        self.routed = False      # a client's link-routed link (LinkOpen with the far end's
+        # termini): its senders' delivery states go to the core (SenderState)
         self.link_type = "endpoint"
         # an inter-router link (control or data) on an inter-router connection: its deliveries
         # go to the core as RouterTransfer (set once at attach; the per-delivery check)
@@ -614,7 +616,7 @@ class WorkerEngine:
             ipc.UpdateIn: self._fx_update_in, ipc.SettleOut: self._fx_settle_out,
             ipc.Drained: self._fx_drained, ipc.CloseConnection: self._fx_close_connection,
             ipc.DetachLink: self._fx_detach_link, ipc.AttachOut: self._attach_out,
-            ipc.LinkDrain: self._fx_link_drain,
+            ipc.LinkDrain: self._fx_link_drain, ipc.DeliverState: self._fx_deliver_state,
         }
 
     # --- connections --------------------------------------------------------------------------
@@ -1390,6 +1392,8 @@ class WorkerEngine:
                 self.outbox.append(_command(SettleIn,
                                             (dlv_id, _pn_delivery_remote_state(d_ptr))))
                 _pn_delivery_settle(d_ptr)
+            elif link.routed:  # a link route passes the sender's state on (transactions)
+                self._sender_state(d_ptr, dlv_id)
             return
         if _pn_delivery_aborted(d_ptr):
             self._drop_aborted(d_ptr, l_ptr)
@@ -1444,6 +1448,16 @@ class WorkerEngine:
             self.in_dlvs[dlv_id] = (d_key, link)
             self.in_ids[d_key] = dlv_id
         self.outbox.append(cmd)
+        if link.routed and not settled:  # link routes only: a state on the transfer
+            self._sender_state(d_ptr, dlv_id)
+
+    def _sender_state(self, d_ptr: Any, dlv_id: Any) -> None:
+        """SenderState for an unsettled delivery of a link-routed sender that has a state."""
+        state = _pn_delivery_remote_state(d_ptr)
+        if state:
+            data = _encoded_data(lib.pn_disposition_data(
+                lib.pn_delivery_remote(_cdata("pn_delivery_t *", d_ptr))))
+            self.outbox.append(ipc.SenderState(dlv_id, state, {"data": data} if data else None))
 
     def _oversize(self, d_ptr: Any, link: Link) -> bool:
         """maxMessageSize: False if the delivery is within the limit. Otherwise its bytes are
@@ -1579,6 +1593,7 @@ class WorkerEngine:
                 self._on_flow(link.key)
             return
         if fx.settle is not None:  # a link route: the far end's answer, as it gave it
+            link.routed = True
             _write_terminus(lib.pn_link_source(link.ptr), fx.source)
             _write_terminus(lib.pn_link_target(link.ptr), fx.target)
             lib.pn_link_set_snd_settle_mode(link.ptr, fx.settle[0])
@@ -1613,6 +1628,18 @@ class WorkerEngine:
         lib.pn_link_close(link.ptr)
         self._forget_link(link)
         link.conn.links.pop(link.ptr, None)
+        self.dirty.add(link.conn)
+
+    def _fx_deliver_state(self, fx: ipc.DeliverState) -> None:
+        entry = self.out_dlvs.get(fx.dlv_id)
+        if entry is None:  # settled, or still waiting in the out_queue: the state is not set
+            return
+        d_ptr, link = entry
+        delivery = _cdata("pn_delivery_t *", d_ptr)
+        if fx.info and fx.info.get("data"):
+            _decode_data(lib.pn_disposition_data(lib.pn_delivery_local(delivery)),
+                         fx.info["data"])
+        lib.pn_delivery_update(delivery, fx.state)
         self.dirty.add(link.conn)
 
     def _fx_link_drain(self, fx: ipc.LinkDrain) -> None:

@@ -293,3 +293,16 @@ def test_every_disposition_state_passes_a_routed_pair(core_cls):
         (deliver,) = h.core.take_effects()[BROKER]
         h.do(Disposition(deliver.dlv_id, state, True, info), peer=BROKER)
         assert h.core.take_effects()[CLIENT] == [UpdateIn(300 + n, state, True, info)]
+
+
+def test_the_senders_state_reaches_the_forwarded_delivery(core_cls):
+    from common.ipc import DeliverState, SenderState  # noqa: PLC0415
+    h = routed_core(core_cls)
+    (out,) = attach(h, 10, DIR_IN, "queue.t")[BROKER]
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]),
+         LinkFlow(out.link_id, 5, False), peer=BROKER)
+    h.core.take_effects()
+    info = {"data": b"\xc0\x06\x01\xa0\x03tx1"}
+    h.do(Transfer(400, 10, None, False, 0, b"m"), SenderState(400, 0x34, info), peer=CLIENT)
+    deliver, state = h.core.take_effects()[BROKER]
+    assert isinstance(deliver, Deliver) and state == DeliverState(deliver.dlv_id, 0x34, info)

@@ -61,6 +61,8 @@ SAMPLES = {
                        [0, 0]),
     ipc.LinkDrain: (ipc.CORE_ID_BASE + 1,),
     ipc.InDrained: (ipc.CORE_ID_BASE + 1,),
+    ipc.SenderState: (7, 0x34, {"data": b"\xc0\x06\x01\xa0\x03tx1"}),
+    ipc.DeliverState: (8, 0x34, None),
 }
 
 
