@@ -11,12 +11,11 @@ Two halves, one per process:
   section                    matched by                change
   =========================  ========================  =====================================
   listener, connector        name (default host:port)  added, removed, or removed + re-added
-  address                    name if given, else its   added, removed
+  address, linkRoute         name if given, else its   added, removed
                              attributes
   log                        module                    UPDATE of the changed attributes
   router, sslProfile,        -                         a warning: restart to apply
-  linkRoute, autoLink,
-  vhost, policy
+  autoLink, vhost, policy
   =========================  ========================  =====================================
 
   The changes go to the agent as ONE request over a dedicated ZeroMQ PAIR socket
@@ -49,13 +48,13 @@ from common.schema import load_schema
 # short type -> spec key, in the order changes are applied (logs first, listeners last, as the
 # configuration file is applied at start-up)
 RUNTIME_TYPES = (("log", "logs"), ("router.config.address", "addresses"),
+                 ("router.config.linkRoute", "linkRoutes"),
                  ("connector", "connectors"), ("listener", "listeners"))
 SPEC_KEY = dict(RUNTIME_TYPES)
 # spec key -> what an operator calls it; changes there need a restart
-RESTART_ONLY = (("router", "router"), ("sslProfiles", "sslProfile"), ("linkRoutes", "linkRoute"),
+RESTART_ONLY = (("router", "router"), ("sslProfiles", "sslProfile"),
                 ("autoLinks", "autoLink"), ("vhosts", "vhost"), ("policy", "policy"))
 _LOG_ATTRIBUTES = ("enable", "includeTimestamp", "includeSource", "outputFile")
-_AUTO_ADDRESS = "router.config.address/"
 
 
 def reload_endpoint(runtime_dir: str) -> str:
@@ -93,11 +92,11 @@ def _without(entity: dict, *keys: str) -> dict:
     return {k: v for k, v in entity.items() if k not in keys}
 
 
-def _address_key(entity: dict) -> str:
+def _address_key(entity: dict, short: str = "router.config.address") -> str:
     name = str(entity.get("name"))
-    if name.startswith(_AUTO_ADDRESS):
+    if name.startswith(short + "/"):
         # unnamed: its generated name depends on its position in the file, so match on content
-        content = _without(_creatable("router.config.address", entity), "name")
+        content = _without(_creatable(short, entity), "name")
         return "attrs:" + json.dumps(content, sort_keys=True, default=str)
     return "name:" + name
 
@@ -147,22 +146,23 @@ def plan_reload(old: dict, new: dict) -> Plan:
         if changed:
             plan.changes.append({"op": "update", "type": "log", "name": f"log/{module}",
                                  "attributes": {"module": module, **changed}})
-    # addresses: deletions, then creations
-    old_addrs = {_address_key(e): e for e in old.get("addresses", [])}
-    new_addrs = {_address_key(e): e for e in new.get("addresses", [])}
-    kept = {str(e["name"]) for k, e in old_addrs.items() if k in new_addrs}
-    for k, entity in old_addrs.items():
-        if k not in new_addrs:
-            plan.changes.append({"op": "delete", "type": "router.config.address",
-                                 "name": entity["name"], "attributes": {}})
-    for k, entity in new_addrs.items():
-        if k in old_addrs:
-            continue
-        name = _unique_name(str(entity["name"]), kept)
-        kept.add(name)
-        plan.changes.append({"op": "create", "type": "router.config.address", "name": name,
-                             "attributes": _creatable("router.config.address",
-                                                      {**entity, "name": name})})
+    # addresses, then link routes: deletions, then creations
+    for short in ("router.config.address", "router.config.linkRoute"):
+        key = SPEC_KEY[short]
+        old_addrs = {_address_key(e, short): e for e in old.get(key, [])}
+        new_addrs = {_address_key(e, short): e for e in new.get(key, [])}
+        kept = {str(e["name"]) for k, e in old_addrs.items() if k in new_addrs}
+        for k, entity in old_addrs.items():
+            if k not in new_addrs:
+                plan.changes.append({"op": "delete", "type": short,
+                                     "name": entity["name"], "attributes": {}})
+        for k, entity in new_addrs.items():
+            if k in old_addrs:
+                continue
+            name = _unique_name(str(entity["name"]), kept)
+            kept.add(name)
+            plan.changes.append({"op": "create", "type": short, "name": name,
+                                 "attributes": _creatable(short, {**entity, "name": name})})
     # connectors and listeners: by name; a changed one is removed and added again
     for short in ("connector", "listener"):
         key = SPEC_KEY[short]

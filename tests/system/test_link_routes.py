@@ -407,3 +407,40 @@ def test_a_thousand_concurrent_routed_links(router_factory, c_broker):
     finally:
         conn.close()
         mgmt.close()
+
+
+def test_sighup_reload_adds_and_removes_link_routes(router_factory, c_broker):
+    import signal  # noqa: PLC0415
+    broker = c_broker("broker.reload")
+    router = router_factory(route_config(broker))
+    wait_active(router)
+    conf = router.proc.conf_path
+    text = conf.read_text()
+    start = text.index("linkRoute {")
+    # both queue routes go; a pattern route to the same broker comes
+    conf.write_text(text[:start] + f"""
+linkRoute {{
+    name: lr.orders
+    pattern: orders.*
+    direction: in
+    containerId: {broker.container_id}
+}}
+""")
+    router.proc.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        client = Mgmt(router.url)
+        try:
+            rows = client.query("router.config.linkRoute", ["name", "operStatus"])
+        finally:
+            client.close()
+        if rows == [{"name": "lr.orders", "operStatus": "active"}]:
+            break
+        assert time.monotonic() < deadline, f"reload not applied: {rows}"
+        time.sleep(0.2)
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        conn.create_sender("orders.new").send(Message(body="routed"))  # the broker accepts it
+        conn.create_receiver("queue.gone", credit=1)  # no link route any more: message-routed
+    finally:
+        conn.close()

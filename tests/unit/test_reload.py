@@ -121,3 +121,18 @@ def test_applier_runs_changes_in_order_and_reports_failures():
     assert result == {"kind": "result", "id": 7, "ok": False, "applied": [0],
                       "detail": "create listener b: port in use"}
     assert ("error", "Configuration reload: create listener b failed: port in use") in logs
+
+
+def test_link_routes_are_added_and_removed_at_run_time():
+    route = "linkRoute {\n    prefix: q\n    direction: in\n    connection: broker\n}\n"
+    named = "linkRoute {\n    name: lr\n    pattern: a.*\n    direction: out\n    containerId: c\n}\n"
+    old = spec(route)
+    new = spec(named)
+    plan = reload.plan_reload(old, new)
+    assert plan.warnings == []
+    assert ops(plan) == [("delete", "router.config.linkRoute", "router.config.linkRoute/1"),
+                         ("create", "router.config.linkRoute", "lr")]
+    assert plan.changes[1]["attributes"] == {"name": "lr", "pattern": "a.*", "direction": "out",
+                                             "containerId": "c", "distribution": "linkBalanced"}
+    assert reload.plan_reload(new, spec(named)).changes == []
+    assert reload.apply_changes(old, plan.changes)["linkRoutes"][0]["name"] == "lr"
