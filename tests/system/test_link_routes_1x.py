@@ -56,3 +56,45 @@ def test_1_19_routes_attaches_to_a_broker_behind_ours(mixed, c_broker):
     x = mixed.add_1x("X", connect_to=(("C", 1),))
     wait_remote(x)
     assert round_trip(x, "queue.viaours") == ["m0", "m1", "m2"]
+
+
+def test_qdstat_linkroutes_and_addresses_as_1_19_shows_them(mixed, c_broker):
+    """The same link routes on 1.19 (X) and on ours (A), both connected to the broker: each
+    qdstat (1.19's and ours) prints the same --linkroutes table for both routers, and the
+    route addresses have the same keys, distribution and containerCount."""
+    from test_link_routes import wait_active  # noqa: PLC0415
+    from test_mixed_1x import qdstat_1x, qdstat_ours  # noqa: PLC0415
+    broker = c_broker("broker.qdstat")
+    extra = route_config(broker) + f"""
+        linkRoute {{
+            pattern: a.*.b
+            direction: in
+            containerId: {broker.container_id}
+            addExternalPrefix: ext.
+            delExternalPrefix: a.
+        }}
+        """
+    x = mixed.add_1x("X", extra=extra)
+    a = mixed.add("A", extra=extra)
+    wait_active(x, count=3)
+    wait_active(a, count=3)
+
+    def table(text):  # without the date and router id lines (trailing blanks aside)
+        return [line.rstrip() for line in text.splitlines()[2:]]
+    expected = table(qdstat_1x(x.port, "--linkroutes"))
+    assert "add-ext-prefix" in "\n".join(expected)
+    assert table(qdstat_1x(a.port, "--linkroutes")) == expected
+    assert table(qdstat_ours(a.port, "--linkroutes")) == expected
+
+    def route_addresses(router):
+        client = Mgmt(router.url)
+        try:
+            return sorted((r["key"], r["distribution"], r["containerCount"])
+                          for r in client.query("router.address",
+                                                ["key", "distribution", "containerCount"])
+                          if r["distribution"] == "linkBalanced")
+        finally:
+            client.close()
+    assert route_addresses(a) == route_addresses(x) == [
+        ("Cqueue", "linkBalanced", 1), ("Dqueue", "linkBalanced", 1),
+        ("Ea.*.b", "linkBalanced", 1)]
