@@ -164,7 +164,8 @@ def test_management_shows_link_routes_and_their_addresses(router_factory, c_brok
         status, _, created = client.call(
             {"operation": "CREATE", "type": lr, "name": "lr.extra"},
             {"pattern": "a.*.b", "direction": "in", "containerId": broker.container_id})
-        assert status == 201 and created["direction"] == "in"
+        assert status == 201 and created["direction"] == created["dir"] == "in"
+        assert created["operStatus"] == "active"  # its container is connected already
         rows = client.query("router.config.linkRoute", ["name", "operStatus"])
         assert {"name": "lr.extra", "operStatus": "active"} in rows
         assert "Ea.*.b" in {a["key"] for a in client.query("router.address", ["key"])}

@@ -375,6 +375,7 @@ def test_link_route_create_goes_to_the_core_and_reads_back_with_oper_status():
     assert change.entity_type == T + "router.config.linkRoute"
     assert change.attributes["direction"] == "out"
     assert change.attributes["distribution"] == "linkBalanced"
+    assert change.body["dir"] == "out" and change.body["operStatus"] == "inactive"
     store.add(change.entity)
     snapshot = dict(SNAPSHOT, linkRoutes={change.entity["identity"]: "active"})
     view = View(snapshot, store, version="1.19.0", started=0.0)

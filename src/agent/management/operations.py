@@ -239,7 +239,17 @@ def _create(request: Request, view: View, etype: EntityType) -> Outcome:
         profile = view.store.ssl_profile(str(entity["sslProfile"]))
         if profile is not None:
             attributes["sslProfileAttributes"] = _plain(profile)
-    return Change("create", etype.long_name, attributes, entity, CREATED, dict(entity),
+    body = dict(entity)
+    if etype.short_name == "router.config.linkRoute":  # 1.19 answers with every column
+        body["dir"] = entity.get("direction")
+        body["operStatus"] = "active" if any(
+            c.get("role") == "route-container"
+            and ((entity.get("connection") is not None
+                  and c.get("listener") == entity.get("connection"))
+                 or (entity.get("containerId") is not None
+                     and c.get("container") == entity.get("containerId")))
+            for c in view.snapshot.get("connections", [])) else "inactive"
+    return Change("create", etype.long_name, attributes, entity, CREATED, body,
                   workers=mode, commit="add",
                   summary=f"Created {etype.short_name} {entity['name']}")
 
