@@ -135,6 +135,9 @@ def add_link_route(core: Any, attributes: dict) -> LinkRoute:
         addr = table.addrs[route.key] = RouteAddress(route.key, route.pattern, route.add_prefix,
                                                      route.del_prefix)
         table.rebuild()
+    elif not addr.routes:  # learned from other routers until now: this route's prefixes
+        addr.add_prefix = route.add_prefix
+        addr.del_prefix = route.del_prefix
     route.addr = addr
     addr.routes.append(route)
     table.routes[route.identity] = route

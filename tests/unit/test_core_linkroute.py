@@ -306,3 +306,18 @@ def test_the_senders_state_reaches_the_forwarded_delivery(core_cls):
     h.do(Transfer(400, 10, None, False, 0, b"m"), SenderState(400, 0x34, info), peer=CLIENT)
     deliver, state = h.core.take_effects()[BROKER]
     assert isinstance(deliver, Deliver) and state == DeliverState(deliver.dlv_id, 0x34, info)
+
+
+def test_a_local_route_for_a_learned_address_brings_its_external_prefixes(net):
+    net.do(RemoteAddress("Cqueue", "R4", True, 4), peer=AGENT)
+    net.core.create_link_route({"identity": "5", "prefix": "queue", "direction": "in",
+                                "connection": "broker", "addExternalPrefix": "x."})
+    net.do(ConnOpened(7, "route-container", "out", "127.0.0.1:2", "bk", "broker", "", "",
+                      False, 250, 1))
+    net.conn(9)
+    net.core.take_effects()
+    net.do(LinkAttach(50, 9, DIR_IN, "tx", "queue.a", False, False, 10, "endpoint",
+                      terminus(TERMINUS_SOURCE, None), terminus(TERMINUS_TARGET, "queue.a"),
+                      [0, 0]))
+    (out,) = net.core.take_effects()[0]
+    assert out.conn_id == 7 and out.target["address"] == "x.queue.a"  # local first
