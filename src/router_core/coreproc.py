@@ -149,6 +149,9 @@ class CoreProcess:
             if core.errors:  # peers' protocol errors (router_core/lifecycle.py)
                 for text in core.take_errors():
                     self.log.log("ROUTER_CORE", "error", f"protocol error: {text}")
+            if core.lr.logs:  # link routes (de)activated (linkroute.py)
+                for level, text in core.lr.take_logs():
+                    self.log.log("ROUTER_CORE", level, text)
             if core.policy_counts.logs:  # the router-wide policy decisions (policycount.py)
                 for level, text in core.policy_counts.take_logs():
                     self.log.log("POLICY", level, text)

@@ -99,9 +99,10 @@ class RouteAddress:
 class LinkRouteTable:
     """Every link route and route address of one core, and the matchers per direction."""
 
-    __slots__ = ("routes", "addrs", "matchers", "by_rule")
+    __slots__ = ("routes", "addrs", "matchers", "by_rule", "logs")
 
     def __init__(self) -> None:
+        self.logs = []              # (level, text) for the core process's log (take_logs)
         self.routes = {}            # identity -> LinkRoute, in creation order
         self.addrs = {}             # key -> RouteAddress
         self.matchers = [None, None]  # DIR_IN / DIR_OUT -> AddressRules over the patterns
@@ -113,6 +114,19 @@ class LinkRouteTable:
             self.by_rule[direction] = addrs
             self.matchers[direction] = AddressRules([{"pattern": a.pattern} for a in addrs]) \
                 if addrs else None
+
+    def take_logs(self) -> list:
+        logs = self.logs
+        self.logs = []
+        return logs
+
+    def note(self, text: str, route: "LinkRoute") -> None:
+        """Log a route's (de)activation as 1.19 does: by its name, and the connection name or
+        container id it names."""
+        where = (f"connection {route.connection}" if route.connection is not None
+                 else f"container {route.container_id}")
+        if len(self.logs) < 1000:
+            self.logs.append(("info", f"{text} '{route.name or route.identity}' on {where}"))
 
     def match(self, direction: int, address: str) -> Optional[RouteAddress]:
         matcher = self.matchers[direction]
@@ -143,6 +157,7 @@ def add_link_route(core: Any, attributes: dict) -> LinkRoute:
     table.routes[route.identity] = route
     for conn in core.conns.values():
         if conn.role == ROLE_ROUTE_CONTAINER and route.serves(conn):
+            table.note("Link Route Activated", route)
             _bind(core, addr, conn)
     return route
 
@@ -156,6 +171,9 @@ def delete_link_route(core: Any, identity: str) -> bool:
         return False
     addr = route.addr
     addr.routes.remove(route)
+    for conn in addr.conns:
+        if route.serves(conn):
+            table.note("Link Route Deactivated", route)
     for conn in list(addr.conns):
         if not any(r.serves(conn) for r in addr.routes):
             _unbind(core, addr, conn)
@@ -223,10 +241,14 @@ def container_opened(core: Any, conn: Any) -> None:
     """A route-container connection opened: it is a destination of every route it serves."""
     for route in core.lr.routes.values():
         if route.serves(conn):
+            core.lr.note("Link Route Activated", route)
             _bind(core, route.addr, conn)
 
 
 def container_closed(core: Any, conn: Any) -> None:
+    for route in core.lr.routes.values():
+        if route.serves(conn):
+            core.lr.note("Link Route Deactivated", route)
     for addr in core.lr.addrs.values():
         _unbind(core, addr, conn)
 

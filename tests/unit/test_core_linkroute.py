@@ -321,3 +321,14 @@ def test_a_local_route_for_a_learned_address_brings_its_external_prefixes(net):
                       [0, 0]))
     (out,) = net.core.take_effects()[0]
     assert out.conn_id == 7 and out.target["address"] == "x.queue.a"  # local first
+
+
+def test_activation_is_logged_as_1_19_logs_it(core_cls):
+    h = Harness(core_cls, link_routes=[LR_IN, LR_PATTERN])
+    container(h, 7, listener="broker", container_id="bx")
+    h.do(ConnClosed(7, ""))
+    assert h.core.lr.take_logs() == [
+        ("info", "Link Route Activated 'lr-in' on connection broker"),
+        ("info", "Link Route Activated '3' on container bx"),
+        ("info", "Link Route Deactivated 'lr-in' on connection broker"),
+        ("info", "Link Route Deactivated '3' on container bx")]
