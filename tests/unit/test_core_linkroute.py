@@ -332,3 +332,12 @@ def test_activation_is_logged_as_1_19_logs_it(core_cls):
         ("info", "Link Route Activated '3' on container bx"),
         ("info", "Link Route Deactivated 'lr-in' on connection broker"),
         ("info", "Link Route Deactivated '3' on container bx")]
+
+
+def test_attaches_are_balanced_over_the_destinations(core_cls):
+    h = routed_core(core_cls)  # container connection 5 ("broker")
+    h.do(ConnOpened(6, "route-container", "out", "127.0.0.1:3", "bk2", "broker", "", "", False,
+                    250, 1), peer=BROKER)
+    h.core.take_effects()
+    conns = [attach(h, 20 + n, DIR_IN, "queue.b")[BROKER][0].conn_id for n in range(4)]
+    assert conns == [5, 6, 5, 6]
