@@ -332,7 +332,12 @@ def route_attach(core: Any, conn: Any, link_id: Any, direction: int, name: str, 
     coordinator = (direction == DIR_IN and term is not None
                    and term.get("type") == TERMINUS_COORDINATOR)
     if dynamic and not coordinator:
-        return False  # dynamic termini are message-routed (dynamic-node-properties: not yet)
+        # a dynamic terminus is link-routed by the address in its dynamic-node-properties
+        # (x-opt-qd.address, read by the worker), else message-routed (a temporary address)
+        dnp = term.get("dnp_address") if term is not None else None
+        if dnp is None:
+            return False
+        address = dnp
     text = terminus_address(address, coordinator)
     if text is None:
         return False
@@ -350,7 +355,7 @@ def route_attach(core: Any, conn: Any, link_id: Any, direction: int, name: str, 
     # the far end gets the client's termini, the routed one with the external prefix rewritten
     out_source = source
     out_target = target
-    if not coordinator and term is not None:
+    if not coordinator and term is not None and not dynamic:
         routed = dict(term)
         routed["address"] = rewrite_prefix(term.get("address"), raddr.del_prefix,
                                            raddr.add_prefix)
@@ -393,9 +398,12 @@ def routed_attached(core: Any, out: Link) -> None:
     source = out.remote_source
     target = out.remote_target
     remote = target if client.direction == DIR_IN else source
+    asked = client.target if client.direction == DIR_IN else client.source
     address = None
     if remote is not None:
-        if remote.get("type") != TERMINUS_COORDINATOR:
+        # the far end's own address for a dynamic terminus is not rewritten
+        if remote.get("type") != TERMINUS_COORDINATOR and not (
+                asked is not None and asked.get("dynamic")):
             remote = dict(remote)
             remote["address"] = rewrite_prefix(remote.get("address"), raddr.add_prefix,
                                                raddr.del_prefix)

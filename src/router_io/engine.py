@@ -103,7 +103,7 @@ def _read_terminus(t_ptr: Any) -> Optional[dict]:
     kind = lib.pn_terminus_get_type(t_ptr)
     if kind == lib.PN_UNSPECIFIED:
         return None
-    return {"type": int(kind), "address": _utf8(lib.pn_terminus_get_address(t_ptr)),
+    terminus = {"type": int(kind), "address": _utf8(lib.pn_terminus_get_address(t_ptr)),
             "dynamic": bool(lib.pn_terminus_is_dynamic(t_ptr)),
             "durable": int(lib.pn_terminus_get_durability(t_ptr)),
             "expiry": int(lib.pn_terminus_get_expiry_policy(t_ptr)),
@@ -113,6 +113,32 @@ def _read_terminus(t_ptr: Any) -> Optional[dict]:
             "properties": _encoded_data(lib.pn_terminus_properties(t_ptr)) or None,
             "filter": _encoded_data(lib.pn_terminus_filter(t_ptr)) or None,
             "outcomes": _encoded_data(lib.pn_terminus_outcomes(t_ptr)) or None}
+    if terminus["dynamic"] and terminus["properties"]:
+        dnp = _dnp_address(terminus["properties"])
+        if dnp is not None:  # what 1.19 link-routes a dynamic terminus by
+            terminus["dnp_address"] = dnp
+    return terminus
+
+
+DNP_ADDRESS = "x-opt-qd.address"
+
+
+def _dnp_address(encoded: bytes) -> Optional[str]:
+    """The ``x-opt-qd.address`` of dynamic-node-properties when it is the map's first key (as
+    1.19 reads it), else None."""
+    data = proton.Data()
+    try:
+        data.decode(encoded)
+        data.rewind()
+        if data.next() != proton.Data.MAP or not data.enter():
+            return None
+        if data.next() != proton.Data.SYMBOL or data.get_symbol() != DNP_ADDRESS:
+            return None
+        if data.next() != proton.Data.STRING:
+            return None
+        return data.get_string() or None
+    except (proton.DataException, UnicodeDecodeError):
+        return None
 
 
 def _write_terminus(t_ptr: Any, terminus: Optional[dict]) -> None:

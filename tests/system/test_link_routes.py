@@ -447,3 +447,48 @@ linkRoute {{
         conn.create_receiver("queue.gone", credit=1)  # no link route any more: message-routed
     finally:
         conn.close()
+
+
+def test_dynamic_receiver_routed_by_its_dynamic_node_properties(router_factory):
+    """A dynamic source naming ``x-opt-qd.address`` in its dynamic-node-properties is routed
+    by that address (as 1.19 does); the route container (a second router) gives it its own
+    temporary address, which the client sees and can be sent to."""
+    from proton.reactor import DynamicNodeProperties  # noqa: PLC0415
+    r2 = router_factory(router_id="R2")
+    r1 = router_factory(f"""
+        connector {{
+            name: r2
+            host: 127.0.0.1
+            port: {r2.port}
+            role: route-container
+        }}
+        linkRoute {{
+            prefix: queue
+            direction: out
+            connection: r2
+        }}
+        """, router_id="R1")
+    wait_active(r1, count=1)
+    conn = BlockingConnection(r1.url, timeout=TIMEOUT)
+    direct = BlockingConnection(r2.url, timeout=TIMEOUT)
+    try:
+        rcv = conn.create_receiver(None, dynamic=True, credit=1,
+                                   options=DynamicNodeProperties({"x-opt-qd.address":
+                                                                  "queue.dyn"}))
+        address = rcv.link.remote_source.address
+        assert address and "temp." in address and "R2" in address  # R2's, not R1's
+        snd = direct.create_sender(address)
+        sent = []
+        sender = threading.Thread(target=lambda: sent.append(
+            snd.send(Message(body="to the dynamic node"), timeout=TIMEOUT)))
+        sender.start()
+        try:
+            assert rcv.receive(timeout=TIMEOUT).body == "to the dynamic node"
+            rcv.accept()
+            conn.wait(lambda: not sender.is_alive(), timeout=TIMEOUT, msg="not settled")
+        finally:
+            sender.join(TIMEOUT + 5)
+        assert sent and sent[0].remote_state == sent[0].ACCEPTED
+    finally:
+        conn.close()
+        direct.close()

@@ -341,3 +341,21 @@ def test_attaches_are_balanced_over_the_destinations(core_cls):
     h.core.take_effects()
     conns = [attach(h, 20 + n, DIR_IN, "queue.b")[BROKER][0].conn_id for n in range(4)]
     assert conns == [5, 6, 5, 6]
+
+
+def test_dynamic_terminus_is_routed_by_its_dynamic_node_properties_address(core_cls):
+    h = routed_core(core_cls, [dict(LR_OUT, delExternalPrefix="queue.")])
+    source = dict(terminus(TERMINUS_SOURCE, None, dynamic=True), properties=b"\xc1...",
+                  dnp_address="queue.dyn")
+    h.do(LinkAttach(10, 1, DIR_OUT, "dyn", None, True, False, 10, "endpoint", source,
+                    terminus(TERMINUS_TARGET, None), [0, 0]), peer=CLIENT)
+    (out,) = h.core.take_effects()[BROKER]
+    assert out.source == source  # passed on as it is: dynamic, its properties
+    answered = dict(source, address="tmp.broker.1", dynamic=True)
+    h.do(LinkAttached(out.link_id, answered, out.target, [0, 0]), peer=BROKER)
+    (opened,) = h.core.take_effects()[CLIENT]
+    assert opened.address == "tmp.broker.1" and opened.source == answered
+    # without the property a dynamic receiver is message-routed (a temporary address here)
+    h.do(LinkAttach(11, 1, DIR_OUT, "dyn2", None, True, False, 10, "endpoint",
+                    terminus(TERMINUS_SOURCE, None, dynamic=True), None, [0, 0]), peer=CLIENT)
+    assert isinstance(h.core.take_effects()[CLIENT][0], LinkOpen)
