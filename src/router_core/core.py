@@ -13,6 +13,7 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   relay.py        interior: other routers, data links, topological addresses, routing messages
   forwarders.py   one forwarder per treatment (closest, balanced, multicast, unavailable)
   ingress.py      where a delivery enters (Transfer, RouterTransfer)
+  linkroute.py    link routing: the link-route table, attach routing, routed pairs' credit
   lifecycle.py    open/close, attach/detach as transition tables; protocol errors
 
 Each of them, and this file, is the pure-Python reference AND part of the compiled build:
