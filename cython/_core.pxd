@@ -105,6 +105,8 @@ cdef class Address:
     cdef public long long ingress, egress, to_container, from_container, transit
     cdef public dict remotes
     cdef public bint announced
+    cdef public Address fallback, fallback_for
+    cdef public long long redirected
 
 
 @cython.final
@@ -142,6 +144,10 @@ cdef Address address_of(RouterCore core, key)
 @cython.locals(addr=Address)
 cdef reapply_rules(RouterCore core)
 cdef unref(RouterCore core, Address addr)
+@cython.locals(alt=Address)
+cdef setup_fallback(RouterCore core, Address addr)
+@cython.locals(alt=Address)
+cdef drop_fallback(RouterCore core, Address addr)
 cdef tuple new_temp(RouterCore core, bint target)
 cdef trace_ids(trace)
 
@@ -263,8 +269,13 @@ cdef _forward_anycast(RouterCore core, Forwarder fwd, bint closest, Link link, d
 # --- ingress.py ---------------------------------------------------------------------------------
 @cython.locals(link=Link, addr=Address, settled=cython.bint, priority=cython.int)
 cdef on_transfer(RouterCore core, peer, cmd)
-@cython.locals(link=Link, settled=cython.bint, priority=cython.int, phase=cython.int)
+@cython.locals(link=Link, settled=cython.bint, priority=cython.int, phase=cython.int,
+               addr=Address)
 cdef on_router_transfer(RouterCore core, peer, cmd)
+cdef bint has_destination(RouterCore core, Address addr)
+@cython.locals(alt=Address)
+cdef to_fallback(RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
+                 Address addr, origin, exclude)
 
 # --- lifecycle.py -------------------------------------------------------------------------------
 cdef protocol_error(RouterCore core, text)

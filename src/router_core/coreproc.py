@@ -77,6 +77,8 @@ class CoreProcess:
         self.worker_count = int(spec.get("workers", 1))
         self.agent_peer = self.worker_count  # workers are peers 0..n-1, the agent is peer n
         self.address_config: list = [dict(a) for a in spec.get("addresses", [])]
+        for attrs in spec.get("autoLinks", []):  # validated by the supervisor
+            self.core.add_auto_link(dict(attrs))
         self.routes: Optional[RouteTable] = None  # interior mode: topology and route computation
         if router.get("mode") == "interior":
             self.routes = RouteTable(spec["router_id"], str(router.get("area") or "0"))
@@ -99,6 +101,8 @@ class CoreProcess:
             try:
                 if entity_type in ("router.config.address", "address"):
                     self._change_addresses(str(change.get("op")), attributes)
+                elif entity_type in ("router.config.autoLink", "autoLink"):
+                    self._change_auto_links(str(change.get("op")), attributes)
                 elif entity_type == "log" and change.get("op") == "update":
                     self.log.configure(attributes)
             except Exception as exc:  # noqa: BLE001 - the core must start all the same
@@ -279,6 +283,8 @@ class CoreProcess:
         try:
             if entity_type in ("router.config.address", "address"):
                 ok, detail = self._change_addresses(change.op, change.attributes)
+            elif entity_type in ("router.config.autoLink", "autoLink"):
+                ok, detail = self._change_auto_links(change.op, change.attributes)
             elif entity_type == "log" and change.op == "update":
                 self.log.configure(change.attributes)
         except _NotSupported as exc:
@@ -303,6 +309,17 @@ class CoreProcess:
             raise _NotSupported(f"{NOT_SUPPORTED}: this core cannot change addresses at run time")
         setter(new)
         self.address_config = new
+        return True, ""
+
+    def _change_auto_links(self, op: str, attributes: dict) -> tuple:
+        """An auto-link created or deleted by management (attached or detached at once)."""
+        if op == "create":
+            self.core.add_auto_link(dict(attributes))
+        elif op == "delete":
+            if not self.core.delete_auto_link(str(attributes.get("identity"))):
+                return False, f"core: no autoLink {attributes.get('identity')}"
+        else:
+            raise _NotSupported(f"{NOT_SUPPORTED}: {op} of router.config.autoLink")
         return True, ""
 
     def _send_alone(self, peer: int, message: tuple) -> None:

@@ -72,6 +72,7 @@ def _address_view(addr: Any) -> dict:
         "deliveriesIngress": addr.ingress, "deliveriesEgress": addr.egress,
         "deliveriesTransit": addr.transit, "deliveriesToContainer": addr.to_container,
         "deliveriesFromContainer": addr.from_container, "priority": addr.priority,
+        "deliveriesRedirectedToFallback": addr.redirected,
     }
 
 

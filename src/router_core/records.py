@@ -200,7 +200,8 @@ class Link:
 class Address:
     __slots__ = ("key", "cls", "phase", "dist", "fwd", "priority", "consumers", "waiting",
                  "queues", "held", "rr", "refs", "container_count", "ingress", "egress",
-                 "to_container", "from_container", "remotes", "transit", "announced")
+                 "to_container", "from_container", "remotes", "transit", "announced",
+                 "fallback", "fallback_for", "redirected")
 
     def __init__(self, key: str, dist: int, priority: int) -> None:
         self.key = key
@@ -228,6 +229,12 @@ class Address:
         self.remotes = {}           # interior: router id -> hint, routers with a destination
         self.transit = 0
         self.announced = False      # interior: the agent was told we have a local destination
+        # an address with ``enableFallback``: its fallback destination (the MF<address> key;
+        # addrkeys.setup_fallback), which has ``fallback_for`` pointing back; ``redirected``:
+        # deliveries that went there for want of a destination here
+        self.fallback = None
+        self.fallback_for = None
+        self.redirected = 0
 
 
 # The Forwarder of each distribution code (DIST_*), one stateless instance each: filled in by

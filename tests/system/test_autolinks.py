@@ -1,0 +1,293 @@
+"""Auto-links, waypoints, sharded queues and fallback destinations against a real broker.
+
+Every broker is proton-C's example broker (tests/brokers.py: one in-memory queue per address,
+it accepts what it receives and sends pre-settled), started by the test on loopback and reached
+through a ``route-container`` connector. Each test waits only as long as it must (bounded).
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from proton import Delivery, Message
+from proton.utils import BlockingConnection, SyncRequestResponse
+
+from clients import collect, pump_until
+
+TIMEOUT = 30.0
+T = "org.apache.qpid.dispatch."
+AL = T + "router.config.autoLink"
+
+
+class Mgmt:
+    def __init__(self, url: str) -> None:
+        self.conn = BlockingConnection(url, timeout=10)
+        self.rr = SyncRequestResponse(self.conn, "$management")
+
+    def call(self, props: dict, body=None) -> tuple:
+        reply = self.rr.call(Message(properties=props, body=body))
+        return reply.properties["statusCode"], reply.properties["statusDescription"], reply.body
+
+    def query(self, entity_type: str, names: list) -> list[dict]:
+        status, _, body = self.call({"operation": "QUERY", "entityType": entity_type},
+                                    {"attributeNames": names})
+        assert status == 200
+        return [dict(zip(names, row)) for row in body["results"]]
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def connector(name: str, broker) -> str:
+    return f"""
+        connector {{
+            name: {name}
+            host: 127.0.0.1
+            port: {broker.port}
+            role: route-container
+            saslMechanisms: ANONYMOUS
+        }}
+        """
+
+
+def auto_link(address: str, direction: str, **more) -> str:
+    lines = "".join(f"\n            {k}: {v}" for k, v in more.items())
+    return f"""
+        autoLink {{
+            address: {address}
+            direction: {direction}{lines}
+        }}
+        """
+
+
+def wait_status(mgmt: Mgmt, expected: dict, timeout: float = TIMEOUT) -> list[dict]:
+    """Wait until the autoLinks named in ``expected`` (name -> operStatus) have those states."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = mgmt.query(AL, ["name", "operStatus", "linkRef", "lastError"])
+        states = {r["name"]: r["operStatus"] for r in rows}
+        if all(states.get(n) == s for n, s in expected.items()):
+            return rows
+        if time.monotonic() > deadline:
+            raise AssertionError(f"autoLink states {states}, expected {expected}")
+        time.sleep(0.1)
+
+
+def send(url: str, address: str, bodies: list, timeout: float = TIMEOUT) -> list:
+    """Send unsettled messages; the outcomes the sender got back, in order."""
+    conn = BlockingConnection(url, timeout=timeout)
+    try:
+        snd = conn.create_sender(address)
+        return [snd.send(Message(body=b)).remote_state for b in bodies]
+    finally:
+        conn.close()
+
+
+def drain_broker(broker, queue: str, idle: float = 1.0) -> list:
+    """Every message the broker has in ``queue`` (a client of the broker itself)."""
+    conn = BlockingConnection(f"127.0.0.1:{broker.port}", timeout=10)
+    try:
+        rcv = conn.create_receiver(queue, credit=100)
+        return collect([conn], [rcv], idle=idle)[0]
+    finally:
+        conn.close()
+
+
+def router_conf(tmp_path, name: str, port: int, body: str, router_id: str = "R.AL") -> str:
+    path = tmp_path / f"{name}.conf"
+    path.write_text(textwrap.dedent(f"""\
+        router {{
+            mode: standalone
+            id: {router_id}
+        }}
+        listener {{
+            host: 127.0.0.1
+            port: {port}
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        """) + textwrap.dedent(body))
+    return str(path)
+
+
+@pytest.fixture
+def waypoint_router(router_factory, c_broker):
+    broker = c_broker("broker.wp")
+    router = router_factory(connector("broker", broker) + """
+        address {
+            prefix: queue
+            waypoint: yes
+        }
+        """ + auto_link("queue.a", "out", connection="broker", name="to-broker")
+        + auto_link("queue.a", "in", connection="broker", name="from-broker"))
+    mgmt = Mgmt(router.url)
+    yield router, broker, mgmt
+    mgmt.close()
+
+
+def test_waypoint_round_trip_through_broker_queue(waypoint_router):
+    router, broker, mgmt = waypoint_router
+    rows = wait_status(mgmt, {"to-broker": "active", "from-broker": "active"})
+    assert all(r["linkRef"] for r in rows) and all(r["lastError"] is None for r in rows)
+    full = {r["name"]: r for r in mgmt.query(AL, ["name", "address", "direction", "phase",
+                                                  "connection", "containerId", "fallback"])}
+    assert full["to-broker"]["phase"] == 0 and full["from-broker"]["phase"] == 1  # 1.19
+    assert full["from-broker"]["connection"] == "broker"
+    # the sender reaches phase 0, which goes to the broker (its ACCEPTED comes back) ...
+    outcomes = send(router.url, "queue.a", [f"m{i}" for i in range(10)])
+    assert outcomes == [Delivery.ACCEPTED] * 10
+    # ... and the in auto-link brings them back on phase 1 to a receiver
+    conn = BlockingConnection(router.url, timeout=10)
+    try:
+        rcv = conn.create_receiver("queue.a", credit=20)
+        got = collect([conn], [rcv], expect=10, idle=2.0)
+    finally:
+        conn.close()
+    assert sorted(_bodies(got)) == sorted(f"m{i}" for i in range(10))
+    addrs = {a["key"]: a for a in mgmt.query(T + "router.address",
+                                             ["key", "containerCount", "deliveriesIngress"])}
+    assert addrs["M0queue.a"]["containerCount"] == 1
+    out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
+                          f"127.0.0.1:{router.port}", "--autolinks"],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    heads = lines[lines.index("AutoLinks") + 1].split()
+    assert heads == ["addr", "dir", "phs", "extAddr", "link", "status", "lastErr"]
+    assert sum(1 for line in lines if "queue.a" in line and "active" in line) == 2
+    router_row = mgmt.query(T + "router", ["autoLinkCount"])[0]
+    assert router_row["autoLinkCount"] == 2
+
+
+def _bodies(got: list) -> list:
+    """The bodies collect() gave the one receiver."""
+    return list(got[0])
+
+
+def test_external_address_and_management_lifecycle(router_factory, c_broker):
+    broker = c_broker("broker.ext")
+    router = router_factory(connector("broker", broker))
+    mgmt = Mgmt(router.url)
+    try:
+        status, desc, body = mgmt.call({"operation": "CREATE", "type": AL, "name": "ext"},
+                                       {"address": "local.name", "direction": "out",
+                                        "containerId": "broker.ext",
+                                        "externalAddress": "broker.queue"})
+        assert status == 201, desc
+        assert body["phase"] == 0 and body["externalAddress"] == "broker.queue"
+        wait_status(mgmt, {"ext": "active"})
+        status, desc, _ = mgmt.call({"operation": "CREATE", "type": AL, "name": "ext"},
+                                    {"address": "x", "direction": "out",
+                                     "containerId": "broker.ext"})
+        assert (status, desc) == (400, "Name conflicts with an existing entity")
+        status, desc, _ = mgmt.call({"operation": "CREATE", "type": AL, "name": "both"},
+                                    {"address": "x", "direction": "in", "connection": "broker",
+                                     "containerId": "broker.ext"})
+        assert (status, desc) == (400, "Both connection and containerId cannot be specified. "
+                                       "Specify only one")
+        status, desc, _ = mgmt.call({"operation": "CREATE", "type": AL, "name": "ph"},
+                                    {"address": "x", "direction": "in", "phase": 10,
+                                     "connection": "broker"})
+        assert (status, desc) == (400, "autoLink phase must be between 0 and 9")
+        # what is sent to local.name lands in the broker's broker.queue
+        assert send(router.url, "local.name", ["e1", "e2"]) == [Delivery.ACCEPTED] * 2
+        assert sorted(drain_broker(broker, "broker.queue")) == ["e1", "e2"]
+        # deleted: its link goes, and the address has no destination any more
+        status, _, _ = mgmt.call({"operation": "DELETE", "type": AL, "name": "ext"})
+        assert status == 204
+        assert mgmt.query(AL, ["name"]) == []
+        links = mgmt.query(T + "router.link", ["owningAddr", "linkDir"])
+        assert not [ln for ln in links if ln["owningAddr"] == "M0local.name"]
+    finally:
+        mgmt.close()
+
+
+def test_retry_after_broker_restart(router_factory, c_broker):
+    broker = c_broker("broker.rs")
+    router = router_factory(connector("broker", broker)
+                            + auto_link("rs.q", "out", containerId="broker.rs", name="rs"))
+    mgmt = Mgmt(router.url)
+    try:
+        wait_status(mgmt, {"rs": "active"})
+        broker.stop()
+        rows = wait_status(mgmt, {"rs": "inactive"})
+        assert rows[0]["linkRef"] is None
+        broker.start()  # same port, empty: the connector comes back, the auto-link attaches
+        wait_status(mgmt, {"rs": "active"})
+        assert send(router.url, "rs.q", ["after"]) == [Delivery.ACCEPTED]
+        assert drain_broker(broker, "rs.q") == ["after"]
+    finally:
+        mgmt.close()
+
+
+def test_sharded_queue_over_two_brokers(router_factory, c_broker):
+    b1, b2 = c_broker("shard.1"), c_broker("shard.2")
+    router = router_factory(connector("b1", b1) + connector("b2", b2)
+                            + auto_link("shard", "out", connection="b1", name="s1")
+                            + auto_link("shard", "out", connection="b2", name="s2"))
+    mgmt = Mgmt(router.url)
+    try:
+        wait_status(mgmt, {"s1": "active", "s2": "active"})
+        bodies = [f"s{i}" for i in range(20)]
+        assert send(router.url, "shard", bodies) == [Delivery.ACCEPTED] * 20
+        first, second = drain_broker(b1, "shard"), drain_broker(b2, "shard")
+        assert sorted(first + second) == sorted(bodies)
+        assert first and second  # balanced over both brokers
+    finally:
+        mgmt.close()
+
+
+def test_fallback_stores_at_broker_and_drains_back(router_factory, c_broker):
+    broker = c_broker("broker.fb")
+    router = router_factory(connector("broker", broker) + """
+        address {
+            prefix: fb
+            enableFallback: yes
+        }
+        """ + auto_link("fb.q", "out", connection="broker", fallback="yes", name="fb-out")
+        + auto_link("fb.q", "in", connection="broker", fallback="yes", name="fb-in"))
+    mgmt = Mgmt(router.url)
+    try:
+        wait_status(mgmt, {"fb-out": "active", "fb-in": "active"})
+        phases = {r["name"]: r["phase"] for r in mgmt.query(AL, ["name", "phase"])}
+        assert phases == {"fb-out": 0, "fb-in": 0}  # 1.19: a fallback in auto-link is phase 0
+        # no consumer: the messages go to the fallback destination (the broker) and count
+        assert send(router.url, "fb.q", ["f1", "f2", "f3"]) == [Delivery.ACCEPTED] * 3
+        addr = {a["key"]: a for a in mgmt.query(T + "router.address",
+                                                ["key", "deliveriesRedirectedToFallback"])}
+        assert addr["M0fb.q"]["deliveriesRedirectedToFallback"] == 3
+        out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
+                              f"127.0.0.1:{router.port}", "-g"],
+                             capture_output=True, text=True, timeout=30)
+        assert any(line.split()[-1] == "3" for line in out.stdout.splitlines()
+                   if line.strip().startswith("Deliveries to Fallback")), out.stdout
+        # a consumer comes: the stored messages come back from the broker to it
+        conn = BlockingConnection(router.url, timeout=10)
+        try:
+            rcv = conn.create_receiver("fb.q", credit=10)
+            got = collect([conn], [rcv], expect=3, idle=2.0)
+            assert sorted(_bodies(got)) == ["f1", "f2", "f3"]
+            # with the consumer there, nothing is redirected
+            assert send(router.url, "fb.q", ["live"]) == [Delivery.ACCEPTED]
+            got = collect([conn], [rcv], expect=1, idle=1.0)
+            assert _bodies(got) == ["live"]
+        finally:
+            conn.close()
+        addr = {a["key"]: a for a in mgmt.query(T + "router.address",
+                                                ["key", "deliveriesRedirectedToFallback"])}
+        assert addr["M0fb.q"]["deliveriesRedirectedToFallback"] == 3
+    finally:
+        mgmt.close()
+
+
+def test_config_file_refuses_both_connection_and_container(tmp_path):
+    path = router_conf(tmp_path, "bad", 5672, auto_link("x", "in", connection="c",
+                                                        containerId="d"))
+    out = subprocess.run([sys.executable, "-m", "supervisor.main", "-c", path],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1
+    assert "Both connection and containerId cannot be specified" in out.stdout + out.stderr
+    assert f"{path}:" in out.stdout + out.stderr
