@@ -93,6 +93,9 @@ cdef class Link:
     cdef public dict unsettled
     cdef public long long delivery_count, presettled_count, dropped_presettled_count
     cdef public long long accepted, rejected, released, modified
+    cdef public object source, target, settle, remote_source, remote_target, remote_settle
+    cdef public bint attaching
+    cdef public object owner
 
 
 @cython.final
@@ -291,14 +294,24 @@ cdef close_connection_of(RouterCore core, peer, cmd, text)
 @cython.locals(conn=Connection)
 cpdef on_attach(RouterCore core, peer, cmd)
 cdef _refuse_offending(RouterCore core, peer, link_id, text)
-@cython.locals(link=Link, addr=Address)
+cdef int link_state(link)
+@cython.locals(link=Link)
 cdef attach_endpoint(RouterCore core, Connection conn, link_id, int direction, name, address,
                      dynamic, presettled, capacity)
+@cython.locals(addr=Address)
+cdef bind_endpoint(RouterCore core, Link link, key)
 @cython.locals(link=Link)
 cdef attach_router_link(RouterCore core, Connection conn, link_id, int direction, name,
                         presettled, capacity, int link_type)
 @cython.locals(link=Link)
 cpdef on_detach(RouterCore core, peer, cmd)
+@cython.locals(link=Link)
+cdef Link open_link(RouterCore core, Connection conn, int direction, name, address, source,
+                    target, settle, owner)
+@cython.locals(link=Link)
+cpdef on_attached(RouterCore core, peer, cmd)
+cdef attached_out(RouterCore core, Link link)
+cdef detached_out(RouterCore core, Link link, error)
 cdef detach_offending(RouterCore core, Link link, text)
 @cython.locals(addr=Address)
 cdef drop_link(RouterCore core, Link link)
@@ -330,6 +343,7 @@ cdef class RouterCore:
     cdef readonly Py_ssize_t batch_pos
     cdef public double now
     cdef long long _next_out
+    cdef public object next_link_id
     cdef dict _key_cache, _effects, _dispatch
     cdef list _credited
     cdef object _rng, _heap

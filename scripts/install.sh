@@ -12,8 +12,9 @@ extras=""
 [ "${1:-}" = "--test" ] && extras="[test]"
 
 packages="gcc g++ pkg-config patch libssl-dev libsasl2-dev libsasl2-modules sasl2-bin python3-dev python3-venv openjdk-17-jre-headless"
-# --test: proton-C's headers for the compiled load generator (benchmarks/cloadgen.c)
-[ "${1:-}" = "--test" ] && packages="$packages libqpid-proton11-dev"
+# --test: proton-C's headers for the compiled load generator (benchmarks/cloadgen.c), and its
+# example broker, which the link-route and auto-link tests compile and run (tests/brokers.py)
+[ "${1:-}" = "--test" ] && packages="$packages libqpid-proton11-dev libqpid-proton11-dev-examples"
 # the browser tests drive Debian's Chromium (never a browser a tool downloads)
 [ -n "$extras" ] && packages="$packages chromium"
 missing=""

@@ -19,6 +19,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from brokers import c_broker, c_broker_binary  # noqa: E402,F401 - fixtures: a real AMQP broker
+
 START_TIMEOUT = 30.0
 
 

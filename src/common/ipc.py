@@ -55,6 +55,27 @@ STATE_NAMES = {STATE_NONE: "none", STATE_RECEIVED: "received", STATE_ACCEPTED: "
 DIR_IN = 0   # the router receives on this link (the client is a sender)
 DIR_OUT = 1  # the router sends on this link (the client is a receiver)
 
+# A terminus (source or target) as it crosses processes: a dict with these keys. ``type``:
+# TERMINUS_SOURCE, TERMINUS_TARGET or TERMINUS_COORDINATOR (a transaction coordinator target);
+# the last four fields are AMQP-encoded bytes (None: absent), opaque to the core.
+TERMINUS_FIELDS = ("type", "address", "dynamic", "durable", "expiry", "timeout",
+                   "distribution_mode", "capabilities", "properties", "filter", "outcomes")
+TERMINUS_SOURCE = 1
+TERMINUS_TARGET = 2
+TERMINUS_COORDINATOR = 3
+
+
+def terminus(kind: int, address: Optional[str], dynamic: bool = False,
+             capabilities: Any = None) -> dict:
+    """A terminus dict with proton's defaults (not durable, expires with the session)."""
+    return {"type": kind, "address": address, "dynamic": dynamic, "durable": 0, "expiry": 1,
+            "timeout": 0, "distribution_mode": 0, "capabilities": capabilities,
+            "properties": None, "filter": None, "outcomes": None}
+
+
+# Ids the core mints (links it attaches itself): far above any peer's generations of ids
+CORE_ID_BASE = 1 << 60
+
 
 # ----------------------------------------------------------------------------------------------
 # Peer -> core commands
@@ -108,6 +129,11 @@ class LinkAttach(NamedTuple):
     capacity: int           # credit window the router uses for this link (linkCapacity)
     # endpoint | router-control (terminus capability qd.router) | inter-router (qd.router-data)
     link_type: str = "endpoint"
+    # the peer's termini as it sent them (see TERMINUS_FIELDS; None: a null terminus) and its
+    # [snd-settle-mode, rcv-settle-mode]: what a link route forwards to the far end
+    source: Optional[dict] = None
+    target: Optional[dict] = None
+    settle: Optional[list] = None
 
 
 class LinkDetach(NamedTuple):
@@ -148,13 +174,46 @@ class SettleIn(NamedTuple):
     state: int
 
 
+class LinkAttached(NamedTuple):
+    """The peer answered a link the router attached (AttachOut) with its own attach: its
+    termini (None: null, as a refusing peer sends before its detach) and settle modes. From
+    here on the link is like any other; a refusal's detach follows as LinkDetach."""
+    link_id: int
+    source: Optional[dict]
+    target: Optional[dict]
+    settle: Optional[list]
+
+
 # ----------------------------------------------------------------------------------------------
 # Core -> peer effects
 # ----------------------------------------------------------------------------------------------
 class LinkOpen(NamedTuple):
-    """Answer an attach: open the link locally, with this terminus address (dynamic ones filled)."""
+    """Answer an attach: open the link locally, with this terminus address (dynamic ones filled).
+
+    With ``source``/``target``/``settle`` given (a link route mirrors the far end's answer), the
+    local termini and settle modes are exactly these instead of copies of the peer's."""
     link_id: int
     address: Optional[str]
+    source: Optional[dict] = None
+    target: Optional[dict] = None
+    settle: Optional[list] = None
+
+
+class AttachOut(NamedTuple):
+    """The router attaches a link itself on connection ``conn_id`` (auto-links, link routes).
+
+    ``link_id`` is minted by the core (from CORE_ID_BASE); ``direction`` as for LinkAttach
+    (DIR_IN: the router receives); termini as in TERMINUS_FIELDS (None: null); ``settle``:
+    [snd-settle-mode, rcv-settle-mode]; ``capacity``: the credit window when the router
+    receives. The peer's answer comes back as LinkAttached (or LinkDetach)."""
+    link_id: int
+    conn_id: int
+    direction: int
+    name: str
+    source: Optional[dict]
+    target: Optional[dict]
+    settle: list
+    capacity: int
 
 
 class LinkRefuse(NamedTuple):
@@ -456,7 +515,7 @@ MESSAGE_TYPES: tuple = (
     CloseConnection, DetachLink, ChildStatus, CoreQuery, CoreState, ConfigChange, ConfigResult,
     ReloadRequest, ReloadResult, RouterTransfer, RouterDeliver, ControlIn, ControlSend,
     RouterLinkUp, RouterLinkDown, RouteUpdate, RemoteAddress, LocalAddress, PeerLost,
-    PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable,
+    PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable, AttachOut, LinkAttached,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

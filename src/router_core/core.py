@@ -69,17 +69,17 @@ from typing import Any, Optional
 from common.heap import HeapTrimmer
 from router_core.matcher import AddressRules
 from common.ipc import (
-    ConnClosed, ConnOpened, ControlSend, Disposition, IpcError, LinkAttach, LinkCredit,
-    LinkDetach, LinkFlow, PeerHello, PolicyEvent, RemoteAddress, RouteUpdate, RouterTransfer,
-    SettleIn, Transfer)
+    CORE_ID_BASE, ConnClosed, ConnOpened, ControlSend, Disposition, IpcError, LinkAttach,
+    LinkAttached, LinkCredit, LinkDetach, LinkFlow, PeerHello, PolicyEvent, RemoteAddress,
+    RouteUpdate, RouterTransfer, SettleIn, Transfer)
 from router_core.policycount import PolicyCounts
 from router_core.corestate import DIST_CODES, GONE_MAX, gone_entry, management_snapshot
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import reapply_rules
 from router_core.ingress import on_router_transfer, on_transfer
 from router_core.lifecycle import (
-    close_connection_of, on_attach, on_conn_closed, on_conn_opened, on_detach, on_hello,
-    on_policy_event)
+    close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened, on_detach,
+    on_hello, on_policy_event, open_link)
 from router_core.records import MODE_CODES, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
@@ -122,6 +122,7 @@ class RouterCore:
         self.ingress_container = 0
         self.egress_container = 0
         self._next_out = 1
+        self.next_link_id = CORE_ID_BASE  # links the core attaches itself (AttachOut)
         self._key_cache = {}
         self._rng = random.Random(seed)
         self._heap = HeapTrimmer()  # freed memory back to the OS (see tick)
@@ -142,6 +143,7 @@ class RouterCore:
         self.batch_pos = 0
         # Commands off the per-message path (the per-message ones are tested first in _handle).
         self._dispatch = {LinkAttach: on_attach, LinkDetach: on_detach,
+                          LinkAttached: on_attached,
                           ConnOpened: on_conn_opened, ConnClosed: on_conn_closed,
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,
@@ -250,6 +252,17 @@ class RouterCore:
         """
         self.rules = AddressRules(addresses)
         reapply_rules(self)
+
+    def attach_out(self, conn_id: int, direction: int, name: str, address: Optional[str],
+                   source: Optional[dict], target: Optional[dict], settle: list,
+                   owner: Any = None) -> Optional[int]:
+        """Attach a link from the router's side on connection ``conn_id`` (see
+        lifecycle.open_link); the new link's id, or None if the core has no such connection."""
+        conn = self.conns.get(conn_id)
+        if conn is None:
+            return None
+        return open_link(self, conn, direction, name, address, source, target, settle,
+                         owner).link_id
 
     # ------------------------------------------------------------------------------------------
     # Services every part uses: effects, the senders' credit, removal records

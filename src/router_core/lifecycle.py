@@ -20,7 +20,7 @@ from typing import Any
 
 from router_core.addressing import CLASS_ROUTER, CLASS_TOPOLOGICAL
 from common.ipc import (
-    DIR_IN, DIR_OUT, CloseConnection, DetachLink, LinkOpen, LinkRefuse,
+    DIR_IN, DIR_OUT, AttachOut, CloseConnection, DetachLink, LinkOpen, LinkRefuse,
     RouterLinkDown, RouterLinkUp)
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
@@ -40,14 +40,16 @@ ERRORS_MAX = 100  # protocol errors kept for the core process to log, at most
 ABSENT = 0      # the core has no such connection / link (never opened, or gone)
 OPEN = 1        # a connection the core knows
 ATTACHED = 1    # a link the core knows
+ATTACHING = 2   # a link the router attached (AttachOut), the peer's attach not in yet
 CONN_STATES = {ABSENT: "absent", OPEN: "open"}
-LINK_STATES = {ABSENT: "absent", ATTACHED: "attached"}
+LINK_STATES = {ABSENT: "absent", ATTACHED: "attached", ATTACHING: "attaching"}
 
 # Events (the command that names the object)
 EV_OPENED = 0   # ConnOpened
 EV_CLOSED = 1   # ConnClosed
 EV_ATTACH = 2   # LinkAttach
 EV_DETACH = 3   # LinkDetach
+EV_ATTACHED = 4  # LinkAttached (the peer's answer to an AttachOut)
 
 # Actions
 A_OPEN = 1               # register the connection (policy may deny it: CloseConnection)
@@ -64,6 +66,8 @@ A_REFUSE_ROUTER_LINK = 11  # LinkRefuse amqp:not-allowed: router links on a clie
 A_REFUSE_ENDPOINT = 12   # LinkRefuse amqp:not-allowed: endpoint link on an inter-router one
 A_DETACH = 13            # drop the link
 A_IGNORE = 14            # nothing (a link refused at attach, or gone with its connection)
+A_ATTACHED_OUT = 15      # the peer answered the router's attach: attached_out
+A_DETACH_DUPLICATE = 16  # a second answer to the router's attach: detach, amqp:internal-error
 
 # Connection: (state, event) -> action
 CONN_TRANSITIONS = {
@@ -81,6 +85,11 @@ LINK_TRANSITIONS = {
     (ATTACHED, EV_ATTACH): A_REFUSE_DUPLICATE,
     (ATTACHED, EV_DETACH): A_DETACH,
     (ABSENT, EV_DETACH): A_IGNORE,
+    (ATTACHING, EV_ATTACH): A_REFUSE_DUPLICATE,
+    (ATTACHING, EV_ATTACHED): A_ATTACHED_OUT,
+    (ATTACHING, EV_DETACH): A_DETACH,        # refused by the peer, or its connection failed
+    (ABSENT, EV_ATTACHED): A_IGNORE,         # the router detached it before the answer came
+    (ATTACHED, EV_ATTACHED): A_DETACH_DUPLICATE,
 }
 
 # Attach: (connection role, link type, interior mode) -> action
@@ -158,6 +167,9 @@ def _close(core: Any, conn: Connection) -> None:
     for link in links:
         drop_link(core, link)
         core._record_gone("link", link)
+    for link in links:
+        if link.owner is not None:
+            detached_out(core, link, "connection closed")
     router_down(core, conn)
     core._record_gone("connection", conn)
 
@@ -193,8 +205,16 @@ def close_connection_of(core: Any, peer: Any, cmd: Any, text: str) -> None:
 
 
 # --- links ---------------------------------------------------------------------------------------
+def link_state(link: Any) -> int:
+    """ABSENT, ATTACHING or ATTACHED: the row of LINK_TRANSITIONS for ``link`` (None: absent)."""
+    if link is None:
+        return ABSENT
+    return ATTACHING if link.attaching else ATTACHED
+
+
 def on_attach(core: Any, peer: Any, cmd: Any) -> None:
-    link_id, conn_id, direction, name, address, dynamic, presettled, capacity, link_type = cmd
+    (link_id, conn_id, direction, name, address, dynamic, presettled, capacity, link_type,
+     source, target, settle) = cmd
     conn = core.conns.get(conn_id)
     conn_state = ABSENT if conn is None else OPEN
     action = CONN_TRANSITIONS.get((conn_state, EV_ATTACH))
@@ -205,20 +225,25 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
         _refuse_offending(core, peer, link_id, f"LinkAttach {link_id} on connection {conn_id} "
                                                f"({CONN_STATES[conn_state]})")
         return
-    link_state = ATTACHED if link_id in core.links else ABSENT
-    action = LINK_TRANSITIONS.get((link_state, EV_ATTACH))
+    state = link_state(core.links.get(link_id))
+    action = LINK_TRANSITIONS.get((state, EV_ATTACH))
     if action == A_REFUSE_DUPLICATE:
         core._emit(conn.peer, LinkRefuse(link_id, "amqp:internal-error", "duplicate link id"))
         return
     if action != A_ATTACH:
         _refuse_offending(core, conn.peer, link_id, f"LinkAttach {link_id} "
-                                                    f"({LINK_STATES[link_state]})")
+                                                    f"({LINK_STATES[state]})")
         return
     type_code = LINK_TYPE_CODES.get(link_type, -1)
     action = ATTACH_RULES.get((conn.role, type_code, core.mode == MODE_INTERIOR), 0)
     if action == A_ATTACH_ENDPOINT:
         attach_endpoint(core, conn, link_id, direction, name, address, dynamic, presettled,
                         capacity)
+        link = core.links.get(link_id)
+        if link is not None:  # the peer's termini, as it sent them
+            link.source = source
+            link.target = target
+            link.settle = settle
     elif action == A_ATTACH_ROUTER:
         attach_router_link(core, conn, link_id, direction, name, presettled, capacity,
                            type_code)
@@ -263,6 +288,15 @@ def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, n
     core.links[link_id] = link
     conn.links[link_id] = link
     core._emit(conn.peer, LinkOpen(link_id, address))
+    bind_endpoint(core, link, key)
+
+
+def bind_endpoint(core: Any, link: Link, key: Any) -> None:
+    """Make an attached endpoint link a consumer (DIR_OUT) or producer (DIR_IN) of the
+    address ``key`` (None: an anonymous sender): senders get their credit now if the address
+    has a destination, else they wait for one."""
+    direction = link.direction
+    capacity = link.capacity
     interior = core.mode == MODE_INTERIOR
     if key is None or (direction == DIR_IN and interior
                        and (key[:1] == CLASS_ROUTER or key[:1] == CLASS_TOPOLOGICAL)):
@@ -333,19 +367,82 @@ def attach_router_link(core: Any, conn: Connection, link_id: Any, direction: int
 
 def on_detach(core: Any, peer: Any, cmd: Any) -> None:
     link = core.links.get(cmd[0])
-    link_state = ABSENT if link is None else ATTACHED
-    action = LINK_TRANSITIONS.get((link_state, EV_DETACH))
+    state = link_state(link)
+    action = LINK_TRANSITIONS.get((state, EV_DETACH))
     if action == A_DETACH:
         link.closed = True
         drop_link(core, link)
         core._record_gone("link", link)
+        if link.owner is not None:
+            detached_out(core, link, cmd[2])
     elif action != A_IGNORE:
-        text = f"LinkDetach {cmd[0]} ({LINK_STATES[link_state]})"
+        text = f"LinkDetach {cmd[0]} ({LINK_STATES[state]})"
         if link is None:  # nothing to drop; the peer detaches it if it has it
             protocol_error(core, text)
             core._emit(peer, DetachLink(cmd[0], PROTOCOL_ERROR, text))
         else:
             detach_offending(core, link, text)
+
+
+# --- links the router attaches itself (auto-links, link routes) ----------------------------------
+def open_link(core: Any, conn: Connection, direction: int, name: str, address: Any,
+              source: Any, target: Any, settle: Any, owner: Any) -> Link:
+    """Attach a link on ``conn`` from the router's side (AttachOut): ``address`` is the
+    router's address for it (what attached_out binds it to; None for none), ``source`` and
+    ``target`` the termini the peer is offered (ipc.TERMINUS_FIELDS), ``settle`` [snd, rcv]
+    settle modes, ``owner`` what it is for (kept on the link, handed back by attached_out and
+    detached_out). The link is ATTACHING until the peer's LinkAttached."""
+    link_id = core.next_link_id
+    core.next_link_id = link_id + 1
+    link = Link(link_id, conn, direction, name, address, settle[0] == 1, conn.link_capacity)
+    link.attaching = True
+    link.owner = owner
+    link.source = source
+    link.target = target
+    link.settle = settle
+    core.links[link_id] = link
+    conn.links[link_id] = link
+    core._emit(conn.peer, AttachOut(link_id, conn.conn_id, direction, name, source, target,
+                                    settle, conn.link_capacity))
+    return link
+
+
+def on_attached(core: Any, peer: Any, cmd: Any) -> None:
+    link = core.links.get(cmd[0])
+    state = link_state(link)
+    action = LINK_TRANSITIONS.get((state, EV_ATTACHED))
+    if action == A_ATTACHED_OUT:
+        link.attaching = False
+        link.remote_source = cmd[1]
+        link.remote_target = cmd[2]
+        link.remote_settle = cmd[3]
+        attached_out(core, link)
+    elif action == A_DETACH_DUPLICATE:
+        detach_offending(core, link, f"LinkAttached {cmd[0]}: the link is attached already")
+    elif action != A_IGNORE:
+        text = f"LinkAttached {cmd[0]} ({LINK_STATES[state]})"
+        if link is None:
+            protocol_error(core, text)
+            core._emit(peer, DetachLink(cmd[0], PROTOCOL_ERROR, text))
+        else:
+            detach_offending(core, link, text)
+
+
+def attached_out(core: Any, link: Link) -> None:
+    """The peer answered a link the router attached (open_link). By default the link becomes a
+    consumer or producer of its address, as an attached client link does (an auto-link)."""
+    address = link.address
+    key = None if address is None else phase_key(core.rules, key_of(core, address),
+                                                 link.direction)
+    if key is None and link.direction == DIR_OUT:
+        return  # nothing to consume from: it stays attached without traffic
+    bind_endpoint(core, link, key)
+
+
+def detached_out(core: Any, link: Link, error: Any) -> None:
+    """A link the router attached for an owner is gone (the peer detached or refused it, or
+    its connection closed; ``error``: the condition text, "" for none). Default: nothing."""
+    return
 
 
 def detach_offending(core: Any, link: Link, text: str) -> None:
@@ -369,6 +466,9 @@ def drop_link(core: Any, link: Link) -> None:
             if link in addr.waiting:
                 addr.waiting.remove(link)
             unref(core, addr)
+        return
+    if addr is None:  # a router-attached link never bound to an address
+        fail_outbound(core, link)
         return
     addr.consumers.remove(link)
     if link.to_container:

@@ -155,7 +155,13 @@ class Link:
                  "limit", "delivered", "queue", "unsettled",
                  # management counters
                  "delivery_count", "presettled_count", "dropped_presettled_count", "accepted",
-                 "rejected", "released", "modified")
+                 "rejected", "released", "modified",
+                 # termini and [snd, rcv] settle modes: of a peer-attached link as the peer
+                 # sent them; of a link the router attached (AttachOut) what it asked for,
+                 # and the peer's answer in remote_*; attaching: that answer is still due;
+                 # owner: what the router attached it for (an auto-link, a link route), or None
+                 "source", "target", "settle", "remote_source", "remote_target",
+                 "remote_settle", "attaching", "owner")
 
     def __init__(self, link_id: int, conn: Connection, direction: int, name: str,
                  address: Optional[str], presettled: bool, capacity: int) -> None:
@@ -195,6 +201,14 @@ class Link:
         self.rejected = 0
         self.released = 0
         self.modified = 0
+        self.source = None
+        self.target = None
+        self.settle = None
+        self.remote_source = None
+        self.remote_target = None
+        self.remote_settle = None
+        self.attaching = False
+        self.owner = None
 
 
 class Address:

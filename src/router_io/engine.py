@@ -97,6 +97,50 @@ def _decode_data(data: Any, encoded: bytes) -> None:
     if lib.pn_data_decode(data, encoded, len(encoded)) < 0:
         lib.pn_data_clear(data)
 
+def _read_terminus(t_ptr: Any) -> Optional[dict]:
+    """A proton terminus as an IPC terminus dict (ipc.TERMINUS_FIELDS); None when it is null
+    (type unspecified). The address is peer-controlled text: bad UTF-8 raises ValueError."""
+    kind = lib.pn_terminus_get_type(t_ptr)
+    if kind == lib.PN_UNSPECIFIED:
+        return None
+    return {"type": int(kind), "address": _utf8(lib.pn_terminus_get_address(t_ptr)),
+            "dynamic": bool(lib.pn_terminus_is_dynamic(t_ptr)),
+            "durable": int(lib.pn_terminus_get_durability(t_ptr)),
+            "expiry": int(lib.pn_terminus_get_expiry_policy(t_ptr)),
+            "timeout": int(lib.pn_terminus_get_timeout(t_ptr)),
+            "distribution_mode": int(lib.pn_terminus_get_distribution_mode(t_ptr)),
+            "capabilities": _encoded_data(lib.pn_terminus_capabilities(t_ptr)) or None,
+            "properties": _encoded_data(lib.pn_terminus_properties(t_ptr)) or None,
+            "filter": _encoded_data(lib.pn_terminus_filter(t_ptr)) or None,
+            "outcomes": _encoded_data(lib.pn_terminus_outcomes(t_ptr)) or None}
+
+
+def _write_terminus(t_ptr: Any, terminus: Optional[dict]) -> None:
+    """Set a local proton terminus from an IPC terminus dict (None: a null terminus)."""
+    if terminus is None:
+        lib.pn_terminus_set_type(t_ptr, lib.PN_UNSPECIFIED)
+        return
+    lib.pn_terminus_set_type(t_ptr, terminus.get("type") or lib.PN_UNSPECIFIED)
+    address = terminus.get("address")
+    lib.pn_terminus_set_address(t_ptr, ffi.NULL if address is None else address.encode())
+    lib.pn_terminus_set_dynamic(t_ptr, bool(terminus.get("dynamic")))
+    lib.pn_terminus_set_durability(t_ptr, terminus.get("durable") or 0)
+    lib.pn_terminus_set_expiry_policy(t_ptr, terminus.get("expiry") or 0)
+    lib.pn_terminus_set_timeout(t_ptr, terminus.get("timeout") or 0)
+    lib.pn_terminus_set_distribution_mode(t_ptr, terminus.get("distribution_mode") or 0)
+    for field, getter in (("capabilities", lib.pn_terminus_capabilities),
+                          ("properties", lib.pn_terminus_properties),
+                          ("filter", lib.pn_terminus_filter),
+                          ("outcomes", lib.pn_terminus_outcomes)):
+        _decode_data(getter(t_ptr), terminus.get(field) or b"")
+
+
+def _settle_modes(l_ptr: Any) -> list:
+    """The peer's [snd-settle-mode, rcv-settle-mode] of a link."""
+    return [int(lib.pn_link_remote_snd_settle_mode(l_ptr)),
+            int(lib.pn_link_remote_rcv_settle_mode(l_ptr))]
+
+
 # proton event type numbers, looked up once
 E_CONN_REMOTE_OPEN = lib.PN_CONNECTION_REMOTE_OPEN
 E_CONN_REMOTE_CLOSE = lib.PN_CONNECTION_REMOTE_CLOSE
@@ -276,7 +320,7 @@ class Link:
 
     __slots__ = ("link_id", "ptr", "key", "conn", "direction", "anonymous", "sent", "flow",
                  "open", "local", "link_type", "router", "queued", "drain_after", "max_size",
-                 "check", "capped")
+                 "check", "capped", "awaiting")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -298,6 +342,7 @@ class Link:
         self.flow = (-1, False)  # outbound: last (limit, drain) reported to the core
         self.open = False
         self.local = False       # created by this router (inter-router links), not attached to
+        self.awaiting = False    # created for the core's AttachOut, the peer's attach not yet in
         self.link_type = "endpoint"
         # an inter-router link (control or data) on an inter-router connection: its deliveries
         # go to the core as RouterTransfer (set once at attach; the per-delivery check)
@@ -418,6 +463,7 @@ class Connection:
         self.n_sessions = 0
         self.tenant = ""
         self.failed = False  # closed by this router after an internal error (logged once)
+        self.router_session = None  # the session of the links the core attaches (AttachOut)
         # An accepted connection's bytes pass the SASL guard until the client's SASL exchange
         # is over (frameguard.py: proton crashes on some sequences); then push is the class's
         # own again and established connections pay nothing.
@@ -566,7 +612,7 @@ class WorkerEngine:
             ipc.RouterDeliver: self._fx_router_deliver,
             ipc.UpdateIn: self._fx_update_in, ipc.SettleOut: self._fx_settle_out,
             ipc.Drained: self._fx_drained, ipc.CloseConnection: self._fx_close_connection,
-            ipc.DetachLink: self._fx_detach_link,
+            ipc.DetachLink: self._fx_detach_link, ipc.AttachOut: self._attach_out,
         }
 
     # --- connections --------------------------------------------------------------------------
@@ -1081,6 +1127,9 @@ class WorkerEngine:
 
     def _on_link_open(self, l_ptr: Any) -> None:
         if not lib.pn_link_state(l_ptr) & LOCAL_UNINIT:
+            link = self.link_ptrs.get(_key(l_ptr))
+            if link is not None and link.awaiting:
+                self._on_attach_answer(link)
             return
         conn = self.conns.get(lib.pn_session_connection(lib.pn_link_session(l_ptr)))
         if conn is None:
@@ -1097,6 +1146,8 @@ class WorkerEngine:
             name = _utf8(lib.pn_link_name(l_ptr)) or ""
             what = "address"
             address = _utf8(lib.pn_terminus_get_address(terminus._impl))
+            source = _read_terminus(lib.pn_link_remote_source(l_ptr))
+            target = _read_terminus(lib.pn_link_remote_target(l_ptr))
         except ValueError as exc:
             self._refuse_link(l_ptr, conn, INVALID_FIELD, f"{what} {exc}")
             return
@@ -1128,7 +1179,57 @@ class WorkerEngine:
         presettled = plink.remote_snd_settle_mode == proton.Link.SND_SETTLED
         self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, name,
                                           address, bool(terminus.dynamic), presettled,
-                                          conn.link_capacity, link.link_type))
+                                          conn.link_capacity, link.link_type, source, target,
+                                          _settle_modes(l_ptr)))
+
+    def _attach_out(self, fx: ipc.AttachOut) -> None:
+        """The core attaches a link on one of our connections (an auto-link, the far side of a
+        link route): create it on the connection's router session, open it, and tell the core
+        the peer's answer when its attach arrives (LinkAttached)."""
+        conn = self.conns_by_id.get(fx.conn_id)
+        if conn is None or conn.failed or conn.closed:
+            # gone before the effect arrived: the core hears of the connection's close
+            return
+        ssn = conn.router_session
+        if ssn is None:
+            ssn = conn.router_session = conn.connection.session()
+            ssn.open()
+        plink = ssn.sender(fx.name) if fx.direction == DIR_OUT else ssn.receiver(fx.name)
+        l_ptr = plink._impl
+        _write_terminus(lib.pn_link_source(l_ptr), fx.source)
+        _write_terminus(lib.pn_link_target(l_ptr), fx.target)
+        lib.pn_link_set_snd_settle_mode(l_ptr, fx.settle[0])
+        lib.pn_link_set_rcv_settle_mode(l_ptr, fx.settle[1])
+        target = fx.target or {}
+        link = Link(fx.link_id, l_ptr, conn, fx.direction,
+                    anonymous=fx.direction != DIR_OUT and target.get("address") is None
+                    and not target.get("dynamic"))
+        link.local = True
+        link.awaiting = True
+        if fx.direction != DIR_OUT and conn.max_message_size:
+            link.max_size = conn.max_message_size
+            lib.pn_link_set_max_message_size(l_ptr, conn.max_message_size)
+        conn.links[l_ptr] = link
+        self.links[link.link_id] = link
+        self.link_ptrs[link.key] = link
+        lib.pn_link_open(l_ptr)
+        self.dirty.add(conn)
+
+    def _on_attach_answer(self, link: Link) -> None:
+        """The peer's attach for a link the core asked for (AttachOut)."""
+        link.awaiting = False
+        link.open = True
+        l_ptr = link.ptr
+        try:
+            source = _read_terminus(lib.pn_link_remote_source(l_ptr))
+            target = _read_terminus(lib.pn_link_remote_target(l_ptr))
+        except ValueError as exc:  # a bad address in the answer: detach, the core hears it
+            self._set_condition(lib.pn_link_condition(l_ptr), INVALID_FIELD, f"address {exc}")
+            self._on_link_close(l_ptr, True)
+            return
+        self.outbox.append(ipc.LinkAttached(link.link_id, source, target, _settle_modes(l_ptr)))
+        if link.direction == DIR_OUT:
+            self._on_flow(link.key)  # credit may have come with the attach
 
     def _policy_link(self, l_ptr: Any, conn: Connection, plink: Any, direction: int,
                      address: Optional[str]) -> bool:
@@ -1247,7 +1348,7 @@ class WorkerEngine:
 
     def _on_flow(self, l_ptr: Any) -> None:
         link = self.link_ptrs.get(l_ptr)
-        if link is None or link.direction != DIR_OUT:
+        if link is None or link.direction != DIR_OUT or link.awaiting:
             return
         self._report_flow(link)
 
@@ -1456,6 +1557,17 @@ class WorkerEngine:
         if link is None:
             return
         if link.local:  # created open by this router: nothing to answer
+            if link.direction == ipc.DIR_OUT:
+                self._on_flow(link.key)
+            return
+        if fx.settle is not None:  # a link route: the far end's answer, as it gave it
+            _write_terminus(lib.pn_link_source(link.ptr), fx.source)
+            _write_terminus(lib.pn_link_target(link.ptr), fx.target)
+            lib.pn_link_set_snd_settle_mode(link.ptr, fx.settle[0])
+            lib.pn_link_set_rcv_settle_mode(link.ptr, fx.settle[1])
+            lib.pn_link_open(link.ptr)
+            link.open = True
+            self.dirty.add(link.conn)
             if link.direction == ipc.DIR_OUT:
                 self._on_flow(link.key)
             return

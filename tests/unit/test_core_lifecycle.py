@@ -55,8 +55,8 @@ def test_connection_and_link_tables_are_complete():
     for state in (lifecycle.ABSENT, lifecycle.OPEN):
         for event in (lifecycle.EV_OPENED, lifecycle.EV_CLOSED, lifecycle.EV_ATTACH):
             assert (state, event) in lifecycle.CONN_TRANSITIONS, (state, event)
-    for state in (lifecycle.ABSENT, lifecycle.ATTACHED):
-        for event in (lifecycle.EV_ATTACH, lifecycle.EV_DETACH):
+    for state in (lifecycle.ABSENT, lifecycle.ATTACHED, lifecycle.ATTACHING):
+        for event in (lifecycle.EV_ATTACH, lifecycle.EV_DETACH, lifecycle.EV_ATTACHED):
             assert (state, event) in lifecycle.LINK_TRANSITIONS, (state, event)
 
 
@@ -108,28 +108,37 @@ def test_missing_connection_entry_is_a_protocol_error(core_cls, monkeypatch, key
 
 
 def _link_scenario(h, state, event):
+    """Drive ``h`` so that a link in ``state`` sees ``event``; the expected protocol error's
+    effect type and link id."""
     h.conn(1)
+    link_id = 10
     if state == lifecycle.ATTACHED:
         h.sender(10, 1, None)
         h.effects()
+    elif state == lifecycle.ATTACHING:  # a link the router attached itself, no answer yet
+        link_id = h.core.attach_out(1, DIR_IN, "auto", "q", None, ipc.terminus(2, "q"),
+                                    [0, 0])
+        h.effects()
     if event == lifecycle.EV_ATTACH:
-        h.sender(10, 1, None)
-        return LinkRefuse
-    h.do(LinkDetach(10, True, ""))
-    return DetachLink
+        h.do(LinkAttach(link_id, 1, DIR_IN, "s", None, False, False, 10))
+        return LinkRefuse, link_id
+    if event == lifecycle.EV_ATTACHED:
+        h.do(ipc.LinkAttached(link_id, None, ipc.terminus(2, "q"), [0, 0]))
+        return DetachLink, link_id
+    h.do(LinkDetach(link_id, True, ""))
+    return DetachLink, link_id
 
 
 @pytest.mark.parametrize("key", sorted(lifecycle.LINK_TRANSITIONS))
 def test_missing_link_entry_is_a_protocol_error(core_cls, monkeypatch, key):
     monkeypatch.delitem(tables(core_cls).LINK_TRANSITIONS, key)
     h = Harness(core_cls)
-    kind = _link_scenario(h, *key)
+    kind, link_id = _link_scenario(h, *key)
     effects = h.flat()
     errors = [e for e in effects if type(e) is kind and e.condition == PROTOCOL_ERROR]
-    assert [e.link_id for e in errors] == [10], effects
+    assert [e.link_id for e in errors] == [link_id], effects
     assert h.core.take_errors()
-    assert h.snap()["router"]["linkCount"] == 0 or key == (lifecycle.ATTACHED,
-                                                           lifecycle.EV_ATTACH)
+    assert h.snap()["router"]["linkCount"] == 0 or key[1] == lifecycle.EV_ATTACH
     monkeypatch.undo()
     assert_survives(h)
 

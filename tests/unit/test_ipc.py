@@ -12,7 +12,9 @@ SAMPLES = {
     ipc.ConnOpened: (1, "normal", "in", "127.0.0.1:5", "c", "l", "u", "ANONYMOUS", False, 250,
                      3),
     ipc.ConnClosed: (1, ""),
-    ipc.LinkAttach: (3, 1, ipc.DIR_IN, "name", None, False, True, 250, "inter-router"),
+    ipc.LinkAttach: (3, 1, ipc.DIR_IN, "name", None, False, True, 250, "inter-router",
+                     ipc.terminus(ipc.TERMINUS_SOURCE, None),
+                     ipc.terminus(ipc.TERMINUS_COORDINATOR, None), [1, 0]),
     ipc.LinkDetach: (3, True, "amqp:x: y"),
     ipc.LinkFlow: (3, 10, False),
     ipc.Transfer: (5, 3, "addr", False, 4, b"\x00Sw\xa1\x02hi"),
@@ -52,6 +54,11 @@ SAMPLES = {
     ipc.RouterGone: ("R2",),
     ipc.TopologyReset: (),
     ipc.Reachable: (["R2", "R3"],),
+    ipc.AttachOut: (ipc.CORE_ID_BASE, 3, ipc.DIR_OUT, "auto.1", None,
+                    dict(ipc.terminus(ipc.TERMINUS_TARGET, "queue.a"), capabilities=b"\xa3\x05queue"),
+                    [0, 0], 250),
+    ipc.LinkAttached: (ipc.CORE_ID_BASE, None, ipc.terminus(ipc.TERMINUS_TARGET, "queue.a"),
+                       [0, 0]),
 }
 
 
