@@ -94,7 +94,7 @@ cdef class Link:
     cdef public long long delivery_count, presettled_count, dropped_presettled_count
     cdef public long long accepted, rejected, released, modified
     cdef public object source, target, settle, remote_source, remote_target, remote_settle
-    cdef public bint attaching
+    cdef public bint attaching, fallback
     cdef public object owner
 
 
@@ -323,6 +323,24 @@ cdef check_router_up(RouterCore core, Connection conn)
 cdef router_down(RouterCore core, Connection conn)
 cpdef on_policy_event(RouterCore core, peer, cmd)
 
+# --- autolinks.py -------------------------------------------------------------------------------
+# (AutoLink stays a Python class: off the per-message path; lifecycle calls its methods)
+cdef double FIRST_RETRY, RETRY, NEVER
+cdef dict AL_TRANSITIONS, AL_STATE_NAMES
+cdef auto_link_key(RouterCore core, address, int direction, int phase, bint fallback)
+cdef create_auto_link(RouterCore core, dict attrs)
+cdef bint remove_auto_link(RouterCore core, identity)
+cdef auto_links_conn_opened(RouterCore core, Connection conn)
+cdef auto_links_tick(RouterCore core)
+@cython.locals(conn=Connection)
+cdef auto_link_event(RouterCore core, al, int event, link, error)
+cdef _attach(RouterCore core, al, Connection conn)
+cdef bint _matches(al, Connection conn)
+@cython.locals(conn=Connection)
+cdef _container_conn(RouterCore core, al, skip)
+cdef _next_retry(RouterCore core)
+cdef list auto_links_view(RouterCore core)
+
 # --- core.py ------------------------------------------------------------------------------------
 @cython.final
 cdef class RouterCore:
@@ -333,7 +351,9 @@ cdef class RouterCore:
     cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled
     cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
     cdef readonly long long modified, ingress, egress, transit, ingress_container
-    cdef readonly long long egress_container
+    cdef readonly long long egress_container, redirected
+    cdef public dict auto_links
+    cdef public double al_next_retry
     cdef readonly object agent_peer
     cdef readonly dict routers, neighbour_conns
     cdef readonly object gone

@@ -149,7 +149,7 @@ def auto_link_key(core: Any, address: str, direction: int, phase: int, fallback:
     return CLASS_MOBILE + chr(48 + phase) + key[2:]
 
 
-def add_auto_link(core: Any, attrs: dict) -> AutoLink:
+def create_auto_link(core: Any, attrs: dict) -> AutoLink:
     """A new auto-link from its configuration (canonical attribute names, as the agent's store
     and the configuration file give them); attached at once if its container is connected.
     ValueError for a configuration 1.19 refuses (the agent checked it first)."""
@@ -185,7 +185,7 @@ def add_auto_link(core: Any, attrs: dict) -> AutoLink:
     return al
 
 
-def delete_auto_link(core: Any, identity: str) -> bool:
+def remove_auto_link(core: Any, identity: str) -> bool:
     """Forget an auto-link: its link is detached (no error) and dropped. False: no such one."""
     al = core.auto_links.pop(str(identity), None)
     if al is None:

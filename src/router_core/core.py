@@ -84,6 +84,9 @@ from router_core.records import MODE_CODES, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
 from router_core.transfer import on_flow
+from router_core.autolinks import (
+    NEVER, auto_links_conn_opened, auto_links_tick, auto_links_view, create_auto_link,
+    remove_auto_link)
 # --- end core parts ---
 
 
@@ -121,6 +124,11 @@ class RouterCore:
         self.transit = 0
         self.ingress_container = 0
         self.egress_container = 0
+        self.redirected = 0  # deliveries sent to a fallback destination (ingress.to_fallback)
+        # auto-links (autolinks.py): identity -> AutoLink, in creation order; the core time of
+        # the soonest retry among them
+        self.auto_links = {}
+        self.al_next_retry = NEVER
         self._next_out = 1
         self.next_link_id = CORE_ID_BASE  # links the core attaches itself (AttachOut)
         self._key_cache = {}
@@ -144,7 +152,7 @@ class RouterCore:
         # Commands off the per-message path (the per-message ones are tested first in _handle).
         self._dispatch = {LinkAttach: on_attach, LinkDetach: on_detach,
                           LinkAttached: on_attached,
-                          ConnOpened: on_conn_opened, ConnClosed: on_conn_closed,
+                          ConnOpened: _conn_opened, ConnClosed: on_conn_closed,
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,
                           PolicyEvent: on_policy_event}
@@ -202,6 +210,8 @@ class RouterCore:
         connections, released deliveries) goes back to the OS (common.heap)."""
         self.now = now
         self._heap.maybe_trim(now)
+        if now >= self.al_next_retry:
+            auto_links_tick(self)
 
     def take_effects(self) -> dict:
         """Every effect queued since the last call, as ``{peer: [effect, ...]}``."""
@@ -225,7 +235,9 @@ class RouterCore:
     def snapshot(self, gone_after: Optional[int] = None) -> dict:
         """management_snapshot(); ``gone_after``: include the removed entities with a greater
         seq (the metrics sink), None: none of them (management, /metrics)."""
-        return management_snapshot(self, gone_after)
+        state = management_snapshot(self, gone_after)
+        state["autoLinks"] = auto_links_view(self)
+        return state
 
     @property
     def counters(self) -> dict:
@@ -237,7 +249,17 @@ class RouterCore:
                 "deliveriesIngress": self.ingress, "deliveriesEgress": self.egress,
                 "deliveriesTransit": self.transit,
                 "deliveriesIngressRouteContainer": self.ingress_container,
-                "deliveriesEgressRouteContainer": self.egress_container}
+                "deliveriesEgressRouteContainer": self.egress_container,
+                "deliveriesRedirectedToFallback": self.redirected}
+
+    def add_auto_link(self, attributes: dict) -> None:
+        """A configured auto-link (``router.config.autoLink`` attributes, canonical names),
+        attached at once if its container is connected (autolinks.py). ValueError if invalid."""
+        create_auto_link(self, attributes)
+
+    def delete_auto_link(self, identity: str) -> bool:
+        """Forget the auto-link ``identity`` (its link is detached); False if there is none."""
+        return remove_auto_link(self, identity)
 
     def set_address_config(self, addresses: list) -> None:
         """Replace the configured ``address`` rules (same dicts as the constructor's
@@ -297,3 +319,13 @@ class RouterCore:
         """Keep the final counts of a removed address, link or connection (removal paths only)."""
         self.gone_seq += 1
         self.gone.append(gone_entry(kind, obj, self.gone_seq, self.now))
+
+
+def _conn_opened(core: Any, peer: Any, cmd: Any) -> None:
+    """ConnOpened: the connection's lifecycle (lifecycle.py), then the auto-links of its
+    container attach on it."""
+    on_conn_opened(core, peer, cmd)
+    if core.auto_links:
+        conn = core.conns.get(cmd[0])
+        if conn is not None:
+            auto_links_conn_opened(core, conn)

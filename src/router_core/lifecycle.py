@@ -29,6 +29,7 @@ from router_core.records import (
     CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
     LINK_TYPE_NAMES, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
     ROLE_NAMES, ROLE_NORMAL, ROLE_ROUTE_CONTAINER, Connection, Link)
+from router_core.ingress import has_destination
 from router_core.relay import announce, credit_waiting, reachable
 from router_core.transfer import fail_outbound, release_held
 # --- end core parts ---
@@ -312,11 +313,13 @@ def bind_endpoint(core: Any, link: Link, key: Any) -> None:
         addr.consumers.append(link)
         if link.to_container:
             addr.container_count += 1
-        if addr.waiting:
+        if addr.waiting or addr.fallback_for is not None:
             credit_waiting(core, addr)
         if not addr.announced and interior and addr.cls == KEY_MOBILE:
             announce(core, addr, True)
-    elif addr.consumers or (addr.remotes and reachable(core, addr)):
+    elif (addr.consumers or (addr.remotes and reachable(core, addr))
+          or (addr.fallback is not None and not link.fallback
+              and has_destination(core, addr.fallback))):
         link.credited = True
         core._credit(link, capacity)
     else:
@@ -430,7 +433,14 @@ def on_attached(core: Any, peer: Any, cmd: Any) -> None:
 
 def attached_out(core: Any, link: Link) -> None:
     """The peer answered a link the router attached (open_link). By default the link becomes a
-    consumer or producer of its address, as an attached client link does (an auto-link)."""
+    consumer or producer of its address, as an attached client link does. An owner with an
+    ``attached(core, link)`` method (an auto-link: autolinks.AutoLink) decides instead when it
+    answers True."""
+    owner = link.owner
+    if owner is not None:
+        hook = getattr(owner, "attached", None)
+        if hook is not None and hook(core, link):
+            return
     address = link.address
     key = None if address is None else phase_key(core.rules, key_of(core, address),
                                                  link.direction)
@@ -441,8 +451,11 @@ def attached_out(core: Any, link: Link) -> None:
 
 def detached_out(core: Any, link: Link, error: Any) -> None:
     """A link the router attached for an owner is gone (the peer detached or refused it, or
-    its connection closed; ``error``: the condition text, "" for none). Default: nothing."""
-    return
+    its connection closed; ``error``: the condition text, "" for none). An owner with a
+    ``detached(core, link, error)`` method (an auto-link) is told; otherwise nothing."""
+    hook = getattr(link.owner, "detached", None)
+    if hook is not None:
+        hook(core, link, error)
 
 
 def detach_offending(core: Any, link: Link, text: str) -> None:

@@ -161,7 +161,10 @@ class Link:
                  # and the peer's answer in remote_*; attaching: that answer is still due;
                  # owner: what the router attached it for (an auto-link, a link route), or None
                  "source", "target", "settle", "remote_source", "remote_target",
-                 "remote_settle", "attaching", "owner")
+                 "remote_settle", "attaching", "owner",
+                 # an auto-link's link for a fallback destination (autolinks.py): what comes
+                 # in on it is never redirected to the fallback again, nor counted as ingress
+                 "fallback")
 
     def __init__(self, link_id: int, conn: Connection, direction: int, name: str,
                  address: Optional[str], presettled: bool, capacity: int) -> None:
@@ -209,6 +212,7 @@ class Link:
         self.remote_settle = None
         self.attaching = False
         self.owner = None
+        self.fallback = False
 
 
 class Address:
