@@ -271,9 +271,12 @@ def test_fallback_stores_at_broker_and_drains_back(router_factory, c_broker):
             got = collect([conn], [rcv], expect=3, idle=2.0)
             assert sorted(_bodies(got)) == ["f1", "f2", "f3"]
             # with the consumer there, nothing is redirected
-            assert send(router.url, "fb.q", ["live"]) == [Delivery.ACCEPTED]
+            snd = conn.create_sender("fb.q")
+            dlv = snd.link.send(Message(body="live"))
             got = collect([conn], [rcv], expect=1, idle=1.0)
             assert _bodies(got) == ["live"]
+            pump_until([conn], lambda: dlv.remote_state == Delivery.ACCEPTED,
+                       what="the receiver's outcome at the sender")
         finally:
             conn.close()
         addr = {a["key"]: a for a in mgmt.query(T + "router.address",
