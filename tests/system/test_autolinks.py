@@ -294,3 +294,67 @@ def test_config_file_refuses_both_connection_and_container(tmp_path):
     assert out.returncode == 1
     assert "Both connection and containerId cannot be specified" in out.stdout + out.stderr
     assert f"{path}:" in out.stdout + out.stderr
+
+
+# --- across a line of three routers: the broker is behind the far router ------------------------
+RULES = """
+    address {
+        prefix: queue
+        waypoint: yes
+    }
+    address {
+        prefix: fb
+        enableFallback: yes
+    }
+    """
+
+
+def test_waypoint_and_fallback_across_a_line_of_three(router_factory, c_broker):
+    """A --1-> B --1-> C, the broker connected to C (its auto-links are C's)."""
+    from test_network import Net, converged  # (same folder: tests/system)
+    broker = c_broker("broker.net")
+    net = Net(router_factory)
+    net.add("C", extra=RULES + connector("broker", broker)
+            + auto_link("queue.n", "out", connection="broker", name="wp-out")
+            + auto_link("queue.n", "in", connection="broker", name="wp-in")
+            + auto_link("fb.n", "out", connection="broker", fallback="yes", name="fb-out")
+            + auto_link("fb.n", "in", connection="broker", fallback="yes", name="fb-in"))
+    net.add("B", connect_to=(("C", 1),), extra=RULES)
+    net.add("A", connect_to=(("B", 1),), extra=RULES)
+    converged(net, "CBA")
+    mgmt = Mgmt(net["C"].url)
+    try:
+        wait_status(mgmt, {"wp-out": "active", "wp-in": "active", "fb-out": "active",
+                           "fb-in": "active"})
+    finally:
+        mgmt.close()
+    conn = BlockingConnection(net["A"].url, timeout=10)
+    try:
+        # waypoint: A's sender -> C -> broker queue -> C (phase 1) -> A's receiver
+        rcv = conn.create_receiver("queue.n", credit=20)
+        snd = conn.create_sender("queue.n")  # credit once A learns phase 0 is at C
+        pump_until([conn], lambda: snd.link.credit > 0, timeout=TIMEOUT,
+                   what="A learns queue.n phase 0 from C")
+        sent = [snd.link.send(Message(body=f"w{i}")) for i in range(5)]
+        got = collect([conn], [rcv], expect=5, idle=3.0)
+        assert sorted(_bodies(got)) == [f"w{i}" for i in range(5)]
+        pump_until([conn], lambda: all(d.remote_state for d in sent), what="outcomes back")
+        assert [d.remote_state for d in sent] == [Delivery.ACCEPTED] * 5  # the broker's
+        # fallback: nobody consumes fb.n, so A sends to C's fallback store ...
+        snd = conn.create_sender("fb.n")
+        pump_until([conn], lambda: snd.link.credit > 0, what="credit from the fallback")
+        sent = [snd.link.send(Message(body=f"f{i}")) for i in range(3)]
+        pump_until([conn], lambda: all(d.remote_state for d in sent), what="outcomes back")
+        assert [d.remote_state for d in sent] == [Delivery.ACCEPTED] * 3
+        amgmt = Mgmt(net["A"].url)
+        try:
+            row = amgmt.query(T + "router", ["deliveriesRedirectedToFallback"])[0]
+            assert row["deliveriesRedirectedToFallback"] == 3
+        finally:
+            amgmt.close()
+        # ... and a consumer on A gets them back from the broker behind C
+        rcv = conn.create_receiver("fb.n", credit=10)
+        got = collect([conn], [rcv], expect=3, idle=3.0)
+        assert sorted(_bodies(got)) == ["f0", "f1", "f2"]
+    finally:
+        conn.close()
