@@ -13,10 +13,10 @@ Two halves, one per process:
   listener, connector        name (default host:port)  added, removed, or removed + re-added
   address                    name if given, else its   added, removed
                              attributes
+  autoLink                   name                      added, removed, or removed + re-added
   log                        module                    UPDATE of the changed attributes
   router, sslProfile,        -                         a warning: restart to apply
-  linkRoute, autoLink,
-  vhost, policy
+  linkRoute, vhost, policy
   =========================  ========================  =====================================
 
   The changes go to the agent as ONE request over a dedicated ZeroMQ PAIR socket
@@ -49,11 +49,12 @@ from common.schema import load_schema
 # short type -> spec key, in the order changes are applied (logs first, listeners last, as the
 # configuration file is applied at start-up)
 RUNTIME_TYPES = (("log", "logs"), ("router.config.address", "addresses"),
-                 ("connector", "connectors"), ("listener", "listeners"))
+                 ("router.config.autoLink", "autoLinks"), ("connector", "connectors"),
+                 ("listener", "listeners"))
 SPEC_KEY = dict(RUNTIME_TYPES)
 # spec key -> what an operator calls it; changes there need a restart
 RESTART_ONLY = (("router", "router"), ("sslProfiles", "sslProfile"), ("linkRoutes", "linkRoute"),
-                ("autoLinks", "autoLink"), ("vhosts", "vhost"), ("policy", "policy"))
+                ("vhosts", "vhost"), ("policy", "policy"))
 _LOG_ATTRIBUTES = ("enable", "includeTimestamp", "includeSource", "outputFile")
 _AUTO_ADDRESS = "router.config.address/"
 
@@ -163,8 +164,8 @@ def plan_reload(old: dict, new: dict) -> Plan:
         plan.changes.append({"op": "create", "type": "router.config.address", "name": name,
                              "attributes": _creatable("router.config.address",
                                                       {**entity, "name": name})})
-    # connectors and listeners: by name; a changed one is removed and added again
-    for short in ("connector", "listener"):
+    # auto-links, connectors and listeners: by name; a changed one is removed and added again
+    for short in ("router.config.autoLink", "connector", "listener"):
         key = SPEC_KEY[short]
         before = {str(e["name"]): e for e in old.get(key, [])}
         after = {str(e["name"]): e for e in new.get(key, [])}

@@ -121,3 +121,17 @@ def test_applier_runs_changes_in_order_and_reports_failures():
     assert result == {"kind": "result", "id": 7, "ok": False, "applied": [0],
                       "detail": "create listener b: port in use"}
     assert ("error", "Configuration reload: create listener b failed: port in use") in logs
+
+
+def test_auto_links_are_added_changed_and_removed_by_name():
+    one = "autoLink {\n    name: a\n    address: q\n    direction: out\n    connection: c\n}\n"
+    changed = one.replace("direction: out", "direction: in")
+    old = spec(one)
+    plan = reload.plan_reload(spec(), old)
+    assert ops(plan) == [("create", "router.config.autoLink", "a")]
+    assert plan.warnings == []
+    attrs = plan.changes[0]["attributes"]
+    assert attrs["address"] == "q" and attrs["phase"] == 0 and "identity" not in attrs
+    assert ops(reload.plan_reload(old, spec(changed))) == [
+        ("delete", "router.config.autoLink", "a"), ("create", "router.config.autoLink", "a")]
+    assert ops(reload.plan_reload(old, spec())) == [("delete", "router.config.autoLink", "a")]
