@@ -240,6 +240,58 @@ def test_sharded_queue_over_two_brokers(router_factory, c_broker):
         mgmt.close()
 
 
+def test_serial_and_parallel_waypoints(router_factory, c_broker):
+    """serial.x: phase 0 -> broker 1 -> phase 1 -> broker 2 -> phase 2 (receivers);
+    par.x: two brokers each take phase 0 and give back phase 1."""
+    b1, b2 = c_broker("wp.1"), c_broker("wp.2")
+    router = router_factory(connector("b1", b1) + connector("b2", b2) + """
+        address {
+            prefix: serial
+            ingressPhase: 0
+            egressPhase: 2
+        }
+        address {
+            prefix: par
+            waypoint: yes
+        }
+        """ + auto_link("serial.x", "out", connection="b1", phase=0, name="s-out1")
+        + auto_link("serial.x", "in", connection="b1", phase=1, name="s-in1")
+        + auto_link("serial.x", "out", connection="b2", phase=1, name="s-out2")
+        + auto_link("serial.x", "in", connection="b2", phase=2, name="s-in2")
+        + auto_link("par.x", "out", connection="b1", name="p-out1")
+        + auto_link("par.x", "in", connection="b1", name="p-in1")
+        + auto_link("par.x", "out", connection="b2", name="p-out2")
+        + auto_link("par.x", "in", connection="b2", name="p-in2"))
+    mgmt = Mgmt(router.url)
+    try:
+        wait_status(mgmt, {n: "active" for n in ("s-out1", "s-in1", "s-out2", "s-in2",
+                                                 "p-out1", "p-in1", "p-out2", "p-in2")})
+    finally:
+        mgmt.close()
+    conn = BlockingConnection(router.url, timeout=10)
+    try:
+        for address, count in (("serial.x", 5), ("par.x", 20)):
+            rcv = conn.create_receiver(address, credit=50)
+            snd = conn.create_sender(address)
+            pump_until([conn], lambda: snd.link.credit > 0, what=f"credit for {address}")
+            sent = [snd.link.send(Message(body=f"{address}-{i}")) for i in range(count)]
+            got = collect([conn], [rcv], expect=count, idle=3.0)
+            assert sorted(_bodies(got)) == sorted(f"{address}-{i}" for i in range(count))
+            pump_until([conn], lambda: all(d.remote_state for d in sent), what="outcomes")
+            assert {d.remote_state for d in sent} == {Delivery.ACCEPTED}
+    finally:
+        conn.close()
+    # parallel: both brokers took a share (each auto-link pair is one path through a broker)
+    rows = Mgmt(router.url)
+    try:
+        links = rows.query(T + "router.link", ["owningAddr", "linkDir", "deliveryCount"])
+    finally:
+        rows.close()
+    par_out = [ln["deliveryCount"] for ln in links
+               if ln["owningAddr"] == "M0par.x" and ln["linkDir"] == "out"]
+    assert len(par_out) == 2 and all(par_out), par_out
+
+
 def test_fallback_stores_at_broker_and_drains_back(router_factory, c_broker):
     broker = c_broker("broker.fb")
     router = router_factory(connector("broker", broker) + """

@@ -216,3 +216,46 @@ def test_fallback_without_any_destination_releases(fh):
     dlv = h.send(11)
     assert UpdateIn(dlv, ipc.STATE_RELEASED, True, None) in h.flat()
     assert h.core.snapshot()["router"]["deliveriesRedirectedToFallback"] == 0
+
+
+def test_a_broker_lost_with_deliveries_in_flight(h):
+    """What was sent to the broker comes back MODIFIED (delivery-failed), what waited for
+    its credit RELEASED: the settlement rules of any lost receiver."""
+    h.core.add_auto_link({"identity": "autoLink/1", "name": "a", "address": "q",
+                          "direction": "out", "containerId": "c3"})
+    h.conn(3, role="route-container")
+    [out] = _attach_outs(h.flat())
+    _answer(h, out)
+    h.conn(1)
+    h.sender(10, 1, "q")
+    h.do(LinkFlow(out.link_id, 1, False))
+    h.effects()
+    sent, held = h.send(10), h.send(10)
+    assert [e.link_id for e in h.flat() if type(e) is Deliver] == [out.link_id]
+    h.do(ConnClosed(3, "broker gone"))
+    updates = {e.dlv_id: e for e in h.flat() if type(e) is UpdateIn}
+    assert updates[sent].state == ipc.STATE_MODIFIED and updates[sent].settled
+    assert updates[held].state == ipc.STATE_RELEASED and updates[held].settled
+    assert _view(h, "a")["operStatus"] == "inactive"
+
+
+def test_sharded_auto_links_share_one_address(h):
+    for n, container in ((1, "b1"), (2, "b2")):
+        h.core.add_auto_link({"identity": f"autoLink/{n}", "name": f"s{n}", "address": "q",
+                              "direction": "out", "containerId": container})
+    h.do(ipc.ConnOpened(3, "route-container", "out", "h:1", "b1", "x", "", "", False, 250),
+         ipc.ConnOpened(4, "route-container", "out", "h:2", "b2", "y", "", "", False, 250))
+    outs = _attach_outs(h.flat())
+    assert [o.conn_id for o in outs] == [3, 4]
+    for out in outs:
+        _answer(h, out)
+        h.do(LinkFlow(out.link_id, 100, False))
+    h.conn(1)
+    h.sender(10, 1, "q")
+    h.effects()
+    for _ in range(10):
+        h.send(10)
+    links = [e.link_id for e in h.flat() if type(e) is Deliver]
+    assert len(links) == 10 and {links.count(o.link_id) for o in outs} == {5}  # balanced
+    addr = next(a for a in h.core.snapshot()["addresses"] if a["key"] == "M0q")
+    assert addr["containerCount"] == 2 and addr["subscriberCount"] == 2
