@@ -14,6 +14,7 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   forwarders.py   one forwarder per treatment (closest, balanced, multicast, unavailable)
   ingress.py      where a delivery enters (Transfer, RouterTransfer)
   lifecycle.py    open/close, attach/detach as transition tables; protocol errors
+  autolinks.py    auto-links: attached on their route container's connection, operStatus, retries
 
 Each of them, and this file, is the pure-Python reference AND part of the compiled build:
 setup.py concatenates them in that order (this file last) into one module,

@@ -187,6 +187,7 @@ def test_fallback_destination_takes_what_has_no_consumer(fh):
     assert deliver.link_id == fo.link_id
     router = h.core.snapshot()["router"]
     assert router["deliveriesRedirectedToFallback"] == 1
+    assert router["deliveriesEgress"] == 0  # (1.19: a fallback store is not egress)
     addr = next(a for a in h.core.snapshot()["addresses"] if a["key"] == "M0fb.q")
     assert addr["deliveriesRedirectedToFallback"] == 1
     # a consumer comes: the store's in auto-link gets credit, live traffic goes to the consumer
