@@ -334,6 +334,7 @@ cdef auto_links_conn_opened(RouterCore core, Connection conn)
 cdef auto_links_tick(RouterCore core)
 @cython.locals(conn=Connection)
 cdef auto_link_event(RouterCore core, al, int event, link, error)
+cdef _log(RouterCore core, text, al, Connection conn)
 cdef _attach(RouterCore core, al, Connection conn)
 cdef bint _matches(al, Connection conn)
 @cython.locals(conn=Connection)
@@ -354,6 +355,7 @@ cdef class RouterCore:
     cdef readonly long long egress_container, redirected
     cdef public dict auto_links
     cdef public double al_next_retry
+    cdef public list al_logs
     cdef readonly object agent_peer
     cdef readonly dict routers, neighbour_conns
     cdef readonly object gone

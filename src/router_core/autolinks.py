@@ -193,6 +193,7 @@ def remove_auto_link(core: Any, identity: str) -> bool:
     link = al.link
     al.link = None
     if link is not None and link.link_id in core.links:
+        _log(core, "Auto Link Deactivated", al, link.conn)
         link.owner = None
         core._emit(link.peer, DetachLink(link.link_id, "", ""))
         link.closed = True
@@ -238,6 +239,7 @@ def auto_link_event(core: Any, al: AutoLink, event: int, link: Any, error: Any) 
     elif action == AL_A_WAIT:
         pass
     elif action == AL_A_FAIL:
+        _log(core, "Auto Link Activation Failed.", al, link.conn)
         al.link = None
         al.state = AL_FAILED
         al.last_error = error if error else None
@@ -246,6 +248,8 @@ def auto_link_event(core: Any, al: AutoLink, event: int, link: Any, error: Any) 
         if al.retry_at < core.al_next_retry:
             core.al_next_retry = al.retry_at
     elif action == AL_A_REATTACH:
+        if link is not None:
+            _log(core, "Auto Link Deactivated", al, link.conn)
         al.link = None
         al.state = AL_INACTIVE
         conn = _container_conn(core, al, link.conn if link is not None else None)
@@ -259,6 +263,17 @@ def auto_link_event(core: Any, al: AutoLink, event: int, link: Any, error: Any) 
             al.state = AL_INACTIVE
 
 
+def _log(core: Any, text: str, al: AutoLink, conn: Any) -> None:
+    """1.19's ROUTER_CORE info line about an auto-link (the core process logs it)."""
+    if conn.listener:
+        where = f"connection {conn.listener}"
+    else:
+        where = f"container {conn.container}"
+    logs = core.al_logs
+    if len(logs) < 1000:  # bounded between two core loops
+        logs.append(f"{text} '{al.name}' on {where}")
+
+
 def _attach(core: Any, al: AutoLink, conn: Any) -> None:
     address = al.external if al.external is not None else al.address
     if al.direction == DIR_IN:
@@ -269,6 +284,7 @@ def _attach(core: Any, al: AutoLink, conn: Any) -> None:
         target = terminus(TERMINUS_TARGET, address)
     rng = core._rng
     name = "qdlink." + "".join([_NAME_ALPHABET[rng.getrandbits(6) % 62] for _ in range(16)])
+    _log(core, "Auto Link Activated", al, conn)
     al.state = AL_ATTACHING
     al.retry_at = NEVER
     al.link = open_link(core, conn, al.direction, name, al.address, source, target, [2, 0], al)

@@ -130,6 +130,7 @@ class RouterCore:
         # the soonest retry among them
         self.auto_links = {}
         self.al_next_retry = NEVER
+        self.al_logs = []  # their ROUTER_CORE info lines, for the core process to log
         self._next_out = 1
         self.next_link_id = CORE_ID_BASE  # links the core attaches itself (AttachOut)
         self._key_cache = {}

@@ -150,6 +150,10 @@ class CoreProcess:
             if core.errors:  # peers' protocol errors (router_core/lifecycle.py)
                 for text in core.take_errors():
                     self.log.log("ROUTER_CORE", "error", f"protocol error: {text}")
+            if core.al_logs:  # auto-links activated, failed, deactivated (autolinks.py)
+                logs, core.al_logs = core.al_logs, []
+                for text in logs:
+                    self.log.log("ROUTER_CORE", "info", text)
             if core.policy_counts.logs:  # the router-wide policy decisions (policycount.py)
                 for level, text in core.policy_counts.take_logs():
                     self.log.log("POLICY", level, text)

@@ -217,6 +217,9 @@ def test_retry_after_broker_restart(router_factory, c_broker):
         assert rows[0]["linkRef"] is None
         broker.start()  # same port, empty: the connector comes back, the auto-link attaches
         wait_status(mgmt, {"rs": "active"})
+        for text in ("Auto Link Activated 'rs' on connection broker",
+                     "Auto Link Deactivated 'rs' on connection broker"):
+            router.proc.wait_for_line(text, timeout=5)
         assert send(router.url, "rs.q", ["after"]) == [Delivery.ACCEPTED]
         assert drain_broker(broker, "rs.q") == ["after"]
     finally:
