@@ -311,8 +311,6 @@ def bind_endpoint(core: Any, link: Link, key: Any) -> None:
     addr.refs += 1
     if direction == DIR_OUT:
         addr.consumers.append(link)
-        if link.to_container:
-            addr.container_count += 1
         if addr.waiting or addr.fallback_for is not None:
             credit_waiting(core, addr)
         if not addr.announced and interior and addr.cls == KEY_MOBILE:
@@ -484,8 +482,6 @@ def drop_link(core: Any, link: Link) -> None:
         fail_outbound(core, link)
         return
     addr.consumers.remove(link)
-    if link.to_container:
-        addr.container_count -= 1
     fail_outbound(core, link)
     if not addr.consumers and addr.held:
         release_held(core, addr)

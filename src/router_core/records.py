@@ -239,7 +239,7 @@ class Address:
         self.held = 0
         self.rr = 0
         self.refs = 0               # links whose terminus resolves to this address
-        self.container_count = 0
+        self.container_count = 0    # containerCount: route-container connections of link routes
         self.ingress = 0
         self.egress = 0
         self.to_container = 0

@@ -147,9 +147,19 @@ def test_waypoint_round_trip_through_broker_queue(waypoint_router):
     finally:
         conn.close()
     assert sorted(_bodies(got)) == sorted(f"m{i}" for i in range(10))
-    addrs = {a["key"]: a for a in mgmt.query(T + "router.address",
-                                             ["key", "containerCount", "deliveriesIngress"])}
-    assert addrs["M0queue.a"]["containerCount"] == 1
+    names = ["key", "containerCount", "subscriberCount", "deliveriesIngress",
+             "deliveriesEgress", "deliveriesToContainer", "deliveriesEgressRouteContainer",
+             "deliveriesIngressRouteContainer"]
+    addrs = {a["key"]: a for a in mgmt.query(T + "router.address", names)}
+    # as the seed's qdstat -a shows: phase 0 in 10 out 10 (to the broker), phase 1 in 10 out
+    # 10 (from it); an auto-link is a local destination (containerCount counts link-route
+    # connections) and brokers are route containers, not in-process ("to-proc" stays 0)
+    p0, p1 = addrs["M0queue.a"], addrs["M1queue.a"]
+    assert (p0["containerCount"], p0["subscriberCount"]) == (0, 1)
+    assert (p0["deliveriesIngress"], p0["deliveriesEgress"]) == (10, 10)
+    assert (p1["deliveriesIngress"], p1["deliveriesEgress"]) == (10, 10)
+    assert p0["deliveriesEgressRouteContainer"] == 10 and p0["deliveriesToContainer"] == 0
+    assert p1["deliveriesIngressRouteContainer"] == 10
     out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
                           f"127.0.0.1:{router.port}", "--autolinks"],
                          capture_output=True, text=True, timeout=30)
