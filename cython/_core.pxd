@@ -297,7 +297,7 @@ cdef _refuse_offending(RouterCore core, peer, link_id, text)
 cdef int link_state(link)
 @cython.locals(link=Link)
 cdef attach_endpoint(RouterCore core, Connection conn, link_id, int direction, name, address,
-                     dynamic, presettled, capacity)
+                     dynamic, presettled, capacity, bint fallback=*)
 @cython.locals(addr=Address)
 cdef bind_endpoint(RouterCore core, Link link, key)
 @cython.locals(link=Link)

@@ -18,13 +18,14 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from collections import deque
 from typing import Any
 
-from router_core.addressing import CLASS_ROUTER, CLASS_TOPOLOGICAL
+from router_core.addressing import (
+    CLASS_MOBILE, CLASS_ROUTER, CLASS_TOPOLOGICAL, FALLBACK_CAPABILITY, has_capability)
 from common.ipc import (
     DIR_IN, DIR_OUT, AttachOut, CloseConnection, DetachLink, LinkOpen, LinkRefuse,
     RouterLinkDown, RouterLinkUp)
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.addrkeys import address_of, key_of, new_temp, phase_key, unref
+from router_core.addrkeys import FALLBACK_PHASE, address_of, key_of, new_temp, phase_key, unref
 from router_core.records import (
     CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
     LINK_TYPE_NAMES, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
@@ -238,8 +239,14 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
     type_code = LINK_TYPE_CODES.get(link_type, -1)
     action = ATTACH_RULES.get((conn.role, type_code, core.mode == MODE_INTERIOR), 0)
     if action == A_ATTACH_ENDPOINT:
+        # 1.19: a terminus with the qd.fallback capability (the policy's allowFallbackLinks
+        # was checked by the worker) is a fallback destination's receiver, or a sender whose
+        # deliveries are never redirected
+        terminus = target if direction == DIR_IN else source
+        fallback = (terminus is not None and terminus.get("capabilities") is not None
+                    and has_capability(terminus.get("capabilities"), FALLBACK_CAPABILITY))
         attach_endpoint(core, conn, link_id, direction, name, address, dynamic, presettled,
-                        capacity)
+                        capacity, fallback)
         link = core.links.get(link_id)
         if link is not None:  # the peer's termini, as it sent them
             link.source = source
@@ -273,7 +280,8 @@ def _refuse_offending(core: Any, peer: Any, link_id: Any, text: str) -> None:
 
 
 def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, name: str,
-                    address: Any, dynamic: Any, presettled: Any, capacity: int) -> None:
+                    address: Any, dynamic: Any, presettled: Any, capacity: int,
+                    fallback: bool = False) -> None:
     if direction == DIR_OUT and address is None and not dynamic:
         core._emit(conn.peer, LinkRefuse(link_id, "qd:no-route-to-dest",
                                          "No route to the destination node"))
@@ -284,8 +292,11 @@ def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, n
         link.address = address
     elif address is not None:
         key = phase_key(core.rules, key_of(core, address), direction)
+        if fallback and direction == DIR_OUT and key[:1] == CLASS_MOBILE:
+            key = CLASS_MOBILE + FALLBACK_PHASE + key[2:]  # the fallback destination
     else:
         key = None
+    link.fallback = fallback
     core.links[link_id] = link
     conn.links[link_id] = link
     core._emit(conn.peer, LinkOpen(link_id, address))

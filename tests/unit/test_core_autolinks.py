@@ -260,3 +260,31 @@ def test_sharded_auto_links_share_one_address(h):
     assert len(links) == 10 and {links.count(o.link_id) for o in outs} == {5}  # balanced
     addr = next(a for a in h.core.snapshot()["addresses"] if a["key"] == "M0q")
     assert addr["containerCount"] == 0 and addr["subscriberCount"] == 2  # (1.19)
+
+
+FALLBACK_CAPS = bytes.fromhex("a30b71642e66616c6c6261636b")  # the symbol qd.fallback
+
+
+def test_client_receiver_with_the_fallback_capability(fh):
+    """1.19: a receiver whose source has the qd.fallback capability is a fallback destination
+    (MF key); a sender with it is never redirected."""
+    h = fh
+    h.conn(1)
+    source = {**ipc.terminus(ipc.TERMINUS_SOURCE, "fb.c"), "capabilities": FALLBACK_CAPS}
+    h.do(ipc.LinkAttach(20, 1, DIR_OUT, "r", "fb.c", False, False, 10, "endpoint", source,
+                        None, [0, 0]),
+         LinkFlow(20, 10, False))
+    assert "MFfb.c" in h.core.addrs
+    h.sender(10, 1, "fb.c")
+    assert LinkCredit(10, 10) in h.flat()
+    h.send(10)
+    [deliver] = [e for e in h.flat() if type(e) is Deliver]
+    assert deliver.link_id == 20
+    assert h.core.snapshot()["router"]["deliveriesRedirectedToFallback"] == 1
+    target = {**ipc.terminus(ipc.TERMINUS_TARGET, "fb.c"), "capabilities": FALLBACK_CAPS}
+    h.do(ipc.LinkAttach(11, 1, DIR_IN, "s", "fb.c", False, False, 10, "endpoint", None,
+                        target, [0, 0]))
+    h.effects()
+    assert not [e for e in h.flat() if type(e) is LinkCredit]  # waits for a real consumer
+    dlv = h.send(11)  # (a transfer without credit all the same)
+    assert UpdateIn(dlv, ipc.STATE_RELEASED, True, None) in h.flat()  # not redirected
