@@ -423,3 +423,41 @@ def test_waypoint_and_fallback_across_a_line_of_three(router_factory, c_broker):
         assert sorted(_bodies(got)) == ["f0", "f1", "f2"]
     finally:
         conn.close()
+
+
+def test_client_fallback_receiver(router_factory):
+    """A receiver with the qd.fallback capability is the fallback destination (1.19)."""
+    from proton import symbol
+    from proton.reactor import ReceiverOption
+
+    class FallbackCapability(ReceiverOption):
+        def apply(self, link):
+            link.source.capabilities.put_object(symbol("qd.fallback"))
+
+    router = router_factory("""
+        address {
+            prefix: fb
+            enableFallback: yes
+        }
+        """)
+    conn = BlockingConnection(router.url, timeout=10)
+    try:
+        store = conn.create_receiver("fb.c", credit=10, options=FallbackCapability())
+        snd = conn.create_sender("fb.c")
+        pump_until([conn], lambda: snd.link.credit > 0, what="credit from the fallback")
+        dlv = snd.link.send(Message(body="kept"))
+        assert _bodies(collect([conn], [store], expect=1, idle=1.0)) == ["kept"]
+        pump_until([conn], lambda: dlv.remote_state == Delivery.ACCEPTED, what="outcome")
+        live = conn.create_receiver("fb.c", credit=10, name="live")  # a real consumer
+        pump_until([conn], lambda: live.link.state & live.link.REMOTE_ACTIVE, what="attach")
+        snd.link.send(Message(body="live"))
+        got = collect([conn], [store, live], expect=1, idle=1.0)
+        assert got == [[], ["live"]]
+    finally:
+        conn.close()
+    mgmt = Mgmt(router.url)
+    try:
+        row = mgmt.query(T + "router", ["deliveriesRedirectedToFallback"])[0]
+        assert row["deliveriesRedirectedToFallback"] == 1
+    finally:
+        mgmt.close()
