@@ -40,8 +40,8 @@ tables in lifecycle.py)::
 
   object        event                               effect / transition
   ------------  ----------------------------------  ---------------------------------------------
-  in-link       attach, targeted, address has a      LinkOpen, LinkCredit(capacity)
-                consumer / anonymous
+  in-link       attach, targeted, address (or its    LinkOpen, LinkCredit(capacity)
+                fallback) has a consumer / anonymous
   in-link       attach, targeted, no consumer        LinkOpen; waits; LinkCredit(capacity) when
                                                      the first consumer attaches (never revoked)
   in-link       a delivery leaves the core           LinkCredit(+1) (coalesced per flush)
@@ -49,6 +49,8 @@ tables in lifecycle.py)::
   out-link      attach                               LinkOpen; becomes a consumer of its address
   out-link      LinkFlow(limit)                      may Deliver while delivered < limit
   out-link      LinkFlow(drain), nothing to send     Drained; delivered := limit
+  in-dlv        no consumer, a fallback destination  forwarded to the fallback (redirected,
+                (enableFallback) with one            counted; ingress.to_fallback)
   in-dlv        no consumer / unavailable            unsettled: UpdateIn(RELEASED, settled)
                                                      presettled: dropped (counted)
   in-dlv        consumers, none with credit          held (address queue; multicast: per link)
