@@ -35,7 +35,10 @@ States and events (``AL_TRANSITIONS``; a pair without an entry changes nothing):
   failed                                            container, if any
   any        deleted                                detach, forget      (gone)
 
-``lastError`` is the description of the last detach's error. Time comes from the core's clock
+``lastError`` is the description of the last detach's error (none after a lost connection, as
+in 1.19). Each transition is logged as 1.19 logs it (``core.al_logs``, written by coreproc):
+``Auto Link Activated``, ``Auto Link Activation Failed. <error>``, ``Auto Link Deactivated``,
+then `` 'NAME' on connection CONNECTOR`` (or ``on container ID``). Time comes from the core's clock
 (``core.now``, given with each command batch and each ``tick``): ``tick`` runs the retries that
 are due, so a retry happens within one core loop (at most 1 s) of its time.
 
@@ -239,16 +242,18 @@ def auto_link_event(core: Any, al: AutoLink, event: int, link: Any, error: Any) 
     elif action == AL_A_WAIT:
         pass
     elif action == AL_A_FAIL:
-        _log(core, "Auto Link Activation Failed.", al, link.conn)
         al.link = None
         al.state = AL_FAILED
         al.last_error = error if error else None
+        _log(core, "Auto Link Activation Failed. " + (error or ""), al, link.conn)
         al.retry_at = core.now + (FIRST_RETRY if al.retries == 0 else RETRY)
         al.retries += 1
         if al.retry_at < core.al_next_retry:
             core.al_next_retry = al.retry_at
     elif action == AL_A_REATTACH:
+        al.last_error = None  # (1.19: the lost link's detach had no error)
         if link is not None:
+            _log(core, "Auto Link Activation Failed. ", al, link.conn)
             _log(core, "Auto Link Deactivated", al, link.conn)
         al.link = None
         al.state = AL_INACTIVE

@@ -107,6 +107,9 @@ def test_refused_then_retried_with_back_off(h):
     assert _view(h, "a")["operStatus"] == "failed"
     assert _view(h, "a")["lastError"] == "no such queue"
     assert _view(h, "a")["linkRef"] is None
+    assert core.al_logs == ["Auto Link Activated 'a' on connection l0",
+                            "Auto Link Activation Failed. no such queue 'a' on connection l0"]
+    core.al_logs = []
     core.tick(101.5)
     assert not _attach_outs(h.flat())
     core.tick(102.0)  # first retry after 2 s
@@ -122,6 +125,8 @@ def test_refused_then_retried_with_back_off(h):
     # lost with its connection: inactive, no retry; attached again when it reconnects
     core.handle_batch(0, [ConnClosed(3, "gone")], 110.0)
     assert _view(h, "a")["operStatus"] == "inactive" and _view(h, "a")["linkRef"] is None
+    assert _view(h, "a")["lastError"] is None  # (1.19: the lost link had no error)
+    assert core.al_logs[-1] == "Auto Link Deactivated 'a' on connection l0"
     core.tick(200.0)
     assert not _attach_outs(h.flat())
     h.conn(3, role="route-container")
