@@ -328,6 +328,7 @@ cpdef on_policy_event(RouterCore core, peer, cmd)
 cdef double FIRST_RETRY, RETRY, NEVER
 cdef dict AL_TRANSITIONS, AL_STATE_NAMES
 cdef auto_link_key(RouterCore core, address, int direction, int phase, bint fallback)
+cpdef error_description(error)
 cdef create_auto_link(RouterCore core, dict attrs)
 cdef bint remove_auto_link(RouterCore core, identity)
 cdef auto_links_conn_opened(RouterCore core, Connection conn)

@@ -138,7 +138,18 @@ class AutoLink:
         if core.conns.get(link.conn.conn_id) is not link.conn:
             auto_link_event(core, self, AL_EV_CONN_DOWN, link, None)
         else:
-            auto_link_event(core, self, AL_EV_DETACHED, link, error)
+            auto_link_event(core, self, AL_EV_DETACHED, link, error_description(error))
+
+
+def error_description(error: Any) -> Any:
+    """The description of a detach's error as the worker words it (``"name: description"``,
+    or the condition name alone): 1.19's ``lastError`` (None without a description)."""
+    if not error:
+        return None
+    head, sep, tail = str(error).partition(": ")
+    if sep and " " not in head:
+        return tail or None
+    return None if " " not in error else error
 
 
 def auto_link_key(core: Any, address: str, direction: int, phase: int, fallback: bool) -> str:

@@ -461,3 +461,38 @@ def test_client_fallback_receiver(router_factory):
         assert row["deliveriesRedirectedToFallback"] == 1
     finally:
         mgmt.close()
+
+
+def test_refused_auto_link_is_failed_then_retried(router_factory):
+    """A container that refuses the first attach as a broker refuses a missing queue: failed
+    with the broker's text, retried 2 s later, then active."""
+    from pathlib import Path
+    from conftest import free_port
+    port = free_port()
+    script = Path(__file__).parent.parent / "refusing_container.py"
+    proc = subprocess.Popen([sys.executable, str(script), str(port), "1", "refuser"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        router = router_factory(f"""
+            connector {{
+                name: refuser
+                host: 127.0.0.1
+                port: {port}
+                role: route-container
+                saslMechanisms: ANONYMOUS
+            }}
+            """ + auto_link("rq", "out", connection="refuser", name="rq"))
+        mgmt = Mgmt(router.url)
+        try:
+            rows = wait_status(mgmt, {"rq": "failed"})
+            assert rows[0]["lastError"] == "Node not found: rq" and rows[0]["linkRef"] is None
+            router.proc.wait_for_line("Auto Link Activation Failed. Node not found: rq 'rq' "
+                                      "on connection refuser", timeout=5)
+            wait_status(mgmt, {"rq": "active"}, timeout=10)  # the retry, 2 s later
+            assert send(router.url, "rq", ["x"]) == [Delivery.ACCEPTED]
+        finally:
+            mgmt.close()
+    finally:
+        proc.kill()
+        proc.wait(10)
