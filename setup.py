@@ -31,7 +31,7 @@ EXTENSIONS = {
 }
 # The parts of the router core, in dependency order (see src/router_core/core.py).
 CORE_PARTS = ["records", "addrkeys", "settlement", "transfer", "relay", "forwarders", "ingress",
-              "linkroute", "lifecycle", "core"]
+              "linkroute", "lifecycle", "autolinks", "core"]
 PARTS_BEGIN = ("# --- core parts (the compiled build is one module: setup.py drops these imports)"
                " ---")
 PARTS_END = "# --- end core parts ---"

@@ -94,7 +94,7 @@ cdef class Link:
     cdef public long long delivery_count, presettled_count, dropped_presettled_count
     cdef public long long accepted, rejected, released, modified
     cdef public object source, target, settle, remote_source, remote_target, remote_settle
-    cdef public bint attaching
+    cdef public bint attaching, fallback
     cdef public object owner
     cdef public object peer_link
 
@@ -109,6 +109,8 @@ cdef class Address:
     cdef public long long ingress, egress, to_container, from_container, transit
     cdef public dict remotes
     cdef public bint announced
+    cdef public Address fallback, fallback_for
+    cdef public long long redirected
 
 
 @cython.final
@@ -146,6 +148,10 @@ cdef Address address_of(RouterCore core, key)
 @cython.locals(addr=Address)
 cdef reapply_rules(RouterCore core)
 cdef unref(RouterCore core, Address addr)
+@cython.locals(alt=Address)
+cdef setup_fallback(RouterCore core, Address addr)
+@cython.locals(alt=Address)
+cdef drop_fallback(RouterCore core, Address addr)
 cdef tuple new_temp(RouterCore core, bint target)
 cdef trace_ids(trace)
 
@@ -267,8 +273,13 @@ cdef _forward_anycast(RouterCore core, Forwarder fwd, bint closest, Link link, d
 # --- ingress.py ---------------------------------------------------------------------------------
 @cython.locals(link=Link, addr=Address, settled=cython.bint, priority=cython.int)
 cdef on_transfer(RouterCore core, peer, cmd)
-@cython.locals(link=Link, settled=cython.bint, priority=cython.int, phase=cython.int)
+@cython.locals(link=Link, settled=cython.bint, priority=cython.int, phase=cython.int,
+               addr=Address)
 cdef on_router_transfer(RouterCore core, peer, cmd)
+cdef bint has_destination(RouterCore core, Address addr)
+@cython.locals(alt=Address)
+cdef to_fallback(RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
+                 Address addr, origin, exclude)
 
 # --- linkroute.py -------------------------------------------------------------------------------
 # (per attach and per credit change only; the records of the table are plain Python classes)
@@ -305,7 +316,7 @@ cdef _refuse_offending(RouterCore core, peer, link_id, text)
 cdef int link_state(link)
 @cython.locals(link=Link)
 cdef attach_endpoint(RouterCore core, Connection conn, link_id, int direction, name, address,
-                     dynamic, presettled, capacity)
+                     dynamic, presettled, capacity, bint fallback=*)
 @cython.locals(addr=Address)
 cdef bind_endpoint(RouterCore core, Link link, key)
 @cython.locals(link=Link)
@@ -333,6 +344,26 @@ cdef check_router_up(RouterCore core, Connection conn)
 cdef router_down(RouterCore core, Connection conn)
 cpdef on_policy_event(RouterCore core, peer, cmd)
 
+# --- autolinks.py -------------------------------------------------------------------------------
+# (AutoLink stays a Python class: off the per-message path; lifecycle calls its methods)
+cdef double FIRST_RETRY, RETRY, NEVER
+cdef dict AL_TRANSITIONS, AL_STATE_NAMES
+cdef auto_link_key(RouterCore core, address, int direction, int phase, bint fallback)
+cpdef error_description(error)
+cdef create_auto_link(RouterCore core, dict attrs)
+cdef bint remove_auto_link(RouterCore core, identity)
+cdef auto_links_conn_opened(RouterCore core, Connection conn)
+cdef auto_links_tick(RouterCore core)
+@cython.locals(conn=Connection)
+cdef auto_link_event(RouterCore core, al, int event, link, error)
+cdef _log(RouterCore core, text, al, Connection conn)
+cdef _attach(RouterCore core, al, Connection conn)
+cdef bint _matches(al, Connection conn)
+@cython.locals(conn=Connection)
+cdef _container_conn(RouterCore core, al, skip)
+cdef _next_retry(RouterCore core)
+cdef list auto_links_view(RouterCore core)
+
 # --- core.py ------------------------------------------------------------------------------------
 @cython.final
 cdef class RouterCore:
@@ -343,7 +374,10 @@ cdef class RouterCore:
     cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled
     cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
     cdef readonly long long modified, ingress, egress, transit, ingress_container
-    cdef readonly long long egress_container
+    cdef readonly long long egress_container, redirected
+    cdef public dict auto_links
+    cdef public double al_next_retry
+    cdef public list al_logs
     cdef readonly object agent_peer
     cdef readonly dict routers, neighbour_conns
     cdef readonly object gone

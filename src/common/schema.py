@@ -403,6 +403,31 @@ def reference_problem(etype: EntityType, attributes: dict[str, Any],
     return None
 
 
+AUTO_LINK_BOTH_IDS = "Both connection and containerId cannot be specified. Specify only one"
+AUTO_LINK_PHASE_RANGE = "autoLink phase must be between 0 and 9"
+
+
+def auto_link_problem(attributes: dict[str, Any]) -> str | None:
+    """What 1.19 refuses in an ``autoLink`` (canonical attribute names), with its texts: both
+    ``connection`` and ``containerId``, a phase outside 0..9. Shared by the configuration file
+    and management CREATE."""
+    if attributes.get("connection") is not None and attributes.get("containerId") is not None:
+        return AUTO_LINK_BOTH_IDS
+    phase = attributes.get("phase")
+    if phase is not None and not (isinstance(phase, int) and 0 <= phase <= 9):
+        return AUTO_LINK_PHASE_RANGE
+    return None
+
+
+def auto_link_phase(attributes: dict[str, Any]) -> int:
+    """An autoLink's phase: the configured one, else 1.19's default (0 for ``out`` and for a
+    fallback auto-link, 1 for ``in``)."""
+    phase = attributes.get("phase")
+    if phase is not None:
+        return int(phase)
+    return 0 if attributes.get("direction") == "out" or attributes.get("fallback") else 1
+
+
 _ANY_HOST = frozenset({"", "0.0.0.0", "::", "[::]", "*"})
 
 

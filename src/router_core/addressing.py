@@ -72,3 +72,63 @@ def temp_address(router_id: str, rand: str, target: bool = False) -> str:
     if target:
         return "amqp:/" + TEMP_TARGET_PREFIX + rand
     return "amqp:/_topo/0/" + router_id + "/temp." + rand
+
+
+FALLBACK_CAPABILITY = b"qd.fallback"
+
+
+def has_capability(encoded: object, name: bytes) -> bool:
+    """Whether AMQP-encoded terminus capabilities (a symbol, or an array or list of symbols, as
+    ``ipc.TERMINUS_FIELDS`` carries them) name ``name``. Anything else (no capabilities, other
+    types, a malformed encoding) is False: read at attach only, never raises."""
+    if not isinstance(encoded, (bytes, bytearray, memoryview)):
+        return False
+    data = bytes(encoded)
+    try:
+        return name in _symbols(data)
+    except (IndexError, ValueError):
+        return False
+
+
+def _symbols(data: bytes) -> list:
+    code = data[0]
+    if code == 0xa3:
+        return [data[2:2 + data[1]]]
+    if code == 0xb3:
+        return [data[5:5 + int.from_bytes(data[1:5], "big")]]
+    if code in (0xe0, 0xf0):  # array: size, count, element constructor, elements
+        wide = code == 0xf0
+        pos = 9 if wide else 3
+        count = int.from_bytes(data[5:9], "big") if wide else data[2]
+        elem = data[pos]
+        pos += 1
+        if elem not in (0xa3, 0xb3):
+            return []
+        out = []
+        for _ in range(count):
+            if elem == 0xa3:
+                size, pos = data[pos], pos + 1
+            else:
+                size, pos = int.from_bytes(data[pos:pos + 4], "big"), pos + 4
+            out.append(data[pos:pos + size])
+            pos += size
+        return out
+    if code in (0xc0, 0xd0):  # list: size, count, then self-describing elements
+        wide = code == 0xd0
+        pos = 9 if wide else 3
+        count = int.from_bytes(data[5:9], "big") if wide else data[2]
+        out = []
+        for _ in range(count):
+            elem = data[pos]
+            if elem == 0xa3:
+                size = data[pos + 1]
+                out.append(data[pos + 2:pos + 2 + size])
+                pos += 2 + size
+            elif elem == 0xb3:
+                size = int.from_bytes(data[pos + 1:pos + 5], "big")
+                out.append(data[pos + 5:pos + 5 + size])
+                pos += 5 + size
+            else:
+                return out  # not a symbol: the rest cannot be walked without a full decoder
+        return out
+    return []

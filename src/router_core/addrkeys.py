@@ -13,7 +13,7 @@ from typing import Any
 
 from router_core.addressing import (
     CLASS_MOBILE, CLASS_TOPOLOGICAL, address_key, mobile_text, temp_address)
-from router_core.corestate import DIST_CLOSEST, DIST_CODES, DIST_MULTICAST
+from router_core.corestate import DIST_BALANCED, DIST_CLOSEST, DIST_CODES, DIST_MULTICAST
 from common.ipc import DIR_IN
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import Address, set_treatment
@@ -22,6 +22,7 @@ from router_core.records import Address, set_treatment
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
 _KEY_CACHE_MAX = 8192
 _MOBILE_PHASE0 = CLASS_MOBILE + "0"
+FALLBACK_PHASE = "F"  # the phase character of a fallback destination's key (MF<address>)
 
 
 def key_of(core: Any, address: str) -> str:
@@ -37,8 +38,9 @@ def key_of(core: Any, address: str) -> str:
 
 
 def phased(key: str, phase: int) -> str:
-    """A mobile key in another phase (``M0queue``, 1 -> ``M1queue``)."""
-    return f"{CLASS_MOBILE}{phase}{key[2:]}"
+    """A mobile key in another phase (``M0queue``, 1 -> ``M1queue``). Phase 22 is the fallback
+    destination's ``F`` (``MFqueue``), as 1.19 carries it in ``x-opt-qd.phase``."""
+    return CLASS_MOBILE + chr(48 + phase) + key[2:]
 
 
 def phase_key(rules: Any, key: Any, direction: int) -> Any:
@@ -67,7 +69,9 @@ def treatment(core: Any, key: str) -> tuple:
     dist = core.default_distribution
     priority = -1
     text = mobile_text(key)
-    if text is not None:
+    if text is not None and key[1:2] == FALLBACK_PHASE:
+        dist = DIST_BALANCED  # a fallback destination is balanced, whatever its address's rule
+    elif text is not None:
         rule = core.rules.lookup(text)
         if rule is not None:
             dist = DIST_CODES.get(rule.distribution, dist)
@@ -88,15 +92,48 @@ def address_of(core: Any, key: str) -> Address:
         dist, priority = treatment(core, key)
         addr = Address(key, dist, priority)
         core.addrs[key] = addr
+        if len(core.rules) and key[:1] == CLASS_MOBILE:
+            setup_fallback(core, addr)
     return addr
 
 
+def setup_fallback(core: Any, addr: Address) -> None:
+    """Link a mobile address whose rule has ``enableFallback`` to its fallback destination,
+    the address ``MF<address>`` (created if there is none; held while the primary exists):
+    where its deliveries go when it has no destination (ingress.py), served by out auto-links
+    with ``fallback`` (autolinks.py) and receivers with the ``qd.fallback`` capability. A rule
+    that no longer asks for it unlinks them."""
+    key = addr.key
+    if key[1:2] == FALLBACK_PHASE:
+        return
+    rule = core.rules.lookup(key[2:])
+    wanted = rule is not None and rule.enable_fallback
+    alt = addr.fallback
+    if wanted and alt is None:
+        alt = address_of(core, CLASS_MOBILE + FALLBACK_PHASE + key[2:])
+        alt.refs += 1
+        addr.fallback = alt
+        alt.fallback_for = addr
+    elif not wanted and alt is not None:
+        drop_fallback(core, addr)
+
+
+def drop_fallback(core: Any, addr: Address) -> None:
+    alt = addr.fallback
+    addr.fallback = None
+    alt.fallback_for = None
+    unref(core, alt)
+
+
 def reapply_rules(core: Any) -> None:
-    """The address rules changed: every mobile address takes the treatment they give it now."""
-    for addr in core.addrs.values():
+    """The address rules changed: every mobile address takes the treatment they give it now
+    (and its fallback destination, if its rule asks for one)."""
+    for addr in list(core.addrs.values()):
         if mobile_text(addr.key) is not None:
             dist, priority = treatment(core, addr.key)
             set_treatment(addr, dist, priority)
+            if core.addrs.get(addr.key) is addr:
+                setup_fallback(core, addr)
 
 
 def unref(core: Any, addr: Address) -> None:
@@ -106,6 +143,8 @@ def unref(core: Any, addr: Address) -> None:
             and core.addrs.get(addr.key) is addr):
         del core.addrs[addr.key]
         core._record_gone("address", addr)
+        if addr.fallback is not None:
+            drop_fallback(core, addr)
 
 
 def new_temp(core: Any, target: bool) -> tuple:

@@ -15,6 +15,7 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   ingress.py      where a delivery enters (Transfer, RouterTransfer)
   linkroute.py    link routing: the link-route table, attach routing, routed pairs' credit
   lifecycle.py    open/close, attach/detach as transition tables; protocol errors
+  autolinks.py    auto-links: attached on their route container's connection, operStatus, retries
 
 Each of them, and this file, is the pure-Python reference AND part of the compiled build:
 setup.py concatenates them in that order (this file last) into one module,
@@ -40,8 +41,8 @@ tables in lifecycle.py)::
 
   object        event                               effect / transition
   ------------  ----------------------------------  ---------------------------------------------
-  in-link       attach, targeted, address has a      LinkOpen, LinkCredit(capacity)
-                consumer / anonymous
+  in-link       attach, targeted, address (or its    LinkOpen, LinkCredit(capacity)
+                fallback) has a consumer / anonymous
   in-link       attach, targeted, no consumer        LinkOpen; waits; LinkCredit(capacity) when
                                                      the first consumer attaches (never revoked)
   in-link       a delivery leaves the core           LinkCredit(+1) (coalesced per flush)
@@ -49,6 +50,8 @@ tables in lifecycle.py)::
   out-link      attach                               LinkOpen; becomes a consumer of its address
   out-link      LinkFlow(limit)                      may Deliver while delivered < limit
   out-link      LinkFlow(drain), nothing to send     Drained; delivered := limit
+  in-dlv        no consumer, a fallback destination  forwarded to the fallback (redirected,
+                (enableFallback) with one            counted; ingress.to_fallback)
   in-dlv        no consumer / unavailable            unsettled: UpdateIn(RELEASED, settled)
                                                      presettled: dropped (counted)
   in-dlv        consumers, none with credit          held (address queue; multicast: per link)
@@ -87,6 +90,9 @@ from router_core.records import MODE_CODES, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
 from router_core.transfer import on_flow
+from router_core.autolinks import (
+    NEVER, auto_links_conn_opened, auto_links_tick, auto_links_view, create_auto_link,
+    remove_auto_link)
 # --- end core parts ---
 
 
@@ -125,6 +131,12 @@ class RouterCore:
         self.transit = 0
         self.ingress_container = 0
         self.egress_container = 0
+        self.redirected = 0  # deliveries sent to a fallback destination (ingress.to_fallback)
+        # auto-links (autolinks.py): identity -> AutoLink, in creation order; the core time of
+        # the soonest retry among them
+        self.auto_links = {}
+        self.al_next_retry = NEVER
+        self.al_logs = []  # their ROUTER_CORE info lines, for the core process to log
         self._next_out = 1
         self.next_link_id = CORE_ID_BASE  # links the core attaches itself (AttachOut)
         self._key_cache = {}
@@ -149,7 +161,7 @@ class RouterCore:
         self._dispatch = {LinkAttach: on_attach, LinkDetach: on_detach,
                           LinkAttached: on_attached, InDrained: on_in_drained,
                           SenderState: on_sender_state,
-                          ConnOpened: on_conn_opened, ConnClosed: on_conn_closed,
+                          ConnOpened: _conn_opened, ConnClosed: on_conn_closed,
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,
                           PolicyEvent: on_policy_event}
@@ -211,6 +223,8 @@ class RouterCore:
         connections, released deliveries) goes back to the OS (common.heap)."""
         self.now = now
         self._heap.maybe_trim(now)
+        if now >= self.al_next_retry:
+            auto_links_tick(self)
 
     def take_effects(self) -> dict:
         """Every effect queued since the last call, as ``{peer: [effect, ...]}``."""
@@ -234,7 +248,9 @@ class RouterCore:
     def snapshot(self, gone_after: Optional[int] = None) -> dict:
         """management_snapshot(); ``gone_after``: include the removed entities with a greater
         seq (the metrics sink), None: none of them (management, /metrics)."""
-        return management_snapshot(self, gone_after)
+        state = management_snapshot(self, gone_after)
+        state["autoLinks"] = auto_links_view(self)
+        return state
 
     @property
     def counters(self) -> dict:
@@ -246,7 +262,17 @@ class RouterCore:
                 "deliveriesIngress": self.ingress, "deliveriesEgress": self.egress,
                 "deliveriesTransit": self.transit,
                 "deliveriesIngressRouteContainer": self.ingress_container,
-                "deliveriesEgressRouteContainer": self.egress_container}
+                "deliveriesEgressRouteContainer": self.egress_container,
+                "deliveriesRedirectedToFallback": self.redirected}
+
+    def add_auto_link(self, attributes: dict) -> None:
+        """A configured auto-link (``router.config.autoLink`` attributes, canonical names),
+        attached at once if its container is connected (autolinks.py). ValueError if invalid."""
+        create_auto_link(self, attributes)
+
+    def delete_auto_link(self, identity: str) -> bool:
+        """Forget the auto-link ``identity`` (its link is detached); False if there is none."""
+        return remove_auto_link(self, identity)
 
     def set_address_config(self, addresses: list) -> None:
         """Replace the configured ``address`` rules (same dicts as the constructor's
@@ -314,3 +340,13 @@ class RouterCore:
         """Keep the final counts of a removed address, link or connection (removal paths only)."""
         self.gone_seq += 1
         self.gone.append(gone_entry(kind, obj, self.gone_seq, self.now))
+
+
+def _conn_opened(core: Any, peer: Any, cmd: Any) -> None:
+    """ConnOpened: the connection's lifecycle (lifecycle.py), then the auto-links of its
+    container attach on it."""
+    on_conn_opened(core, peer, cmd)
+    if core.auto_links:
+        conn = core.conns.get(cmd[0])
+        if conn is not None:
+            auto_links_conn_opened(core, conn)

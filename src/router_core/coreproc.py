@@ -78,6 +78,8 @@ class CoreProcess:
         self.worker_count = int(spec.get("workers", 1))
         self.agent_peer = self.worker_count  # workers are peers 0..n-1, the agent is peer n
         self.address_config: list = [dict(a) for a in spec.get("addresses", [])]
+        for attrs in spec.get("autoLinks", []):  # validated by the supervisor
+            self.core.add_auto_link(dict(attrs))
         self.routes: Optional[RouteTable] = None  # interior mode: topology and route computation
         if router.get("mode") == "interior":
             self.routes = RouteTable(spec["router_id"], str(router.get("area") or "0"))
@@ -102,6 +104,8 @@ class CoreProcess:
                     self._change_addresses(str(change.get("op")), attributes)
                 elif entity_type in ("router.config.linkRoute", "linkRoute"):
                     self._change_link_routes(str(change.get("op")), attributes)
+                elif entity_type in ("router.config.autoLink", "autoLink"):
+                    self._change_auto_links(str(change.get("op")), attributes)
                 elif entity_type == "log" and change.get("op") == "update":
                     self.log.configure(attributes)
             except Exception as exc:  # noqa: BLE001 - the core must start all the same
@@ -152,6 +156,10 @@ class CoreProcess:
             if core.lr.logs:  # link routes (de)activated (linkroute.py)
                 for level, text in core.lr.take_logs():
                     self.log.log("ROUTER_CORE", level, text)
+            if core.al_logs:  # auto-links activated, failed, deactivated (autolinks.py)
+                logs, core.al_logs = core.al_logs, []
+                for text in logs:
+                    self.log.log("ROUTER_CORE", "info", text)
             if core.policy_counts.logs:  # the router-wide policy decisions (policycount.py)
                 for level, text in core.policy_counts.take_logs():
                     self.log.log("POLICY", level, text)
@@ -287,6 +295,8 @@ class CoreProcess:
                 ok, detail = self._change_addresses(change.op, change.attributes)
             elif entity_type in ("router.config.linkRoute", "linkRoute"):
                 ok, detail = self._change_link_routes(change.op, change.attributes)
+            elif entity_type in ("router.config.autoLink", "autoLink"):
+                ok, detail = self._change_auto_links(change.op, change.attributes)
             elif entity_type == "log" and change.op == "update":
                 self.log.configure(change.attributes)
         except _NotSupported as exc:
@@ -322,6 +332,17 @@ class CoreProcess:
                 return False, f"no link route {attributes.get('identity')}"
         else:
             raise _NotSupported(f"{NOT_SUPPORTED}: {op} of router.config.linkRoute")
+        return True, ""
+
+    def _change_auto_links(self, op: str, attributes: dict) -> tuple:
+        """An auto-link created or deleted by management (attached or detached at once)."""
+        if op == "create":
+            self.core.add_auto_link(dict(attributes))
+        elif op == "delete":
+            if not self.core.delete_auto_link(str(attributes.get("identity"))):
+                return False, f"core: no autoLink {attributes.get('identity')}"
+        else:
+            raise _NotSupported(f"{NOT_SUPPORTED}: {op} of router.config.autoLink")
         return True, ""
 
     def _send_alone(self, peer: int, message: tuple) -> None:

@@ -70,8 +70,13 @@ def _address_view(addr: Any) -> dict:
         "remoteHostRouters": sorted(addr.remotes),
         "containerCount": addr.container_count,
         "deliveriesIngress": addr.ingress, "deliveriesEgress": addr.egress,
-        "deliveriesTransit": addr.transit, "deliveriesToContainer": addr.to_container,
-        "deliveriesFromContainer": addr.from_container, "priority": addr.priority,
+        "deliveriesTransit": addr.transit,
+        # 1.19: to/from "container" are in-process deliveries (the agent adds those), the
+        # route-container ones (brokers: auto-links, link routes) have their own counters
+        "deliveriesToContainer": 0, "deliveriesFromContainer": 0,
+        "deliveriesEgressRouteContainer": addr.to_container,
+        "deliveriesIngressRouteContainer": addr.from_container, "priority": addr.priority,
+        "deliveriesRedirectedToFallback": addr.redirected,
     }
 
 

@@ -182,7 +182,10 @@ def _remote_priority(addr: Address, priority: int) -> int:
 def _remote_fields(link: Link, addr: Address) -> tuple:
     """(x-opt-qd.to, x-opt-qd.phase) to set on a delivery toward another router: a targeted
     sender's address (the next router cannot read it from the message) and its waypoint
-    phase; (None, -1): keep what the message has."""
+    phase; (None, -1): keep what the message has. A fallback destination's deliveries always
+    carry its address and phase F (22), as 1.19 sends them: the message says neither."""
+    if addr.fallback_for is not None:
+        return mobile_text(addr.key), addr.phase
     if link.router or link.addr is None:
         return None, -1
     to_override = mobile_text(addr.key)

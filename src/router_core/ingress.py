@@ -17,7 +17,7 @@ from common.ipc import DIR_IN, STATE_RELEASED, RouterTransfer, UpdateIn
 from router_core.addrkeys import key_of, phase_key, phased, trace_ids
 from router_core.forwarders import route
 from router_core.records import LINK_CONTROL, _effect, _fields
-from router_core.relay import CONTROL_FLOOD, CONTROL_LOCAL, control_in
+from router_core.relay import CONTROL_FLOOD, CONTROL_LOCAL, control_in, reachable
 from router_core.transfer import unroutable
 # --- end core parts ---
 
@@ -53,10 +53,14 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
     else:
         link.in_unsettled += 1
     if addr is not None:
-        addr.ingress += 1
+        if not link.fallback:  # (1.19: what comes back from a fallback store is not ingress)
+            addr.ingress += 1
         if link.from_container:
             addr.from_container += 1
-        addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
+        if addr.fallback is not None and not link.fallback and not has_destination(core, addr):
+            to_fallback(core, link, dlv_id, settled, priority, payload, addr, None, None)
+        else:
+            addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
     else:
         route(core, link, dlv_id, settled, priority, payload, None, key, None, None)
 
@@ -90,5 +94,29 @@ def on_router_transfer(core: Any, peer: Any, cmd: Any) -> None:
         origin = ingress[2:]
     else:
         origin = link.conn.container
-    route(core, link, dlv_id, settled, priority, payload, core.addrs.get(key), key, origin,
-          exclude)
+    addr = core.addrs.get(key)
+    if addr is not None and addr.fallback is not None and not has_destination(core, addr):
+        to_fallback(core, link, dlv_id, settled, priority, payload, addr, origin, exclude)
+        return
+    route(core, link, dlv_id, settled, priority, payload, addr, key, origin, exclude)
+
+
+def has_destination(core: Any, addr: Any) -> bool:
+    """Whether ``addr`` has somewhere to send to: a local consumer, or another router with a
+    destination that this router reaches."""
+    return bool(addr.consumers) or bool(addr.remotes and core.routers and reachable(core, addr))
+
+
+def to_fallback(core: Any, link: Any, dlv_id: Any, settled: bool, priority: int, payload: Any,
+                addr: Any, origin: Any, exclude: Any) -> None:
+    """A delivery for an address with a fallback destination and no destination of its own
+    (1.19: no path): it goes to the fallback (``MF<address>``; toward another router with
+    ``x-opt-qd.phase`` F) and counts as redirected; with no fallback destination either, the
+    address's forwarder treats it as it would any (released or dropped)."""
+    alt = addr.fallback
+    if has_destination(core, alt):
+        addr.redirected += 1
+        core.redirected += 1
+        alt.fwd.forward(core, link, dlv_id, settled, priority, payload, alt, origin, exclude)
+    else:
+        addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, origin, exclude)

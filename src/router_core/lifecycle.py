@@ -18,20 +18,22 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from collections import deque
 from typing import Any
 
-from router_core.addressing import CLASS_ROUTER, CLASS_TOPOLOGICAL
+from router_core.addressing import (
+    CLASS_MOBILE, CLASS_ROUTER, CLASS_TOPOLOGICAL, FALLBACK_CAPABILITY, has_capability)
 from common.ipc import (
     DIR_IN, DIR_OUT, AttachOut, CloseConnection, DetachLink, LinkOpen, LinkRefuse,
     RouterLinkDown, RouterLinkUp)
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.addrkeys import address_of, key_of, new_temp, phase_key, unref
+from router_core.addrkeys import FALLBACK_PHASE, address_of, key_of, new_temp, phase_key, unref
 from router_core.linkroute import (
-    ROUTED_LINK_LOST, announce_all, container_closed, container_opened, route_attach, routed_attached,
-    split_condition)
+    ROUTED_LINK_LOST, announce_all, container_closed, container_opened, route_attach,
+    routed_attached, split_condition)
 from router_core.records import (
     CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
     LINK_TYPE_NAMES, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
     ROLE_NAMES, ROLE_NORMAL, ROLE_ROUTE_CONTAINER, Connection, Link)
+from router_core.ingress import has_destination
 from router_core.relay import announce, credit_waiting, reachable
 from router_core.transfer import fail_outbound, release_held
 # --- end core parts ---
@@ -248,8 +250,14 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
                                           dynamic, presettled, capacity, source, target,
                                           settle):
             return  # link-routed (or refused: a route without destination)
+        # 1.19: a terminus with the qd.fallback capability (the policy's allowFallbackLinks
+        # was checked by the worker) is a fallback destination's receiver, or a sender whose
+        # deliveries are never redirected
+        terminus = target if direction == DIR_IN else source
+        fallback = (terminus is not None and terminus.get("capabilities") is not None
+                    and has_capability(terminus.get("capabilities"), FALLBACK_CAPABILITY))
         attach_endpoint(core, conn, link_id, direction, name, address, dynamic, presettled,
-                        capacity)
+                        capacity, fallback)
         link = core.links.get(link_id)
         if link is not None:  # the peer's termini, as it sent them
             link.source = source
@@ -287,7 +295,8 @@ def _refuse_offending(core: Any, peer: Any, link_id: Any, text: str) -> None:
 
 
 def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, name: str,
-                    address: Any, dynamic: Any, presettled: Any, capacity: int) -> None:
+                    address: Any, dynamic: Any, presettled: Any, capacity: int,
+                    fallback: bool = False) -> None:
     if direction == DIR_OUT and address is None and not dynamic:
         core._emit(conn.peer, LinkRefuse(link_id, "qd:no-route-to-dest",
                                          "No route to the destination node"))
@@ -298,8 +307,11 @@ def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, n
         link.address = address
     elif address is not None:
         key = phase_key(core.rules, key_of(core, address), direction)
+        if fallback and direction == DIR_OUT and key[:1] == CLASS_MOBILE:
+            key = CLASS_MOBILE + FALLBACK_PHASE + key[2:]  # the fallback destination
     else:
         key = None
+    link.fallback = fallback
     core.links[link_id] = link
     conn.links[link_id] = link
     core._emit(conn.peer, LinkOpen(link_id, address))
@@ -325,13 +337,13 @@ def bind_endpoint(core: Any, link: Link, key: Any) -> None:
     addr.refs += 1
     if direction == DIR_OUT:
         addr.consumers.append(link)
-        if link.to_container:
-            addr.container_count += 1
-        if addr.waiting:
+        if addr.waiting or addr.fallback_for is not None:
             credit_waiting(core, addr)
         if not addr.announced and interior and addr.cls == KEY_MOBILE:
             announce(core, addr, True)
-    elif addr.consumers or (addr.remotes and reachable(core, addr)):
+    elif (addr.consumers or (addr.remotes and reachable(core, addr))
+          or (addr.fallback is not None and not link.fallback
+              and has_destination(core, addr.fallback))):
         link.credited = True
         core._credit(link, capacity)
     else:
@@ -448,10 +460,17 @@ def on_attached(core: Any, peer: Any, cmd: Any) -> None:
 
 def attached_out(core: Any, link: Link) -> None:
     """The peer answered a link the router attached (open_link). By default the link becomes a
-    consumer or producer of its address, as an attached client link does (an auto-link)."""
-    if link.peer_link is not None:  # a link route's far end: answer the client (linkroute.py)
+    consumer or producer of its address, as an attached client link does. A link route's far
+    end answers its client instead (linkroute.py); an owner with an ``attached(core, link)``
+    method (an auto-link: autolinks.AutoLink) decides instead when it answers True."""
+    if link.peer_link is not None:
         routed_attached(core, link)
         return
+    owner = link.owner
+    if owner is not None:
+        hook = getattr(owner, "attached", None)
+        if hook is not None and hook(core, link):
+            return
     address = link.address
     key = None if address is None else phase_key(core.rules, key_of(core, address),
                                                  link.direction)
@@ -462,8 +481,11 @@ def attached_out(core: Any, link: Link) -> None:
 
 def detached_out(core: Any, link: Link, error: Any) -> None:
     """A link the router attached for an owner is gone (the peer detached or refused it, or
-    its connection closed; ``error``: the condition text, "" for none). Default: nothing."""
-    return
+    its connection closed; ``error``: the condition text, "" for none). An owner with a
+    ``detached(core, link, error)`` method (an auto-link) is told; otherwise nothing."""
+    hook = getattr(link.owner, "detached", None)
+    if hook is not None:
+        hook(core, link, error)
 
 
 def detach_offending(core: Any, link: Link, text: str) -> None:
@@ -508,8 +530,6 @@ def drop_link(core: Any, link: Link) -> None:
         fail_outbound(core, link)
         return
     addr.consumers.remove(link)
-    if link.to_container:
-        addr.container_count -= 1
     fail_outbound(core, link)
     if not addr.consumers and addr.held:
         release_held(core, addr)

@@ -162,6 +162,9 @@ class Link:
                  # owner: what the router attached it for (an auto-link, a link route), or None
                  "source", "target", "settle", "remote_source", "remote_target",
                  "remote_settle", "attaching", "owner",
+                 # an auto-link's link for a fallback destination (autolinks.py): what comes
+                 # in on it is never redirected to the fallback again, nor counted as ingress
+                 "fallback",
                  # a link-routed link: the other link of its pair (linkroute.py), else None
                  "peer_link")
 
@@ -211,13 +214,15 @@ class Link:
         self.remote_settle = None
         self.attaching = False
         self.owner = None
+        self.fallback = False
         self.peer_link = None
 
 
 class Address:
     __slots__ = ("key", "cls", "phase", "dist", "fwd", "priority", "consumers", "waiting",
                  "queues", "held", "rr", "refs", "container_count", "ingress", "egress",
-                 "to_container", "from_container", "remotes", "transit", "announced")
+                 "to_container", "from_container", "remotes", "transit", "announced",
+                 "fallback", "fallback_for", "redirected")
 
     def __init__(self, key: str, dist: int, priority: int) -> None:
         self.key = key
@@ -237,7 +242,7 @@ class Address:
         self.held = 0
         self.rr = 0
         self.refs = 0               # links whose terminus resolves to this address
-        self.container_count = 0
+        self.container_count = 0    # containerCount: route-container connections of link routes
         self.ingress = 0
         self.egress = 0
         self.to_container = 0
@@ -245,6 +250,12 @@ class Address:
         self.remotes = {}           # interior: router id -> hint, routers with a destination
         self.transit = 0
         self.announced = False      # interior: the agent was told we have a local destination
+        # an address with ``enableFallback``: its fallback destination (the MF<address> key;
+        # addrkeys.setup_fallback), which has ``fallback_for`` pointing back; ``redirected``:
+        # deliveries that went there for want of a destination here
+        self.fallback = None
+        self.fallback_for = None
+        self.redirected = 0
 
 
 # The Forwarder of each distribution code (DIST_*), one stateless instance each: filled in by

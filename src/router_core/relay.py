@@ -19,7 +19,7 @@ from router_core.addressing import CLASS_ROUTER, CLASS_TOPOLOGICAL, mobile_text
 from router_core.corestate import DIST_BALANCED, DIST_CLOSEST, DIST_MULTICAST, DIST_UNAVAILABLE
 from common.ipc import STATE_ACCEPTED, ControlIn, LocalAddress, UpdateIn
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.addrkeys import address_of, key_of
+from router_core.addrkeys import address_of, drop_fallback, key_of
 from router_core.records import (
     Address, Link, RemoteRouter, _effect, _in_delivery, _own, set_treatment)
 from router_core.settlement import count_outcome
@@ -240,7 +240,7 @@ def on_route_update(core: Any, peer: Any, cmd: Any) -> None:
                 if link is not None and link.queue:
                     release_queue(core, link)
     for addr in list(core.addrs.values()):
-        if addr.waiting and reachable(core, addr):
+        if (addr.waiting or addr.fallback_for is not None) and reachable(core, addr):
             credit_waiting(core, addr)
 
 
@@ -258,13 +258,15 @@ def on_remote_address(core: Any, peer: Any, cmd: Any) -> None:
                     and (not len(core.rules) or core.rules.lookup(text) is None)):
                 set_treatment(addr, _DIST_OF_HINT[hint], addr.priority)
         addr.remotes[router] = hint
-        if addr.waiting and router in core.routers:
+        if (addr.waiting or addr.fallback_for is not None) and router in core.routers:
             credit_waiting(core, addr)
     elif addr is not None and router in addr.remotes:
         del addr.remotes[router]
         if addr.refs <= 0 and addr.held == 0 and not addr.remotes:
             del core.addrs[key]
             core._record_gone("address", addr)
+            if addr.fallback is not None:
+                drop_fallback(core, addr)
 
 
 def reachable(core: Any, addr: Address) -> bool:
@@ -275,12 +277,24 @@ def reachable(core: Any, addr: Address) -> bool:
 
 
 def credit_waiting(core: Any, addr: Address) -> None:
-    """``addr`` got a destination: its targeted senders get their window."""
+    """``addr`` got a destination: its targeted senders get their window. A fallback
+    destination's are its primary address's senders (but the primary's own fallback auto-links,
+    which wait for a real destination of the primary)."""
     waiting = addr.waiting
     addr.waiting = []
     for sender in waiting:
         sender.credited = True
         core._credit(sender, sender.capacity)
+    primary = addr.fallback_for
+    if primary is not None and primary.waiting:
+        keep = []
+        for sender in primary.waiting:
+            if sender.fallback:
+                keep.append(sender)
+            else:
+                sender.credited = True
+                core._credit(sender, sender.capacity)
+        primary.waiting = keep
 
 
 def announce(core: Any, addr: Address, present: bool) -> None:

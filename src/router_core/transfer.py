@@ -37,8 +37,9 @@ def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
     link.delivery_count += 1
     link.conn.last_delivery_at = core.now
     addr = link.addr
-    addr.egress += 1
-    core.egress += 1
+    if not link.fallback:  # (1.19: a fallback store is not egress)
+        addr.egress += 1
+        core.egress += 1
     if link.to_container:
         addr.to_container += 1
         core.egress_container += 1

@@ -23,9 +23,10 @@ from supervisor.confsyntax import Problem as _Problem
 from supervisor.confsyntax import RawSection as _RawSection
 from supervisor.confsyntax import parse_conf as _parse_conf
 from supervisor.confsyntax import parse_json as _parse_json
-from common.schema import (EntityType, SchemaError, listen_addresses_clash, load_schema,
-                          normalize_attribute_name, reference_problem)
 from common.linkroutes import create_problem as link_route_problem
+from common.schema import (EntityType, SchemaError, auto_link_phase, auto_link_problem,
+                           listen_addresses_clash, load_schema, normalize_attribute_name,
+                           reference_problem)
 from common.security import connection_problem, ssl_profile_problem
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config",
@@ -342,6 +343,11 @@ def _complete(values: dict[str, Any], etype: EntityType, section: str, line: int
     for attr_name, attr in etype.attributes.items():
         if attr.required and attr_name != "type" and attr_name not in values:
             raise _Problem(f"missing required attribute '{attr_name}' in section '{section}'", line)
+    if short == "router.config.autoLink":
+        problem = auto_link_problem(values)
+        if problem:
+            raise _Problem(f"section '{section}': {problem}", line)
+        values["phase"] = auto_link_phase(values)
     return {**etype.defaults(), **values}
 
 

@@ -13,9 +13,10 @@ Two halves, one per process:
   listener, connector        name (default host:port)  added, removed, or removed + re-added
   address, linkRoute         name if given, else its   added, removed
                              attributes
+  autoLink                   name                      added, removed, or removed + re-added
   log                        module                    UPDATE of the changed attributes
   router, sslProfile,        -                         a warning: restart to apply
-  autoLink, vhost, policy
+  vhost, policy
   =========================  ========================  =====================================
 
   The changes go to the agent as ONE request over a dedicated ZeroMQ PAIR socket
@@ -49,11 +50,12 @@ from common.schema import load_schema
 # configuration file is applied at start-up)
 RUNTIME_TYPES = (("log", "logs"), ("router.config.address", "addresses"),
                  ("router.config.linkRoute", "linkRoutes"),
-                 ("connector", "connectors"), ("listener", "listeners"))
+                 ("router.config.autoLink", "autoLinks"), ("connector", "connectors"),
+                 ("listener", "listeners"))
 SPEC_KEY = dict(RUNTIME_TYPES)
 # spec key -> what an operator calls it; changes there need a restart
-RESTART_ONLY = (("router", "router"), ("sslProfiles", "sslProfile"),
-                ("autoLinks", "autoLink"), ("vhosts", "vhost"), ("policy", "policy"))
+RESTART_ONLY = (("router", "router"), ("sslProfiles", "sslProfile"), ("vhosts", "vhost"),
+                ("policy", "policy"))
 _LOG_ATTRIBUTES = ("enable", "includeTimestamp", "includeSource", "outputFile")
 
 
@@ -163,8 +165,8 @@ def plan_reload(old: dict, new: dict) -> Plan:
             kept.add(name)
             plan.changes.append({"op": "create", "type": short, "name": name,
                                  "attributes": _creatable(short, {**entity, "name": name})})
-    # connectors and listeners: by name; a changed one is removed and added again
-    for short in ("connector", "listener"):
+    # auto-links, connectors and listeners: by name; a changed one is removed and added again
+    for short in ("router.config.autoLink", "connector", "listener"):
         key = SPEC_KEY[short]
         before = {str(e["name"]): e for e in old.get(key, [])}
         after = {str(e["name"]): e for e in new.get(key, [])}

@@ -78,8 +78,8 @@ def test_bad_requests_get_descriptions_and_router_survives(mgmt, router):
              ({"operation": "READ", "type": "listener", "name": "nope"}, None, 404),
              ({"operation": "CREATE", "type": "listener"}, {"port": "70000"}, 400),
              ({"operation": "UPDATE", "type": "router", "name": f"router/{router.id}"}, {}, 501),
-             ({"operation": "CREATE", "type": "autoLink"}, {"address": "q", "direction": "in"},
-              501)]
+             ({"operation": "CREATE", "type": "autoLink"},
+              {"address": "q", "direction": "in", "connection": "c", "containerId": "d"}, 400)]
     for props, body, expected in cases:
         status, description, _ = mgmt.call(props, body)
         assert status == expected, (props, description)

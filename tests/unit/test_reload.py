@@ -136,3 +136,17 @@ def test_link_routes_are_added_and_removed_at_run_time():
                                              "containerId": "c", "distribution": "linkBalanced"}
     assert reload.plan_reload(new, spec(named)).changes == []
     assert reload.apply_changes(old, plan.changes)["linkRoutes"][0]["name"] == "lr"
+
+
+def test_auto_links_are_added_changed_and_removed_by_name():
+    one = "autoLink {\n    name: a\n    address: q\n    direction: out\n    connection: c\n}\n"
+    changed = one.replace("direction: out", "direction: in")
+    old = spec(one)
+    plan = reload.plan_reload(spec(), old)
+    assert ops(plan) == [("create", "router.config.autoLink", "a")]
+    assert plan.warnings == []
+    attrs = plan.changes[0]["attributes"]
+    assert attrs["address"] == "q" and attrs["phase"] == 0 and "identity" not in attrs
+    assert ops(reload.plan_reload(old, spec(changed))) == [
+        ("delete", "router.config.autoLink", "a"), ("create", "router.config.autoLink", "a")]
+    assert ops(reload.plan_reload(old, spec())) == [("delete", "router.config.autoLink", "a")]

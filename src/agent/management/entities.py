@@ -182,6 +182,18 @@ class View:
             out.append(entity)
         return out
 
+    def _auto_links(self) -> list[dict]:
+        """The configured auto-links with the core's view of each (``snapshot["autoLinks"]``
+        by identity): operStatus, linkRef, lastError. One the core does not know (yet) is
+        inactive."""
+        state = {a.get("identity"): a for a in self.snapshot.get("autoLinks", [])}
+        out = []
+        for entity in self.store.of_type(PREFIX + "router.config.autoLink"):
+            core = state.get(entity.get("identity")) or {}
+            out.append({**entity, "operStatus": core.get("operStatus", "inactive"),
+                        "linkRef": core.get("linkRef"), "lastError": core.get("lastError")})
+        return out
+
     def _connections(self) -> list[dict]:
         out = []
         for conn in self.snapshot.get("connections", []):
@@ -369,5 +381,6 @@ _BUILDERS: dict[str, Any] = {
     "router": View._router, "router.link": View._links, "router.address": View._addresses,
     "connection": View._connections, "router.node": View._nodes, "management": View._management,
     "vhostStats": View._vhost_stats, "policy": View._policy, "allocator": View._allocators,
-    "log": View._logs, "router.config.linkRoute": View._link_routes,
+    "log": View._logs, "router.config.autoLink": View._auto_links,
+    "router.config.linkRoute": View._link_routes,
 }

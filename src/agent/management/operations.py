@@ -27,7 +27,6 @@ from common.log import MODULES as LOG_MODULES
 
 # Mutations of these types need a feature the router does not have yet: answer 501, clearly.
 NOT_BUILT = {
-    "router.config.autoLink": "auto-links are not supported by this router yet",
     "policy": "policy changes are not supported by this router yet",
     "router.link": "changing a link's adminStatus is not supported by this router yet",
 }
@@ -36,7 +35,7 @@ NOT_BUILT = {
 MAX_ATTRIBUTE_NAMES = 1000
 # Types whose CREATE/DELETE go to processes; how many workers must succeed.
 _RUNTIME = {"listener": "all", "connector": "all", "router.config.address": "none",
-            "router.config.linkRoute": "none",
+            "router.config.linkRoute": "none", "router.config.autoLink": "none",
             "sslProfile": "all", "vhost": "all"}
 
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from agent.management.protocol import BAD_REQUEST, ManagementError
-from common.schema import (EntityType, Schema, SchemaError, listen_addresses_clash, load_schema,
+from common.schema import (EntityType, Schema, SchemaError, auto_link_phase, auto_link_problem,
+                           listen_addresses_clash, load_schema,
                           reference_problem)
 from common.linkroutes import create_problem as link_route_problem
 from common.security import connection_problem, ssl_profile_problem
@@ -102,7 +103,15 @@ class ConfigStore:
                                                    "or accept connections from other routers.")
         if short == "router.config.linkRoute":
             self._check_link_route(etype, attributes, name)
+        if short == "router.config.autoLink":  # 1.19 looks at the name first
+            given = name if name is not None else attributes.get("name")
+            if given is not None and given in self._names(short):
+                raise ManagementError(BAD_REQUEST, "Name conflicts with an existing entity")
         values = self._convert(etype, attributes, for_update=False)
+        if short == "router.config.autoLink":
+            problem = auto_link_problem(values)
+            if problem:
+                raise ManagementError(BAD_REQUEST, problem)
         if name is not None:
             if "name" in values and values["name"] != name:
                 raise ManagementError(BAD_REQUEST, f"conflicting names '{name}' and "
@@ -125,6 +134,8 @@ class ConfigStore:
                 raise ManagementError(BAD_REQUEST,
                                       f"missing required attribute '{attr_name}' for {short}")
         entity = {**etype.defaults(), **values}
+        if short == "router.config.autoLink":
+            entity["phase"] = auto_link_phase(entity)
         problem = reference_problem(etype, entity, self._names)
         if problem:
             raise ManagementError(BAD_REQUEST, problem)
