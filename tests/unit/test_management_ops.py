@@ -176,8 +176,6 @@ def test_create_listener_bad_requests(body):
 
 
 def test_create_of_unbuilt_feature_is_501_with_description():
-    assert status_of({"operation": "CREATE", "type": "autoLink"},
-                     {"address": "a", "direction": "in"}) == 501
     assert status_of({"operation": "UPDATE", "type": "router", "name": "router/R1"}, {}) == 501
     assert status_of({"operation": "DELETE", "type": "log", "name": "log/DEFAULT"}) == 501
 
