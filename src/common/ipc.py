@@ -108,6 +108,9 @@ class LinkAttach(NamedTuple):
     capacity: int           # credit window the router uses for this link (linkCapacity)
     # endpoint | router-control (terminus capability qd.router) | inter-router (qd.router-data)
     link_type: str = "endpoint"
+    # DIR_IN: the target is a transaction coordinator (``address`` is then "$coordinator", as
+    # 1.19 names it for link route matching)
+    coordinator: bool = False
 
 
 class LinkDetach(NamedTuple):
@@ -139,7 +142,9 @@ class Disposition(NamedTuple):
     state: int
     settled: bool
     info: Optional[dict]   # rejected: {"condition", "description"}; modified: {"failed",
-    # "undeliverable", "annotations"?: the message-annotations map, AMQP-encoded bytes, opaque}
+    # "undeliverable", "annotations"?: the message-annotations map, AMQP-encoded bytes, opaque};
+    # received: {"section_number", "section_offset"}; an extension state (any other
+    # descriptor): {"data"?: its value, AMQP-encoded bytes, opaque}
 
 
 class SettleIn(NamedTuple):

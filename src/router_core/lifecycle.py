@@ -24,7 +24,7 @@ from common.ipc import (
     RouterLinkDown, RouterLinkUp)
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.addrkeys import address_of, key_of, new_temp, phase_key, unref
+from router_core.addrkeys import address_of, key_of, new_temp, phase_key, unavailable, unref
 from router_core.records import (
     CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
     LINK_TYPE_NAMES, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
@@ -34,6 +34,11 @@ from router_core.transfer import fail_outbound, release_held
 # --- end core parts ---
 
 PROTOCOL_ERROR = "amqp:internal-error"
+# 1.19's refusals of an endpoint attach (conditions and texts as it sends them)
+COORDINATOR_REFUSED = ("amqp:precondition-failed",
+                       "The router can't coordinate transactions by itself, a linkRoute to a "
+                       "coordinator must be configured to use transactions.")
+NODE_NOT_FOUND = ("amqp:not-found", "Node not found")
 ERRORS_MAX = 100  # protocol errors kept for the core process to log, at most
 
 # Object states
@@ -194,7 +199,8 @@ def close_connection_of(core: Any, peer: Any, cmd: Any, text: str) -> None:
 
 # --- links ---------------------------------------------------------------------------------------
 def on_attach(core: Any, peer: Any, cmd: Any) -> None:
-    link_id, conn_id, direction, name, address, dynamic, presettled, capacity, link_type = cmd
+    (link_id, conn_id, direction, name, address, dynamic, presettled, capacity, link_type,
+     coordinator) = cmd
     conn = core.conns.get(conn_id)
     conn_state = ABSENT if conn is None else OPEN
     action = CONN_TRANSITIONS.get((conn_state, EV_ATTACH))
@@ -218,7 +224,7 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
     action = ATTACH_RULES.get((conn.role, type_code, core.mode == MODE_INTERIOR), 0)
     if action == A_ATTACH_ENDPOINT:
         attach_endpoint(core, conn, link_id, direction, name, address, dynamic, presettled,
-                        capacity)
+                        capacity, coordinator)
     elif action == A_ATTACH_ROUTER:
         attach_router_link(core, conn, link_id, direction, name, presettled, capacity,
                            type_code)
@@ -247,19 +253,33 @@ def _refuse_offending(core: Any, peer: Any, link_id: Any, text: str) -> None:
 
 
 def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, name: str,
-                    address: Any, dynamic: Any, presettled: Any, capacity: int) -> None:
+                    address: Any, dynamic: Any, presettled: Any, capacity: int,
+                    coordinator: Any) -> None:
+    """An endpoint link, decided as 1.19 decides it: a receiver needs an address, and one
+    that is not another router's (``_topo/0/<other>/...``); a transaction coordinator is
+    refused (nothing here coordinates transactions); an address whose treatment is
+    ``unavailable`` is refused (amqp:not-found) except on the agent's own connection; else
+    the link attaches to its address."""
     if direction == DIR_OUT and address is None and not dynamic:
         core._emit(conn.peer, LinkRefuse(link_id, "qd:no-route-to-dest",
                                          "No route to the destination node"))
         return
-    link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
+    if coordinator:
+        core._emit(conn.peer, LinkRefuse(link_id, COORDINATOR_REFUSED[0], COORDINATOR_REFUSED[1]))
+        return
+    key = None
     if dynamic:
         address, key = new_temp(core, direction == DIR_IN)
-        link.address = address
     elif address is not None:
         key = phase_key(core.rules, key_of(core, address), direction)
-    else:
-        key = None
+        if direction == DIR_OUT and key[:1] == CLASS_ROUTER:  # another router's address
+            core._emit(conn.peer, LinkRefuse(link_id, "qd:no-route-to-dest",
+                                             "No route to the destination node"))
+            return
+        if conn.role != ROLE_INTERNAL and unavailable(core, key):
+            core._emit(conn.peer, LinkRefuse(link_id, NODE_NOT_FOUND[0], NODE_NOT_FOUND[1]))
+            return
+    link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
     core.links[link_id] = link
     conn.links[link_id] = link
     core._emit(conn.peer, LinkOpen(link_id, address))

@@ -59,7 +59,8 @@ commands = st.one_of(
                                       [65535, "v", "u", "h", 2, 1, 1]])),
     st.builds(ConnClosed, CONNS, st.just("")),
     st.builds(LinkAttach, LINKS, CONNS, st.sampled_from([DIR_IN, DIR_OUT]), st.just("n"),
-              ADDRESSES, st.booleans(), st.booleans(), st.integers(1, 4)),
+              ADDRESSES, st.booleans(), st.booleans(), st.integers(1, 4),
+              coordinator=st.sampled_from([False, False, False, True])),
     st.builds(LinkDetach, LINKS, st.booleans(), st.just("")),
     st.builds(LinkFlow, LINKS, st.integers(0, 12), st.booleans()),
     st.builds(Transfer, IDS, LINKS, ADDRESSES, st.booleans(), st.integers(0, 9),
@@ -73,7 +74,7 @@ commands = st.one_of(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, 1), commands), max_size=80),
-       st.sampled_from(["balanced", "closest", "multicast"]))
+       st.sampled_from(["balanced", "closest", "multicast", "unavailable"]))
 def test_builds_agree(steps, default_distribution):
     kwargs = dict(default_distribution=default_distribution, addresses=RULES, seed=3)
     pure = pure_core.RouterCore("R1", **kwargs)
