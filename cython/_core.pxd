@@ -43,6 +43,7 @@ cdef class RouterCore
 cdef bint _COMPILED
 # Codes compared on the per-message path: C ints, not module-global lookups and boxing.
 cdef int DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED
+cdef int STATE_RECEIVED
 cdef int DIST_CLOSEST, DIST_BALANCED, DIST_MULTICAST, DIST_UNAVAILABLE
 cdef int ROLE_NORMAL, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, ROLE_EDGE, ROLE_INTERNAL
 cdef int LINK_ENDPOINT, LINK_CONTROL, LINK_DATA
@@ -144,6 +145,8 @@ cdef key_of(RouterCore core, address)
 cdef phase_key(rules, key, int direction)
 cdef tuple treatment(RouterCore core, key)
 @cython.locals(addr=Address)
+cdef bint unavailable(RouterCore core, key)
+@cython.locals(addr=Address)
 cdef Address address_of(RouterCore core, key)
 @cython.locals(addr=Address)
 cdef reapply_rules(RouterCore core)
@@ -185,6 +188,7 @@ cdef send_copy(RouterCore core, Link link, InDelivery dlv)
 cdef send_local(RouterCore core, Link link, Link target, dlv_id, bint settled, payload,
                 Address addr)
 cdef unroutable(RouterCore core, Link link, dlv_id, bint settled)
+cdef reject_unavailable(RouterCore core, Link link, dlv_id, bint settled)
 @cython.locals(dlv=InDelivery)
 cdef hold(RouterCore core, Link link, dlv_id, bint settled, int priority, payload, Address addr)
 @cython.locals(link=Link, settled=cython.bint, out=OutDelivery)
@@ -316,7 +320,7 @@ cdef _refuse_offending(RouterCore core, peer, link_id, text)
 cdef int link_state(link)
 @cython.locals(link=Link)
 cdef attach_endpoint(RouterCore core, Connection conn, link_id, int direction, name, address,
-                     dynamic, presettled, capacity, bint fallback=*)
+                     dynamic, presettled, capacity, bint coordinator=*, bint fallback=*)
 @cython.locals(addr=Address)
 cdef bind_endpoint(RouterCore core, Link link, key)
 @cython.locals(link=Link)

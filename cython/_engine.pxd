@@ -39,7 +39,7 @@ cdef extern from *:
 # Constants compared on the per-message paths: C ints, not module-global lookups.
 cdef int E_DELIVERY, E_LINK_FLOW, DIR_OUT
 cdef frozenset RARE_EVENTS
-cdef uint64_t STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED
+cdef uint64_t STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED
 
 
 # --- proton-C, natively ---------------------------------------------------------------------
@@ -279,6 +279,7 @@ cdef class WorkerEngine:
     cpdef _fx_router_deliver(self, fx)
     @cython.locals(l_ptr=size_t, d_ptr=size_t)
     cdef _send(self, link, dlv_id, bint settled, payload)
+    cdef _settle_for_receiver(self, dlv_id, size_t d_ptr)
     cdef _egress_annotations(self, conn, payload)
     cdef _router_egress(self, payload, to_override, phase)
     @cython.locals(d_ptr=size_t)

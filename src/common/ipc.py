@@ -165,7 +165,9 @@ class Disposition(NamedTuple):
     state: int
     settled: bool
     info: Optional[dict]   # rejected: {"condition", "description"}; modified: {"failed",
-    # "undeliverable", "annotations"?: the message-annotations map, AMQP-encoded bytes, opaque}
+    # "undeliverable", "annotations"?: the message-annotations map, AMQP-encoded bytes, opaque};
+    # received: {"section_number", "section_offset"}; an extension state (any other
+    # descriptor): {"data"?: its value, AMQP-encoded bytes, opaque}
 
 
 class SettleIn(NamedTuple):

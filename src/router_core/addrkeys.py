@@ -12,8 +12,9 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from typing import Any
 
 from router_core.addressing import (
-    CLASS_MOBILE, CLASS_TOPOLOGICAL, address_key, mobile_text, temp_address)
-from router_core.corestate import DIST_BALANCED, DIST_CLOSEST, DIST_CODES, DIST_MULTICAST
+    CLASS_LOCAL, CLASS_MOBILE, CLASS_TOPOLOGICAL, address_key, mobile_text, temp_address)
+from router_core.corestate import (
+    DIST_BALANCED, DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_UNAVAILABLE)
 from common.ipc import DIR_IN
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import Address, set_treatment
@@ -83,6 +84,20 @@ def treatment(core: Any, key: str) -> tuple:
     else:
         dist = DIST_CLOSEST
     return dist, priority
+
+
+def unavailable(core: Any, key: str) -> bool:
+    """``distribution: unavailable`` applies to ``key`` (as 1.19 decides it at an attach and for
+    an anonymous delivery): an existing address by its distribution; otherwise a mobile one by
+    the rules (else defaultDistribution), a local one (``_local/x``, ``_topo/0/<this>/x``) by
+    defaultDistribution; router, area and topological addresses never."""
+    addr = core.addrs.get(key)
+    if addr is not None:
+        return addr.dist == DIST_UNAVAILABLE
+    cls = key[:1]
+    if cls == CLASS_MOBILE:
+        return treatment(core, key)[0] == DIST_UNAVAILABLE
+    return cls == CLASS_LOCAL and core.default_distribution == DIST_UNAVAILABLE
 
 
 def address_of(core: Any, key: str) -> Address:

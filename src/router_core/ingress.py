@@ -14,11 +14,11 @@ from typing import Any
 from router_core.addressing import CLASS_MOBILE
 from common.ipc import DIR_IN, STATE_RELEASED, RouterTransfer, UpdateIn
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.addrkeys import key_of, phase_key, phased, trace_ids
+from router_core.addrkeys import key_of, phase_key, phased, trace_ids, unavailable
 from router_core.forwarders import route
 from router_core.records import LINK_CONTROL, _effect, _fields
 from router_core.relay import CONTROL_FLOOD, CONTROL_LOCAL, control_in, reachable
-from router_core.transfer import unroutable
+from router_core.transfer import reject_unavailable, unroutable
 # --- end core parts ---
 
 
@@ -61,6 +61,8 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
             to_fallback(core, link, dlv_id, settled, priority, payload, addr, None, None)
         else:
             addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
+    elif key is not None and unavailable(core, key):
+        reject_unavailable(core, link, dlv_id, settled)
     else:
         route(core, link, dlv_id, settled, priority, payload, None, key, None, None)
 

@@ -21,11 +21,12 @@ from typing import Any
 from router_core.addressing import (
     CLASS_MOBILE, CLASS_ROUTER, CLASS_TOPOLOGICAL, FALLBACK_CAPABILITY, has_capability)
 from common.ipc import (
-    DIR_IN, DIR_OUT, AttachOut, CloseConnection, DetachLink, LinkOpen, LinkRefuse,
-    RouterLinkDown, RouterLinkUp)
+    DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, AttachOut, CloseConnection, DetachLink, LinkOpen,
+    LinkRefuse, RouterLinkDown, RouterLinkUp)
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.addrkeys import FALLBACK_PHASE, address_of, key_of, new_temp, phase_key, unref
+from router_core.addrkeys import (
+    FALLBACK_PHASE, address_of, key_of, new_temp, phase_key, unavailable, unref)
 from router_core.linkroute import (
     ROUTED_LINK_LOST, announce_all, container_closed, container_opened, route_attach,
     routed_attached, split_condition)
@@ -39,6 +40,11 @@ from router_core.transfer import fail_outbound, release_held
 # --- end core parts ---
 
 PROTOCOL_ERROR = "amqp:internal-error"
+# 1.19's refusals of an endpoint attach (conditions and texts as it sends them)
+COORDINATOR_REFUSED = ("amqp:precondition-failed",
+                       "The router can't coordinate transactions by itself, a linkRoute to a "
+                       "coordinator must be configured to use transactions.")
+NODE_NOT_FOUND = ("amqp:not-found", "Node not found")
 ERRORS_MAX = 100  # protocol errors kept for the core process to log, at most
 
 # Object states
@@ -257,7 +263,8 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
         fallback = (terminus is not None and terminus.get("capabilities") is not None
                     and has_capability(terminus.get("capabilities"), FALLBACK_CAPABILITY))
         attach_endpoint(core, conn, link_id, direction, name, address, dynamic, presettled,
-                        capacity, fallback)
+                        capacity, direction == DIR_IN and target is not None
+                        and target.get("type") == TERMINUS_COORDINATOR, fallback)
         link = core.links.get(link_id)
         if link is not None:  # the peer's termini, as it sent them
             link.source = source
@@ -296,21 +303,35 @@ def _refuse_offending(core: Any, peer: Any, link_id: Any, text: str) -> None:
 
 def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, name: str,
                     address: Any, dynamic: Any, presettled: Any, capacity: int,
-                    fallback: bool = False) -> None:
+                    coordinator: Any = False, fallback: bool = False) -> None:
+    """An endpoint link, decided as 1.19 decides it: a receiver needs an address, and one
+    that is not another router's (``_topo/0/<other>/...``); a transaction coordinator is
+    refused (nothing here coordinates transactions; a link route to one was tried first); an
+    address whose treatment is ``unavailable`` is refused (amqp:not-found) except on the
+    agent's own connection; else the link attaches to its address (``fallback``: a terminus
+    with the qd.fallback capability, the address's fallback destination for a receiver)."""
     if direction == DIR_OUT and address is None and not dynamic:
         core._emit(conn.peer, LinkRefuse(link_id, "qd:no-route-to-dest",
                                          "No route to the destination node"))
         return
-    link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
+    if coordinator:
+        core._emit(conn.peer, LinkRefuse(link_id, COORDINATOR_REFUSED[0], COORDINATOR_REFUSED[1]))
+        return
+    key = None
     if dynamic:
         address, key = new_temp(core, direction == DIR_IN)
-        link.address = address
     elif address is not None:
         key = phase_key(core.rules, key_of(core, address), direction)
+        if direction == DIR_OUT and key[:1] == CLASS_ROUTER:  # another router's address
+            core._emit(conn.peer, LinkRefuse(link_id, "qd:no-route-to-dest",
+                                             "No route to the destination node"))
+            return
+        if conn.role != ROLE_INTERNAL and unavailable(core, key):
+            core._emit(conn.peer, LinkRefuse(link_id, NODE_NOT_FOUND[0], NODE_NOT_FOUND[1]))
+            return
         if fallback and direction == DIR_OUT and key[:1] == CLASS_MOBILE:
             key = CLASS_MOBILE + FALLBACK_PHASE + key[2:]  # the fallback destination
-    else:
-        key = None
+    link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
     link.fallback = fallback
     core.links[link_id] = link
     conn.links[link_id] = link

@@ -16,7 +16,8 @@ from typing import Any
 
 from router_core.corestate import MCAST_RANK
 from common.ipc import (
-    STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, SettleOut, UpdateIn)
+    STATE_ACCEPTED, STATE_MODIFIED, STATE_RECEIVED, STATE_REJECTED, STATE_RELEASED, SettleOut,
+    UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import InDelivery, Link, OutDelivery, _effect, _fields
 # --- end core parts ---
@@ -132,9 +133,14 @@ def on_disposition(core: Any, peer: Any, cmd: Any) -> None:
             copy_done(core, dlv, out.state, out.info)
         return
     if settled:
-        # Settled with no outcome ever given: the receiver consumed it (its default outcome).
+        # Settled with no outcome ever given: the receiver consumed it (its default outcome);
+        # settled with an extension state: that state and its value go to the sender.
         if not out.state:
-            out.state = STATE_ACCEPTED
+            if state and state != STATE_RECEIVED:
+                out.state = state
+                out.info = info
+            else:
+                out.state = STATE_ACCEPTED
         forget_out(core, out)
         settle_in(core, dlv, out.state, out.info)
     elif terminal:
@@ -144,6 +150,10 @@ def on_disposition(core: Any, peer: Any, cmd: Any) -> None:
             core._emit(out.link.peer, _effect(SettleOut, (out_id, state)))
         else:
             core._emit(dlv.link.peer, _effect(UpdateIn, (dlv.dlv_id, state, False, info)))
+    elif state and not dlv.link.closed:
+        # a non-terminal state (received, or an extension state such as descriptor 999 with
+        # its value): on to the sender as it is, as 1.19 does
+        core._emit(dlv.link.peer, _effect(UpdateIn, (dlv.dlv_id, state, False, info)))
 
 
 def on_settle_in(core: Any, peer: Any, cmd: Any) -> None:

@@ -15,7 +15,8 @@ from collections import deque
 from typing import Any, Optional
 
 from common.ipc import (
-    DIR_OUT, STATE_MODIFIED, STATE_RELEASED, Deliver, Drained, RouterDeliver, UpdateIn)
+    DIR_OUT, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver, Drained, RouterDeliver,
+    UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import (
     LINK_CONTROL, LINK_DATA, Address, InDelivery, Link, OutDelivery, _effect, _fields,
@@ -26,6 +27,8 @@ from router_core.settlement import (
 # --- end core parts ---
 
 _MODIFIED_FAILED = {"failed": True, "undeliverable": False}
+_UNAVAILABLE_REJECT = {"condition": "amqp:not-found",
+                       "description": "Deliveries cannot be sent to an unavailable address"}
 
 
 def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
@@ -106,6 +109,22 @@ def unroutable(core: Any, link: Link, dlv_id: Any, settled: bool) -> None:
         count_outcome(core, link, STATE_RELEASED, True)
         if not link.closed:
             core._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
+    core._replenish(link)
+
+
+def reject_unavailable(core: Any, link: Link, dlv_id: Any, settled: bool) -> None:
+    """A client's delivery to an address whose treatment is ``unavailable`` (an anonymous
+    sender's: a targeted one is refused at attach): REJECTED amqp:not-found as 1.19 does; a
+    pre-settled one is dropped."""
+    if settled:
+        link.dropped_presettled_count += 1
+        core.dropped_presettled += 1
+    else:
+        link.in_unsettled -= 1
+        count_outcome(core, link, STATE_REJECTED, True)
+        if not link.closed:
+            core._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_REJECTED, True,
+                                                     dict(_UNAVAILABLE_REJECT))))
     core._replenish(link)
 
 

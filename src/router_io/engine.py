@@ -53,8 +53,9 @@ from proton import symbol
 
 from common import ipc
 from common.ipc import (
-    DIR_OUT, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver, Disposition, Drained,
-    LinkCredit, LinkFlow, RouterDeliver, RouterTransfer, SettleIn, SettleOut, Transfer, UpdateIn)
+    DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver,
+    Disposition, Drained, LinkCredit, LinkFlow, RouterDeliver, RouterTransfer, SettleIn,
+    SettleOut, Transfer, UpdateIn)
 from common.heap import HeapTrimmer
 from router_io import amqpscan_select as scanner, frameguard, policy as vpolicy
 from router_io.amqpscan import user_id as _message_user_id
@@ -346,7 +347,7 @@ class Link:
 
     __slots__ = ("link_id", "ptr", "key", "conn", "direction", "anonymous", "sent", "flow",
                  "open", "local", "link_type", "router", "queued", "drain_after", "max_size",
-                 "check", "capped", "awaiting", "draining", "routed")
+                 "check", "capped", "awaiting", "draining", "routed", "settle_for_receiver")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -376,6 +377,9 @@ class Link:
         # an inter-router link (control or data) on an inter-router connection: its deliveries
         # go to the core as RouterTransfer (set once at attach; the per-delivery check)
         self.router = False
+        # outbound: the receiver attached with snd-settle-mode settled: every delivery goes
+        # pre-settled, an unsettled one settled by the router on its behalf as ACCEPTED (1.19)
+        self.settle_for_receiver = False
 
 
 def _int(value: Any) -> int:
@@ -1207,6 +1211,7 @@ class WorkerEngine:
         self.links[link.link_id] = link
         self.link_ptrs[link.key] = link
         presettled = plink.remote_snd_settle_mode == proton.Link.SND_SETTLED
+        link.settle_for_receiver = presettled and direction == DIR_OUT
         self.outbox.append(ipc.LinkAttach(link.link_id, conn.conn_id, direction, name,
                                           address, bool(terminus.dynamic), presettled,
                                           conn.link_capacity, link.link_type, source, target,
@@ -1543,14 +1548,11 @@ class WorkerEngine:
         state = _pn_delivery_remote_state(d_ptr)
         settled = bool(_pn_delivery_settled(d_ptr))
         info = None
-        if state == STATE_REJECTED or state == STATE_MODIFIED:
+        if state and state != STATE_ACCEPTED and state != STATE_RELEASED:
+            # rejected, modified, received or an extension state: what it carries (rare)
+            # (declared, transactional-state and extension states: their fields,
+            # AMQP-encoded, for the core to pass on unread; a link route needs them all)
             info = self._remote_info(_cdata("pn_delivery_t *", d_ptr), state)
-        elif state > STATE_MODIFIED:  # declared, transactional-state, extension states: their
-            # fields, AMQP-encoded, for the core to pass on (a link route) unread
-            data = _encoded_data(lib.pn_disposition_data(
-                lib.pn_delivery_remote(_cdata("pn_delivery_t *", d_ptr))))
-            if data:
-                info = {"data": data}
         if settled:
             del self.out_dlvs[dlv_id]
             del self.out_ids[d_key]
@@ -1559,6 +1561,9 @@ class WorkerEngine:
 
     @staticmethod
     def _remote_info(d_ptr: Any, state: int) -> dict:
+        """What a remote delivery state carries, for a Disposition's ``info``: rejected's
+        condition, modified's flags and annotations, received's section, an extension state's
+        value (AMQP-encoded, opaque to the core)."""
         disp = lib.pn_delivery_remote(d_ptr)
         if state == ipc.STATE_MODIFIED:
             info = {"failed": bool(lib.pn_disposition_is_failed(disp)),
@@ -1567,6 +1572,12 @@ class WorkerEngine:
             if annotations:
                 info["annotations"] = annotations
             return info
+        if state == ipc.STATE_RECEIVED:
+            return {"section_number": lib.pn_disposition_get_section_number(disp),
+                    "section_offset": lib.pn_disposition_get_section_offset(disp)}
+        if state != ipc.STATE_REJECTED:
+            value = _encoded_data(lib.pn_disposition_data(disp))
+            return {"data": value} if value else {}
         c = lib.pn_disposition_condition(disp)
         if not lib.pn_condition_is_set(c):
             return {}
@@ -1582,11 +1593,14 @@ class WorkerEngine:
             annotations = info.get("annotations")
             if annotations:
                 _decode_data(lib.pn_disposition_annotations(disp), annotations)
+        elif state == ipc.STATE_RECEIVED:
+            lib.pn_disposition_set_section_number(disp, int(info.get("section_number") or 0))
+            lib.pn_disposition_set_section_offset(disp, int(info.get("section_offset") or 0))
+        elif info.get("data"):  # an extension state's value
+            _decode_data(lib.pn_disposition_data(disp), info["data"])
         elif info.get("condition"):
             _put_condition(lib.pn_disposition_condition(disp), info["condition"],
                            info.get("description", ""))
-        elif info.get("data"):  # the fields of another state (see _on_outbound_update)
-            _decode_data(lib.pn_disposition_data(disp), info["data"])
 
     @staticmethod
     def _set_condition(cond: Any, name: str, description: str) -> None:
@@ -1650,6 +1664,8 @@ class WorkerEngine:
         if link is None:
             return
         self._set_condition(lib.pn_link_condition(link.ptr), fx.condition, fx.description)
+        if link.direction == ipc.DIR_IN:  # the answering attach has a null target, as 1.19's
+            lib.pn_terminus_set_type(lib.pn_link_target(link.ptr), lib.PN_UNSPECIFIED)
         lib.pn_link_open(link.ptr)
         lib.pn_link_close(link.ptr)
         self._forget_link(link)
@@ -1716,10 +1732,19 @@ class WorkerEngine:
         link.sent += 1
         if settled:
             _pn_delivery_settle(d_ptr)
+        elif link.settle_for_receiver:
+            self._settle_for_receiver(dlv_id, d_ptr)
         else:
             self.out_dlvs[dlv_id] = (d_ptr, link)
             self.out_ids[d_ptr] = dlv_id
         self.dirty.add(conn)
+
+    def _settle_for_receiver(self, dlv_id: int, d_ptr: Any) -> None:
+        """An unsettled delivery to a receiver that asked for pre-settled ones (snd-settle-mode
+        settled): it leaves settled and the core hears ACCEPTED, settled, as the router
+        settled it on the receiver's behalf (as 1.19 does)."""
+        _pn_delivery_settle(d_ptr)
+        self.outbox.append(_command(Disposition, (dlv_id, STATE_ACCEPTED, True, None)))
 
     def enqueue(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
         """Keep an outbound delivery until the connection's socket drains (see OUT_BUDGET): one
@@ -1769,6 +1794,10 @@ class WorkerEngine:
                 if entry[6]:
                     lib.pn_delivery_update(d_ptr, entry[6])
                 lib.pn_delivery_settle(d_ptr)
+            elif link.settle_for_receiver:
+                del self.queued_out[dlv_id]
+                lib.pn_delivery_settle(d_ptr)
+                self.outbox.append(Disposition(dlv_id, ipc.STATE_ACCEPTED, True, None))
             else:
                 del self.queued_out[dlv_id]
                 self._track_out(dlv_id, d_ptr, link)

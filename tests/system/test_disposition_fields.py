@@ -56,3 +56,30 @@ def test_modified_keeps_delivery_failed_undeliverable_and_annotations(ends):
     assert dlv.remote.failed is True and dlv.remote.undeliverable is True
     assert {str(k): v for k, v in (dlv.remote.annotations or {}).items()} == {
         "x-opt-why": "tested", "x-opt-n": 7}
+
+
+def _extension(dlv) -> None:
+    dlv.local.data = ["progress", 42]
+    dlv.update(999)  # a delivery state of no AMQP type (an extension), left unsettled
+
+
+def _received(dlv) -> None:
+    dlv.local.section_number = 3
+    dlv.local.section_offset = 1024
+    dlv.update(Delivery.RECEIVED)
+
+
+def test_extension_state_and_its_value_reach_the_sender(ends):
+    """Non-terminal states travel back as 1.19 moves them (the mixed-network form of this
+    test, against a 1.x router: test_mixed_1x.py)."""
+    first, last = ends
+    dlv = _settle_at_receiver(first, last, "ext.q", _extension)
+    assert dlv.remote_state == 999
+    assert list(dlv.remote.data or []) == ["progress", 42]
+
+
+def test_received_state_reaches_the_sender(ends):
+    first, last = ends
+    dlv = _settle_at_receiver(first, last, "rcvd.q", _received)
+    assert dlv.remote_state == Delivery.RECEIVED
+    assert (dlv.remote.section_number, dlv.remote.section_offset) == (3, 1024)

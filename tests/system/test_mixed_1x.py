@@ -359,16 +359,7 @@ def test_modified_keeps_its_fields_end_to_end(mixed, topology):
     _healthy(mixed)
 
 
-_CORE_DROPS_EXTENSION_STATES = pytest.mark.xfail(
-    strict=True, reason="the core forwards only terminal outcomes back to the sender "
-    "(router_core/core.py _on_disposition): an extension state (999) is lost at the first "
-    "router of ours; fixing it needs core.py")
-
-
-@pytest.mark.parametrize("topology", [
-    pytest.param("ours-1x-ours", marks=_CORE_DROPS_EXTENSION_STATES),
-    pytest.param("1x-ours-1x", marks=_CORE_DROPS_EXTENSION_STATES),
-    "1x-1x"])
+@pytest.mark.parametrize("topology", STATE_TOPOLOGIES)
 def test_extension_state_travels_back_end_to_end(mixed, topology):
     first, last = _state_network(mixed, topology)
     dlv = _send_and_settle_at_receiver(first, last, "ext.q", _extension, wait=10)

@@ -5,7 +5,8 @@ settlement and reliability", "Configuring address semantics", "Address pattern m
 "Configuring addresses for prioritized message delivery", "Message routing flow control"):
 
 * distributions: anycast closest (spread over consumers), anycast balanced (fewest unsettled
-  wins), multicast (every consumer, presettled and unsettled), ``unavailable`` (RELEASED);
+  wins), multicast (every consumer, presettled and unsettled), ``unavailable`` (links refused,
+  anonymous deliveries REJECTED);
 * address configuration: prefix matches whole words, ``*`` / ``#`` patterns, most specific rule
   wins, the router's ``defaultDistribution`` for unconfigured addresses;
 * anonymous senders routing by ``to``; a link target wins over ``to``;
@@ -31,7 +32,7 @@ from pathlib import Path
 import pytest
 from proton import Delivery, Message
 from proton.reactor import AtMostOnce
-from proton.utils import BlockingConnection
+from proton.utils import BlockingConnection, LinkDetached
 
 from clients import (BulkSender, CountingReceiver, Loop, body_seq, collect, pump_for, pump_until,
                      seq_body, take)
@@ -184,27 +185,20 @@ def test_multicast_every_consumer_gets_every_message(router_factory, conns, pres
         assert {d.remote_state for d in dlvs} == {Delivery.ACCEPTED}
 
 
-def test_unavailable_distribution_releases_unsettled_sends(router_factory, conns):
+def test_unavailable_distribution_refuses_and_rejects(router_factory, conns):
+    """1.19: links to an unavailable address are refused, an anonymous sender's message to it
+    REJECTED amqp:not-found (the details: test_attach_semantics.py)."""
     router = router_factory(extra="address {\n prefix: closed\n distribution: unavailable\n}\n")
-    rconn = connect(router, conns)
     sconn = connect(router, conns)
-    # A receiver is attached, so a message would go somewhere if the address were available.
-    rcv = rconn.create_receiver("closed.door", credit=10)
+    with pytest.raises(LinkDetached):
+        connect(router, conns).create_receiver("closed.door", credit=10)
     anon = sconn.create_sender(None)
     dlv = anon.link.send(Message(address="closed.door", body="knock"))
-    pump_until([sconn, rconn], lambda: dlv.settled, what="anonymous send settled")
-    assert dlv.remote_state == Delivery.RELEASED
-    targeted = sconn.create_sender("closed.door")
-    # (It may be given credit - a consumer exists - or be stalled; if it can send, RELEASED.)
-    deadline = time.monotonic() + 1.0
-    while time.monotonic() < deadline and targeted.link.credit == 0:
-        pump_for([sconn, rconn], 0.05)
-    if targeted.link.credit > 0:
-        d2 = targeted.link.send(Message(body="knock again"))
-        pump_until([sconn, rconn], lambda: d2.settled, what="targeted send settled")
-        assert d2.remote_state == Delivery.RELEASED
-    pump_for([sconn, rconn], 0.2)
-    assert not rcv.fetcher.has_message, "nothing may reach a consumer of an unavailable address"
+    pump_until([sconn], lambda: dlv.settled, what="anonymous send settled")
+    assert dlv.remote_state == Delivery.REJECTED
+    assert dlv.remote.condition.name == "amqp:not-found"
+    with pytest.raises(LinkDetached):
+        sconn.create_sender("closed.door")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -281,7 +275,7 @@ def test_most_specific_address_rule_wins(router_factory, conns):
         }
         address {
             prefix: q.x
-            distribution: unavailable
+            distribution: closest
         }
         address {
             pattern: q.*
@@ -294,7 +288,7 @@ def test_most_specific_address_rule_wins(router_factory, conns):
         "orders": "multicast", "orders.eu": "multicast", "orders.eu.normal": "multicast",
         "orders.eu.urgent": "anycast",                                # literal beats '#'
         "q.y": "multicast",
-        "q.x": "dropped",                                             # literal beats '*'
+        "q.x": "anycast",                                             # literal beats '*'
     }
     assert _classify(router, conns, list(expected)) == expected
 

@@ -4,6 +4,8 @@ Also holds the build parameters and the small :class:`Harness` the other core te
 """
 import pytest
 
+from common import ipc
+
 from router_core import core as pure_core
 from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_RECEIVED, STATE_REJECTED,
@@ -280,8 +282,10 @@ def test_anycast_settlement_path(h):
     h.flat()
     dlv = h.send(10, payload=b"x")
     assert h.flat() == [Deliver(1, 20, False, b"x"), LinkCredit(10, 1)]
-    h.do(Disposition(1, STATE_RECEIVED, False, None))
-    assert h.flat() == []  # non-terminal and unsettled: not forwarded
+    received = {"section_number": 0, "section_offset": 3}
+    h.do(Disposition(1, STATE_RECEIVED, False, received))
+    # non-terminal: on to the sender as it is (1.19 moves every delivery state to the peer)
+    assert h.flat() == [UpdateIn(dlv, STATE_RECEIVED, False, received)]
     h.do(Disposition(1, STATE_REJECTED, False, {"condition": "x:y", "description": "no"}))
     assert h.flat() == [UpdateIn(dlv, STATE_REJECTED, False,
                                  {"condition": "x:y", "description": "no"})]
@@ -293,6 +297,30 @@ def test_anycast_settlement_path(h):
     assert snap["router"]["rejectedDeliveries"] == 1
     assert h.link(20)["rejectedCount"] == 1 and h.link(10)["rejectedCount"] == 1
     assert h.link(20)["unsettledCount"] == 0 and h.link(10)["unsettledCount"] == 0
+
+
+def test_extension_state_goes_back_to_the_sender(h):
+    """A delivery state of no AMQP type (descriptor 999) and its value (AMQP-encoded bytes the
+    core passes unread) reach the sender, unsettled and when the receiver settles with it."""
+    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
+    h.flat()
+    dlv = h.send(10, payload=b"x")
+    h.flat()
+    info = {"data": b"\xc0\x03\x01\x54\x2a"}
+    h.do(Disposition(1, 999, False, info))
+    assert h.flat() == [UpdateIn(dlv, 999, False, info)]
+    h.do(Disposition(1, 999, True, info))
+    assert h.flat() == [UpdateIn(dlv, 999, True, info)]
+    assert h.link(10)["unsettledCount"] == 0 and h.link(20)["unsettledCount"] == 0
+
+
+def test_received_then_settled_without_outcome_is_accepted(h):
+    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
+    h.flat()
+    dlv = h.send(10, payload=b"x")
+    h.flat()
+    h.do(Disposition(1, STATE_RECEIVED, True, {"section_number": 0, "section_offset": 0}))
+    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None)]
 
 
 def test_receiver_settles_first(h):
@@ -393,13 +421,70 @@ def test_balanced_relative_to_capacity(h):
     assert links == [20, 21, 21, 21]
 
 
+UNAVAILABLE_REJECT = {"condition": "amqp:not-found",
+                      "description": "Deliveries cannot be sent to an unavailable address"}
+
+
 def test_unavailable_distribution(core_cls):
+    """1.19: a sender or receiver on an unavailable address is refused (amqp:not-found "Node
+    not found"); an anonymous sender's delivery to one is REJECTED amqp:not-found."""
     h = Harness(core_cls, addresses=[{"prefix": "u", "distribution": "unavailable"}])
-    h.conn(1).receiver(20, 1, "u", credit=5).sender(10, 1, None)
-    h.flat()
+    h.conn(1).receiver(20, 1, "u", credit=5).sender(21, 1, "u.x").sender(10, 1, None)
+    assert h.flat() == [LinkRefuse(20, "amqp:not-found", "Node not found"),
+                        LinkRefuse(21, "amqp:not-found", "Node not found"),
+                        LinkOpen(10, None), LinkCredit(10, 10)]
     dlv = h.send(10, to="u")
     h.send(10, settled=True, to="u")
-    assert h.flat() == [UpdateIn(dlv, STATE_RELEASED, True, None), LinkCredit(10, 2)]
+    other = h.send(10, to="v")  # available, no consumer: RELEASED
+    assert h.flat() == [UpdateIn(dlv, STATE_REJECTED, True, UNAVAILABLE_REJECT),
+                        LinkCredit(10, 3), UpdateIn(other, STATE_RELEASED, True, None)]
+    router = h.snap()["router"]
+    assert router["rejectedDeliveries"] == 1 and router["droppedPresettledDeliveries"] == 1
+    assert h.snap()["links"][0]["identity"] == "10"  # nothing else attached
+
+
+def test_default_distribution_unavailable(core_cls):
+    h = Harness(core_cls, default_distribution="unavailable",
+                addresses=[{"prefix": "ok", "distribution": "balanced"}])
+    h.conn(1)
+    h.receiver(20, 1, "q").receiver(21, 1, "_local/x").receiver(22, 1, "ok.q")
+    h.receiver(23, 1, None, dynamic=True).receiver(24, 1, "$management")
+    h.sender(10, 1, "amqp:/_topo/0/R1/q").sender(11, 1, None)
+    effects = h.flat()
+    refused = [e.link_id for e in effects if isinstance(e, LinkRefuse)]
+    assert refused == [20, 21, 10]
+    assert all(e == LinkRefuse(e.link_id, "amqp:not-found", "Node not found")
+               for e in effects if isinstance(e, LinkRefuse))
+    dlv = h.send(11, to="elsewhere")
+    assert h.flat() == [UpdateIn(dlv, STATE_REJECTED, True, UNAVAILABLE_REJECT),
+                        LinkCredit(11, 1)]
+
+
+def test_unavailable_does_not_apply_to_the_agents_connection(core_cls):
+    h = Harness(core_cls, default_distribution="unavailable")
+    h.conn(1, role="internal").receiver(20, 1, "_local/$management")
+    assert h.flat() == [LinkOpen(20, "_local/$management")]
+
+
+def test_receiver_on_another_routers_address_is_refused(h):
+    h.conn(1).receiver(20, 1, "amqp:/_topo/0/R9/x").receiver(21, 1, "_topo/0/R1/x")
+    assert h.flat() == [LinkRefuse(20, "qd:no-route-to-dest", "No route to the destination node"),
+                        LinkOpen(21, "_topo/0/R1/x")]
+
+
+def test_coordinator_target_is_refused(core_cls):
+    """Nothing here coordinates transactions: 1.19's condition and text, whatever the
+    distribution."""
+    for dist in ("balanced", "unavailable"):
+        h = Harness(core_cls, default_distribution=dist)
+        h.conn(1).do(LinkAttach(10, 1, DIR_IN, "txn", None, False, False, 10, "endpoint",
+                                ipc.terminus(ipc.TERMINUS_SOURCE, None),
+                                ipc.terminus(ipc.TERMINUS_COORDINATOR, None), [0, 0]))
+        assert h.flat() == [LinkRefuse(
+            10, "amqp:precondition-failed",
+            "The router can't coordinate transactions by itself, a linkRoute to a coordinator "
+            "must be configured to use transactions.")]
+        assert h.snap()["links"] == []
 
 
 # ---- multicast -------------------------------------------------------------------------------
@@ -591,14 +676,14 @@ def test_set_address_config_leaves_non_mobile_addresses_alone(h):
 
 
 def test_set_address_config_invalid_rules_change_nothing(core_cls):
-    h = Harness(core_cls, addresses=[{"prefix": "u", "distribution": "unavailable"}])
+    h = Harness(core_cls, addresses=[{"prefix": "u", "distribution": "multicast"}])
     h.conn(1).receiver(20, 1, "u.x")
     with pytest.raises(ValueError):
         h.core.set_address_config([{"prefix": "u", "distribution": "closest",
                                     "priority": "high"}])
-    assert h.addr("M0u.x")["distribution"] == "unavailable"
+    assert h.addr("M0u.x")["distribution"] == "multicast"
     h.receiver(21, 1, "u.y")
-    assert h.addr("M0u.y")["distribution"] == "unavailable"
+    assert h.addr("M0u.y")["distribution"] == "multicast"
 
 
 @pytest.mark.parametrize("new_dist", ["multicast", "unavailable", "closest"])

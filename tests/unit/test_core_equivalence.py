@@ -10,6 +10,8 @@ from typing import NamedTuple
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from common import ipc
+
 from router_core import core as pure_core
 from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_NONE, STATE_RECEIVED, STATE_REJECTED,
@@ -59,7 +61,9 @@ commands = st.one_of(
                                       [65535, "v", "u", "h", 2, 1, 1]])),
     st.builds(ConnClosed, CONNS, st.just("")),
     st.builds(LinkAttach, LINKS, CONNS, st.sampled_from([DIR_IN, DIR_OUT]), st.just("n"),
-              ADDRESSES, st.booleans(), st.booleans(), st.integers(1, 4)),
+              ADDRESSES, st.booleans(), st.booleans(), st.integers(1, 4),
+              target=st.sampled_from([None, None, None,
+                                      ipc.terminus(ipc.TERMINUS_COORDINATOR, None)])),
     st.builds(LinkDetach, LINKS, st.booleans(), st.just("")),
     st.builds(LinkFlow, LINKS, st.integers(0, 12), st.booleans()),
     st.builds(Transfer, IDS, LINKS, ADDRESSES, st.booleans(), st.integers(0, 9),
@@ -73,7 +77,7 @@ commands = st.one_of(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, 1), commands), max_size=80),
-       st.sampled_from(["balanced", "closest", "multicast"]))
+       st.sampled_from(["balanced", "closest", "multicast", "unavailable"]))
 def test_builds_agree(steps, default_distribution):
     kwargs = dict(default_distribution=default_distribution, addresses=RULES, seed=3)
     pure = pure_core.RouterCore("R1", **kwargs)
