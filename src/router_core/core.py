@@ -14,6 +14,7 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   forwarders.py   one forwarder per treatment (closest, balanced, multicast, unavailable)
   ingress.py      where a delivery enters (Transfer, RouterTransfer)
   lifecycle.py    open/close, attach/detach as transition tables; protocol errors
+  streaming.py    messages routed on their first bytes: chunks, the per-delivery window, aborts
 
 Each of them, and this file, is the pure-Python reference AND part of the compiled build:
 setup.py concatenates them in that order (this file last) into one module,
@@ -71,18 +72,19 @@ from router_core.matcher import AddressRules
 from common.ipc import (
     ConnClosed, ConnOpened, ControlSend, Disposition, IpcError, LinkAttach, LinkCredit,
     LinkDetach, LinkFlow, PeerHello, PolicyEvent, RemoteAddress, RouteUpdate, RouterTransfer,
-    SettleIn, Transfer)
+    SettleIn, StreamSent, StreamTransfer, Transfer, TransferChunk)
 from router_core.policycount import PolicyCounts
 from router_core.corestate import DIST_CODES, GONE_MAX, gone_entry, management_snapshot
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import reapply_rules
-from router_core.ingress import on_router_transfer, on_transfer
+from router_core.ingress import on_router_transfer, on_stream_transfer, on_transfer
 from router_core.lifecycle import (
     close_connection_of, on_attach, on_conn_closed, on_conn_opened, on_detach, on_hello,
     on_policy_event)
 from router_core.records import MODE_CODES, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
+from router_core.streaming import on_stream_chunk, on_stream_sent
 from router_core.transfer import on_flow
 # --- end core parts ---
 
@@ -109,6 +111,10 @@ class RouterCore:
         self.addrs = {}          # key -> Address
         self.in_unsettled = {}   # inbound dlv_id -> InDelivery (unsettled, not yet final)
         self.out_unsettled = {}  # outbound dlv_id -> OutDelivery
+        # streaming deliveries (streaming.py): inbound dlv_id -> Stream while its message is
+        # arriving; outbound dlv_id -> StreamCopy of each copy started for one of them
+        self.streams = {}
+        self.stream_outs = {}
         # router-wide management counters (see the ``counters`` property for their names)
         self.presettled = 0
         self.dropped_presettled = 0
@@ -145,7 +151,8 @@ class RouterCore:
                           ConnOpened: on_conn_opened, ConnClosed: on_conn_closed,
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,
-                          PolicyEvent: on_policy_event}
+                          PolicyEvent: on_policy_event, StreamTransfer: on_stream_transfer,
+                          TransferChunk: on_stream_chunk, StreamSent: on_stream_sent}
         # router-wide policy connection counts and denial counters (policycount.py)
         self.policy_counts = PolicyCounts()
 

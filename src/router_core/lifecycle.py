@@ -30,6 +30,7 @@ from router_core.records import (
     LINK_TYPE_NAMES, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
     ROLE_NAMES, ROLE_NORMAL, ROLE_ROUTE_CONTAINER, Connection, Link)
 from router_core.relay import announce, credit_waiting, reachable
+from router_core.streaming import drop_stream_link
 from router_core.transfer import fail_outbound, release_held
 # --- end core parts ---
 
@@ -358,6 +359,8 @@ def detach_offending(core: Any, link: Link, text: str) -> None:
 
 
 def drop_link(core: Any, link: Link) -> None:
+    if core.streams:  # messages still arriving from or going to it (streaming.py)
+        drop_stream_link(core, link)
     core.links.pop(link.link_id, None)
     link.conn.links.pop(link.link_id, None)
     addr = link.addr

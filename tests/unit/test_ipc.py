@@ -52,6 +52,12 @@ SAMPLES = {
     ipc.RouterGone: ("R2",),
     ipc.TopologyReset: (),
     ipc.Reachable: (["R2", "R3"],),
+    ipc.StreamTransfer: (5, 6, "q", False, 4, True, 1, "0/A", ["0/A"], b"head"),
+    ipc.TransferChunk: (5, False, False, b"body"),
+    ipc.StreamDeliver: (9, 3, False, None, -1, b"head"),
+    ipc.DeliverChunk: (9, True, True, b""),
+    ipc.StreamSent: (9, 65536),
+    ipc.StreamAck: (5, 65536),
 }
 
 
