@@ -159,9 +159,20 @@ cdef release_waiting(RouterCore core, InDelivery dlv)
 @cython.locals(out=OutDelivery, dlv=InDelivery, terminal=cython.bint, settled=cython.bint,
                state=cython.int)
 cdef on_disposition(RouterCore core, peer, cmd)
-@cython.locals(dlv=InDelivery, link=Link, out=OutDelivery, consumer=Link, state=cython.int,
-               out_link=Link)
+@cython.locals(dlv=InDelivery, link=Link, out=OutDelivery, state=cython.int)
 cdef on_settle_in(RouterCore core, peer, cmd)
+@cython.locals(consumer=Link, out_link=Link)
+cdef withdraw_held(RouterCore core, InDelivery dlv)
+
+# --- streaming.py -------------------------------------------------------------------------------
+cdef bint stream_pending(stream)
+cdef stream_bytes(stream)
+cdef start_copy(RouterCore core, Link link, out_id, bint settled, stream, to_override, int phase)
+cpdef on_stream_chunk(RouterCore core, peer, cmd)
+cpdef on_stream_sent(RouterCore core, peer, cmd)
+cdef update_ack(RouterCore core, stream)
+cdef abort_stream(RouterCore core, stream)
+cdef drop_stream_link(RouterCore core, Link link)
 
 # --- transfer.py --------------------------------------------------------------------------------
 @cython.locals(out_id=cython.longlong, addr=Address)
@@ -265,6 +276,8 @@ cdef _forward_anycast(RouterCore core, Forwarder fwd, bint closest, Link link, d
 cdef on_transfer(RouterCore core, peer, cmd)
 @cython.locals(link=Link, settled=cython.bint, priority=cython.int, phase=cython.int)
 cdef on_router_transfer(RouterCore core, peer, cmd)
+@cython.locals(link=Link)
+cpdef on_stream_transfer(RouterCore core, peer, cmd)
 
 # --- lifecycle.py -------------------------------------------------------------------------------
 cdef protocol_error(RouterCore core, text)
@@ -306,7 +319,7 @@ cdef class RouterCore:
     cdef readonly int mode
     cdef public int default_distribution
     cdef readonly object rules
-    cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled
+    cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled, streams, stream_outs
     cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
     cdef readonly long long modified, ingress, egress, transit, ingress_container
     cdef readonly long long egress_container
