@@ -124,7 +124,8 @@ class BigSender:
         if self.delivery is None:
             self.delivery = self.link.delivery(b"big")
         # keep a few MB inside proton, no more
-        while self.sent < self.total and self.link.session.outgoing_bytes < 1 << 20:
+        small = self.total <= 65536  # sent at once, even behind another sender's bytes
+        while self.sent < self.total and (small or self.link.session.outgoing_bytes < 1 << 20):
             if self.abort_at is not None and self.sent >= self.abort_at:
                 self.delivery.abort()
                 self.aborted = True
