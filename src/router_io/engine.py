@@ -320,7 +320,7 @@ class Link:
         # outbound: the streaming delivery being sent (an OutStream; one at a time per link)
         # and what waits behind it ((dlv_id, settled, payload) or an OutStream)
         self.out_stream = None
-        self.waiting = None
+        self.waiting: deque = deque()
 
 
 class InStream:
@@ -1138,6 +1138,7 @@ class WorkerEngine:
             link.open = True
             link.link_type = LINK_TYPES[cap]
             link.router = True
+            link.stream = direction == ipc.DIR_IN and cap == CAP_ROUTER_DATA
             conn.links[l_ptr] = link
             self.links[link.link_id] = link
             self.link_ptrs[link.key] = link
@@ -1190,8 +1191,6 @@ class WorkerEngine:
             link.router = link.link_type != "endpoint" and conn.role == INTER_ROUTER
         link.stream = (direction == ipc.DIR_IN and not link.check
                        and link.link_type != "router-control")
-        if direction == DIR_OUT:
-            link.waiting = deque()
         conn.links[l_ptr] = link
         self.links[link.link_id] = link
         self.link_ptrs[link.key] = link
