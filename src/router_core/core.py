@@ -9,12 +9,12 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   records.py      the records (Connection, Link, Address, deliveries) and the integer codes
   addrkeys.py     the address table: hash keys, phases, treatments, dynamic addresses
   settlement.py   dispositions, settlement, multicast outcomes; held deliveries let go
+  streaming.py    messages routed on their first bytes: chunks, the per-delivery window, aborts
   transfer.py     sending, holding, queueing, receivers' credit; a receiver lost
   relay.py        interior: other routers, data links, topological addresses, routing messages
   forwarders.py   one forwarder per treatment (closest, balanced, multicast, unavailable)
   ingress.py      where a delivery enters (Transfer, RouterTransfer)
   lifecycle.py    open/close, attach/detach as transition tables; protocol errors
-  streaming.py    messages routed on their first bytes: chunks, the per-delivery window, aborts
 
 Each of them, and this file, is the pure-Python reference AND part of the compiled build:
 setup.py concatenates them in that order (this file last) into one module,
