@@ -172,9 +172,20 @@ cdef release_waiting(RouterCore core, InDelivery dlv)
 @cython.locals(out=OutDelivery, dlv=InDelivery, terminal=cython.bint, settled=cython.bint,
                state=cython.int)
 cdef on_disposition(RouterCore core, peer, cmd)
-@cython.locals(dlv=InDelivery, link=Link, out=OutDelivery, consumer=Link, state=cython.int,
-               out_link=Link)
+@cython.locals(dlv=InDelivery, link=Link, out=OutDelivery, state=cython.int)
 cdef on_settle_in(RouterCore core, peer, cmd)
+@cython.locals(consumer=Link, out_link=Link)
+cdef withdraw_held(RouterCore core, InDelivery dlv)
+
+# --- streaming.py -------------------------------------------------------------------------------
+cdef bint stream_pending(stream)
+cdef stream_bytes(stream)
+cdef start_copy(RouterCore core, Link link, out_id, bint settled, stream, to_override, int phase)
+cpdef on_stream_chunk(RouterCore core, peer, cmd)
+cpdef on_stream_sent(RouterCore core, peer, cmd)
+cdef update_ack(RouterCore core, stream)
+cdef abort_stream(RouterCore core, stream)
+cdef drop_stream_link(RouterCore core, Link link)
 
 # --- transfer.py --------------------------------------------------------------------------------
 @cython.locals(out_id=cython.longlong, addr=Address)
@@ -284,6 +295,8 @@ cdef bint has_destination(RouterCore core, Address addr)
 @cython.locals(alt=Address)
 cdef to_fallback(RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
                  Address addr, origin, exclude)
+@cython.locals(link=Link)
+cpdef on_stream_transfer(RouterCore core, peer, cmd)
 
 # --- linkroute.py -------------------------------------------------------------------------------
 # (per attach and per credit change only; the records of the table are plain Python classes)
@@ -375,7 +388,7 @@ cdef class RouterCore:
     cdef readonly int mode
     cdef public int default_distribution
     cdef readonly object rules
-    cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled
+    cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled, streams, stream_outs
     cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
     cdef readonly long long modified, ingress, egress, transit, ingress_container
     cdef readonly long long egress_container, redirected

@@ -258,7 +258,8 @@ cdef class WorkerEngine:
     cdef public object router_id, node_tag, peer_index, collector, _coll, new_id, log
     cdef public list outbox
     cdef public dict conns, conns_by_id, links, link_ptrs, in_dlvs, in_ids, out_dlvs, out_ids
-    cdef public dict queued_out, oversize, _handlers
+    cdef public dict queued_out, oversize, _handlers, in_streams, in_stream_ids, out_streams
+    cdef public set q2_changed
     cdef public set dirty
     cdef public double _trim_check
     cdef public int _trim_countdown

@@ -540,6 +540,77 @@ class PolicyEvent(NamedTuple):
     count: int
 
 
+# ----------------------------------------------------------------------------------------------
+# Streaming (cut-through) deliveries: a message that has not fully arrived is routed on its
+# first bytes and its body follows in chunks (DESIGN.md "How a delivery travels", streaming)
+# ----------------------------------------------------------------------------------------------
+class StreamTransfer(NamedTuple):
+    """Worker -> core: the start of an inbound delivery that has not fully arrived (its routing
+    fields have): routed now, the rest follows as TransferChunk. Fields as RouterTransfer's
+    (``router``: it came on an inter-router link; ``phase``/``ingress``/``trace`` are then the
+    router annotations, else 0/None/[]); ``payload``: the message's first bytes."""
+    dlv_id: int
+    link_id: int
+    to: Optional[str]
+    settled: bool
+    priority: int
+    router: bool
+    phase: int
+    ingress: Optional[str]
+    trace: list
+    payload: Any
+
+
+class TransferChunk(NamedTuple):
+    """Worker -> core: more bytes of a StreamTransfer's message, untouched; ``last``: the message
+    is complete; ``aborted``: the sender aborted it (or it broke maxMessageSize): no more come."""
+    dlv_id: int
+    last: bool
+    aborted: bool
+    payload: Any
+
+
+class StreamDeliver(NamedTuple):
+    """Core -> worker: start sending a delivery whose message is still arriving (``payload``:
+    its bytes so far); the rest follows as DeliverChunk. On an inter-router link ``to_override``
+    and ``phase`` are RouterDeliver's; on any other link they are None and -1."""
+    dlv_id: int
+    link_id: int
+    settled: bool
+    to_override: Optional[str]
+    phase: int
+    payload: Any
+
+
+class DeliverChunk(NamedTuple):
+    """Core -> worker: more bytes of a StreamDeliver's message (``last``: advance; ``aborted``:
+    abort the outbound delivery, nothing more follows)."""
+    dlv_id: int
+    last: bool
+    aborted: bool
+    payload: Any
+
+
+class StreamSent(NamedTuple):
+    """Worker -> core: ``nbytes`` more bytes (as the core sent them) of the streaming outbound
+    delivery ``dlv_id`` were handed to proton within the connection's byte budget."""
+    dlv_id: int
+    nbytes: int
+
+
+class StreamAck(NamedTuple):
+    """Core -> worker: ``nbytes`` more bytes of the streaming inbound delivery ``dlv_id`` have
+    left the router's buffers (every copy took them, or they were dropped): the sender's
+    connection may be read again (the per-delivery window, 1.x's Q2)."""
+    dlv_id: int
+    nbytes: int
+
+
+# Bytes of one streaming delivery the router may hold between its sender's socket and its
+# receivers' proton buffers (worker, core, IPC). Past it the sender's connection is not read.
+STREAM_WINDOW = 1024 * 1024
+
+
 # One table of codes: the order is the wire contract, append only.
 MESSAGE_TYPES: tuple = (
     PeerHello, ConnOpened, ConnClosed, LinkAttach, LinkDetach, LinkFlow, Transfer, Disposition,
@@ -549,6 +620,7 @@ MESSAGE_TYPES: tuple = (
     RouterLinkUp, RouterLinkDown, RouteUpdate, RemoteAddress, LocalAddress, PeerLost,
     PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable, AttachOut, LinkAttached,
     LinkDrain, InDrained, SenderState, DeliverState,
+    StreamTransfer, TransferChunk, StreamDeliver, DeliverChunk, StreamSent, StreamAck,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

@@ -9,6 +9,7 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   records.py      the records (Connection, Link, Address, deliveries) and the integer codes
   addrkeys.py     the address table: hash keys, phases, treatments, dynamic addresses
   settlement.py   dispositions, settlement, multicast outcomes; held deliveries let go
+  streaming.py    messages routed on their first bytes: chunks, the per-delivery window, aborts
   transfer.py     sending, holding, queueing, receivers' credit; a receiver lost
   relay.py        interior: other routers, data links, topological addresses, routing messages
   forwarders.py   one forwarder per treatment (closest, balanced, multicast, unavailable)
@@ -75,12 +76,13 @@ from router_core.matcher import AddressRules
 from common.ipc import (
     CORE_ID_BASE, ConnClosed, ConnOpened, ControlSend, Disposition, InDrained, IpcError,
     LinkAttach, LinkAttached, LinkCredit, LinkDetach, LinkFlow, PeerHello, PolicyEvent,
-    RemoteAddress, RouteUpdate, RouterTransfer, SenderState, SettleIn, Transfer)
+    RemoteAddress, RouteUpdate, RouterTransfer, SenderState, SettleIn, StreamSent,
+    StreamTransfer, Transfer, TransferChunk)
 from router_core.policycount import PolicyCounts
 from router_core.corestate import DIST_CODES, GONE_MAX, gone_entry, management_snapshot
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import reapply_rules
-from router_core.ingress import on_router_transfer, on_transfer
+from router_core.ingress import on_router_transfer, on_stream_transfer, on_transfer
 from router_core.lifecycle import (
     close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened, on_detach,
     on_hello, on_policy_event, open_link)
@@ -89,6 +91,7 @@ from router_core.linkroute import (
 from router_core.records import MODE_CODES, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
+from router_core.streaming import on_stream_chunk, on_stream_sent
 from router_core.transfer import on_flow
 from router_core.autolinks import (
     NEVER, auto_links_conn_opened, auto_links_tick, auto_links_view, create_auto_link,
@@ -119,6 +122,10 @@ class RouterCore:
         self.addrs = {}          # key -> Address
         self.in_unsettled = {}   # inbound dlv_id -> InDelivery (unsettled, not yet final)
         self.out_unsettled = {}  # outbound dlv_id -> OutDelivery
+        # streaming deliveries (streaming.py): inbound dlv_id -> Stream while its message is
+        # arriving; outbound dlv_id -> StreamCopy of each copy started for one of them
+        self.streams = {}
+        self.stream_outs = {}
         # router-wide management counters (see the ``counters`` property for their names)
         self.presettled = 0
         self.dropped_presettled = 0
@@ -164,7 +171,8 @@ class RouterCore:
                           ConnOpened: _conn_opened, ConnClosed: on_conn_closed,
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,
-                          PolicyEvent: on_policy_event}
+                          PolicyEvent: on_policy_event, StreamTransfer: on_stream_transfer,
+                          TransferChunk: on_stream_chunk, StreamSent: on_stream_sent}
         # router-wide policy connection counts and denial counters (policycount.py)
         self.policy_counts = PolicyCounts()
         # link routes and their addresses (linkroute.py)

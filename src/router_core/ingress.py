@@ -12,12 +12,13 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from typing import Any
 
 from router_core.addressing import CLASS_MOBILE
-from common.ipc import DIR_IN, STATE_RELEASED, RouterTransfer, UpdateIn
+from common.ipc import DIR_IN, STATE_RELEASED, RouterTransfer, Transfer, UpdateIn
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import key_of, phase_key, phased, trace_ids, unavailable
 from router_core.forwarders import route
 from router_core.records import LINK_CONTROL, _effect, _fields
 from router_core.relay import CONTROL_FLOOD, CONTROL_LOCAL, control_in, reachable
+from router_core.streaming import Stream
 from router_core.transfer import reject_unavailable, unroutable
 # --- end core parts ---
 
@@ -122,3 +123,32 @@ def to_fallback(core: Any, link: Any, dlv_id: Any, settled: bool, priority: int,
         alt.fwd.forward(core, link, dlv_id, settled, priority, payload, alt, origin, exclude)
     else:
         addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, origin, exclude)
+
+
+def on_stream_transfer(core: Any, peer: Any, cmd: Any) -> None:
+    """The start of a message still arriving (streaming.py): routed as a Transfer or
+    RouterTransfer whose payload is its Stream; its chunks follow (TransferChunk)."""
+    dlv_id, link_id, to, settled, priority, router, phase, ingress, trace, payload = \
+        _fields(cmd)
+    link = core.links.get(link_id)
+    if link is None or link.direction != DIR_IN:
+        if not settled:
+            core._emit(peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
+        return
+    stream = Stream(dlv_id, link, peer, payload)
+    core.streams[dlv_id] = stream
+    if link.router:
+        key = key_of(core, to) if to is not None else None
+        if link.link_type == LINK_CONTROL or key in CONTROL_LOCAL or key in CONTROL_FLOOD:
+            # routing-protocol messages are never streamed: this one goes nowhere
+            link.received += 1
+            link.delivery_count += 1
+            if not settled:
+                link.in_unsettled += 1
+            unroutable(core, link, dlv_id, settled)
+            return
+        on_router_transfer(core, peer, _effect(RouterTransfer, (
+            dlv_id, link_id, to, settled, priority, phase, ingress, trace, stream)))
+    else:
+        on_transfer(core, peer, _effect(Transfer, (dlv_id, link_id, to, settled, priority,
+                                                   stream)))

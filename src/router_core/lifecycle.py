@@ -36,6 +36,7 @@ from router_core.records import (
     ROLE_NAMES, ROLE_NORMAL, ROLE_ROUTE_CONTAINER, Connection, Link)
 from router_core.ingress import has_destination
 from router_core.relay import announce, credit_waiting, reachable
+from router_core.streaming import drop_stream_link
 from router_core.transfer import fail_outbound, release_held
 # --- end core parts ---
 
@@ -533,6 +534,8 @@ def detach_partner(core: Any, link: Link, condition: str, description: str) -> N
 
 
 def drop_link(core: Any, link: Link) -> None:
+    if core.streams:  # messages still arriving from or going to it (streaming.py)
+        drop_stream_link(core, link)
     if link.peer_link is not None:  # link-routed, its connection lost (a detach unpairs first)
         detach_partner(core, link, ROUTED_LINK_LOST[0], ROUTED_LINK_LOST[1])
     core.links.pop(link.link_id, None)

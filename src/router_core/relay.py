@@ -23,6 +23,7 @@ from router_core.addrkeys import address_of, drop_fallback, key_of
 from router_core.records import (
     Address, Link, RemoteRouter, _effect, _in_delivery, _own, set_treatment)
 from router_core.settlement import count_outcome
+from router_core.streaming import Stream
 from router_core.transfer import forward_multicast, release_queue, send_router, unroutable
 from router_core.linkroute import is_route_key, remote_route
 # --- end core parts ---
@@ -119,6 +120,8 @@ def send_anycast_remote(core: Any, link: Link, dlv_id: Any, settled: bool, paylo
     dlv.queued_on = out
     link.held += 1
     out.queue.append(dlv)
+    if type(payload) is Stream:  # it keeps its chunks while this delivery waits
+        payload.dlv = dlv
 
 
 def route_topo(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,

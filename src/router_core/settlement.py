@@ -165,23 +165,7 @@ def on_settle_in(core: Any, peer: Any, cmd: Any) -> None:
     link.in_unsettled -= 1
     count_outcome(core, link, state, True)
     if dlv.pending:
-        if dlv.multicast:
-            for consumer in dlv.targets:
-                queue = consumer.queue
-                while dlv in queue:
-                    queue.remove(dlv)
-                    copy_unqueued(core, dlv)
-        else:
-            out_link = dlv.queued_on
-            if out_link is not None:  # queued toward another router
-                if dlv in out_link.queue:
-                    out_link.queue.remove(dlv)
-            elif dlv.addr is not None and dlv.addr.queues is not None:  # held at its address
-                held = dlv.addr.queues[dlv.priority]
-                if dlv in held:
-                    held.remove(dlv)
-                    dlv.addr.held -= 1
-            unhold(core, dlv)
+        withdraw_held(core, dlv)
     outs = dlv.copies if dlv.multicast else ([dlv.out] if dlv.out is not None else [])
     for out in outs:
         if out.out_id in core.out_unsettled:
@@ -190,3 +174,25 @@ def on_settle_in(core: Any, peer: Any, cmd: Any) -> None:
                 core._emit(out.link.peer, _effect(SettleOut, (out.out_id, state)))
     dlv.copies = []
     dlv.out = None
+
+
+def withdraw_held(core: Any, dlv: InDelivery) -> None:
+    """A delivery still waiting in the core (held at its address, queued toward another
+    router, or multicast copies queued on their links) is taken out of where it waits."""
+    if dlv.multicast:
+        for consumer in dlv.targets:
+            queue = consumer.queue
+            while dlv in queue:
+                queue.remove(dlv)
+                copy_unqueued(core, dlv)
+    else:
+        out_link = dlv.queued_on
+        if out_link is not None:  # queued toward another router
+            if dlv in out_link.queue:
+                out_link.queue.remove(dlv)
+        elif dlv.addr is not None and dlv.addr.queues is not None:  # held at its address
+            held = dlv.addr.queues[dlv.priority]
+            if dlv in held:
+                held.remove(dlv)
+                dlv.addr.held -= 1
+        unhold(core, dlv)

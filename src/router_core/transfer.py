@@ -24,6 +24,7 @@ from router_core.records import (
 from router_core.linkroute import mirror_credit
 from router_core.settlement import (
     copy_done, copy_unqueued, count_outcome, forget_out, release_waiting, settle_in, unhold)
+from router_core.streaming import Stream, start_copy, stream_bytes
 # --- end core parts ---
 
 _MODIFIED_FAILED = {"failed": True, "undeliverable": False}
@@ -46,6 +47,11 @@ def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
     if link.to_container:
         addr.to_container += 1
         core.egress_container += 1
+    if type(payload) is Stream:  # a message still arriving (streaming.py)
+        if not payload.done:
+            start_copy(core, link, out_id, settled, payload, None, -1)
+            return track_out(core, link, dlv, settled, out_id)
+        payload = stream_bytes(payload)  # it completed while this copy waited: sent whole
     core._emit(link.peer, _effect(Deliver, (out_id, link.link_id, settled, payload)))
     return track_out(core, link, dlv, settled, out_id)
 
@@ -60,6 +66,11 @@ def send_router(core: Any, link: Link, dlv: Any, settled: bool, payload: Any,
     link.conn.last_delivery_at = core.now
     if link.link_type == LINK_DATA:
         core.transit += 1
+    if type(payload) is Stream:  # a message still arriving (streaming.py)
+        if not payload.done:
+            start_copy(core, link, out_id, settled, payload, to_override, phase)
+            return track_out(core, link, dlv, settled, out_id)
+        payload = stream_bytes(payload)  # it completed while this copy waited: sent whole
     core._emit(link.peer, _effect(RouterDeliver, (out_id, link.link_id, settled, to_override,
                                                   phase, payload)))
     return track_out(core, link, dlv, settled, out_id)
@@ -143,6 +154,8 @@ def hold(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int, paylo
     addr.held += 1
     dlv.pending = 1
     link.held += 1
+    if type(payload) is Stream:  # it keeps its chunks while this delivery waits
+        payload.dlv = dlv
 
 
 def forward_multicast(core: Any, targets: list, dlv: InDelivery) -> None:
@@ -166,6 +179,8 @@ def forward_multicast(core: Any, targets: list, dlv: InDelivery) -> None:
                 dlv.copies.append(out)
     if dlv.pending:
         dlv.link.held += 1
+        if type(dlv.payload) is Stream:  # it keeps its chunks while a copy waits
+            dlv.payload.dlv = dlv
     else:
         dlv.payload = None
         core._replenish(dlv.link)

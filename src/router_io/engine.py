@@ -53,9 +53,10 @@ from proton import symbol
 
 from common import ipc
 from common.ipc import (
-    DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver,
-    Disposition, Drained, LinkCredit, LinkFlow, RouterDeliver, RouterTransfer, SettleIn,
-    SettleOut, Transfer, UpdateIn)
+    DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, STREAM_WINDOW,
+    Deliver, DeliverChunk, Disposition, Drained, LinkCredit, LinkFlow, RouterDeliver,
+    RouterTransfer, SettleIn, SettleOut, StreamAck, StreamDeliver, StreamSent, StreamTransfer,
+    Transfer, TransferChunk, UpdateIn)
 from common.heap import HeapTrimmer
 from router_io import amqpscan_select as scanner, frameguard, policy as vpolicy
 from router_io.amqpscan import user_id as _message_user_id
@@ -270,6 +271,16 @@ PN_SASL_OK = 0  # pn_sasl_outcome(): NONE -1, OK 0, AUTH 1, SYS 2, PERM 3, TEMP 
 # the core ("capped"): the core keeps further deliveries at the address (they hold their senders'
 # credit, so senders stall) instead of the worker holding as many as the receiver granted.
 OUT_BUDGET = 512 * 1024
+# Streaming (cut-through) deliveries: an inbound delivery still partial once this many bytes of
+# it wait in proton is routed on its first bytes (its routing fields must be there: the sections
+# before the body) and its body follows in chunks of at least STREAM_CHUNK bytes (the last may be
+# shorter). Smaller messages go whole, as one Transfer. Per streaming delivery at most
+# ipc.STREAM_WINDOW bytes are unacknowledged by the core; beyond it the sender's connection is not
+# read (Q2) until the copies' workers have handed them to proton.
+STREAM_START = 128 * 1024
+STREAM_CHUNK = 64 * 1024
+# out_queue entry kinds: a whole delivery; a part of a streaming one (no advance); its last part
+KIND_WHOLE, KIND_PART, KIND_LAST = 0, 1, 2
 MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 OVERSIZE_DESCRIPTION = "Message size exceeded"
 INVALID_FIELD = "amqp:invalid-field"
@@ -347,7 +358,8 @@ class Link:
 
     __slots__ = ("link_id", "ptr", "key", "conn", "direction", "anonymous", "sent", "flow",
                  "open", "local", "link_type", "router", "queued", "drain_after", "max_size",
-                 "check", "capped", "awaiting", "draining", "routed", "settle_for_receiver")
+                 "check", "capped", "awaiting", "draining", "routed", "settle_for_receiver",
+                 "stream", "out_stream", "waiting")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -380,6 +392,50 @@ class Link:
         # outbound: the receiver attached with snd-settle-mode settled: every delivery goes
         # pre-settled, an unsettled one settled by the router on its behalf as ACCEPTED (1.19)
         self.settle_for_receiver = False
+        # inbound: a large partial delivery may be streamed (not on control links, nor where
+        # each message is checked whole by policy: set at attach)
+        self.stream = False
+        # outbound: the streaming delivery being sent (an OutStream; one at a time per link)
+        # and what waits behind it ((dlv_id, settled, payload) or an OutStream)
+        self.out_stream = None
+        self.waiting: deque = deque()
+
+
+class InStream:
+    """An inbound delivery being streamed: bytes read from proton go to the core as chunks."""
+
+    __slots__ = ("dlv_id", "link", "d", "d_key", "started", "head", "unacked", "total",
+                 "settled", "settle", "blocked", "discard")
+
+    def __init__(self, link: Link, d: Any, d_key: Any) -> None:
+        self.dlv_id = None
+        self.link = link
+        self.d = d               # the proton delivery (cffi)
+        self.d_key = d_key       # the same as a hot pointer (in_streams, in_ids)
+        self.started = False     # the core has its StreamTransfer
+        self.head = bytearray()  # before the start: the bytes so far (routing fields pending)
+        self.unacked = 0         # bytes handed to the core it has not acknowledged (Q2)
+        self.total = 0           # bytes read (maxMessageSize)
+        self.settled = False     # pre-settled by the sender
+        self.settle = False      # the core settled it: settled locally once complete
+        self.blocked = False     # counted in its connection's q2 (not read)
+        self.discard = None      # (state, condition, description): read and drop, then that
+
+
+class OutStream:
+    """An outbound delivery whose message is still arriving: its parts go to proton in order."""
+
+    __slots__ = ("dlv_id", "link", "settled", "d", "parts", "started", "settle", "state")
+
+    def __init__(self, dlv_id: Any, link: Link, settled: bool) -> None:
+        self.dlv_id = dlv_id
+        self.link = link
+        self.settled = settled
+        self.d = None            # the proton delivery (cffi), once its first bytes went
+        self.parts: deque = deque()  # (bytes, ack, kind) before it may start on its link
+        self.started = False
+        self.settle = False      # settled by the sender or receiver meanwhile: settle at the end
+        self.state = 0
 
 
 def _int(value: Any) -> int:
@@ -485,6 +541,9 @@ class Connection:
         self.out_budget = OUT_BUDGET
         self.out_room = OUT_BUDGET
         self.out_queue: deque = deque()
+        # Q2: streaming deliveries of this connection past their window; while > 0 its socket
+        # is not read (the worker watches engine.q2_changed)
+        self.q2 = 0
         # maxMessageSize of this connection (policy, listener, vhost), set when it opens
         self.max_message_size = 0
         # vhost policy (router_io/policy.py): the user group's settings when the connection is
@@ -626,6 +685,12 @@ class WorkerEngine:
         self.out_ids: dict = {}     # dlv ptr -> core delivery id
         self.queued_out: dict = {}  # core delivery id -> its out_queue entry (unsettled only)
         self.oversize: dict = {}    # inbound dlv address -> True: over maxMessageSize, discarded
+        # streaming deliveries: inbound by proton delivery (hot pointer) and by id, outbound by
+        # the core's id; connections whose Q2 state changed (the worker re-arms their polling)
+        self.in_streams: dict = {}
+        self.in_stream_ids: dict = {}
+        self.out_streams: dict = {}
+        self.q2_changed: set = set()
         self.policy: dict = {}      # the policy entity (maxMessageSize, enableVhostPolicy...)
         self.vhosts: list = []      # vhost entities
         self.policy_db = vpolicy.PolicyDb()  # compiled policy + vhosts (router_io/policy.py)
@@ -647,6 +712,8 @@ class WorkerEngine:
             ipc.Drained: self._fx_drained, ipc.CloseConnection: self._fx_close_connection,
             ipc.DetachLink: self._fx_detach_link, ipc.AttachOut: self._attach_out,
             ipc.LinkDrain: self._fx_link_drain, ipc.DeliverState: self._fx_deliver_state,
+            StreamDeliver: self._fx_stream_deliver, DeliverChunk: self._fx_deliver_chunk,
+            StreamAck: self._fx_stream_ack,
         }
 
     # --- connections --------------------------------------------------------------------------
@@ -1152,6 +1219,7 @@ class WorkerEngine:
             link.open = True
             link.link_type = LINK_TYPES[cap]
             link.router = True
+            link.stream = direction == ipc.DIR_IN and cap == CAP_ROUTER_DATA
             conn.links[l_ptr] = link
             self.links[link.link_id] = link
             self.link_ptrs[link.key] = link
@@ -1207,6 +1275,8 @@ class WorkerEngine:
                     break
             # elsewhere the core refuses router links: they never carry deliveries
             link.router = link.link_type != "endpoint" and conn.role == INTER_ROUTER
+        link.stream = (direction == ipc.DIR_IN and not link.check
+                       and link.link_type != "router-control")
         conn.links[l_ptr] = link
         self.links[link.link_id] = link
         self.link_ptrs[link.key] = link
@@ -1366,6 +1436,8 @@ class WorkerEngine:
     def _forget_link(self, link: Link) -> None:
         self.links.pop(link.link_id, None)
         self.link_ptrs.pop(link.key, None)
+        if self.in_streams or self.out_streams:
+            self._forget_streams(link)
         for dlv_id in [i for i, (_, lk) in self.in_dlvs.items() if lk is link]:
             ptr, _ = self.in_dlvs.pop(dlv_id)
             self.in_ids.pop(ptr, None)
@@ -1380,6 +1452,19 @@ class WorkerEngine:
             link.conn.out_queue = deque(e for e in queue if e[0] is not link)
             link.queued = 0
         link.open = False
+
+    def _forget_streams(self, link: Link) -> None:
+        """A link goes: its streamed deliveries with it (the core aborts or fails them)."""
+        for rec in [r for r in self.in_streams.values() if r.link is link]:
+            self._stream_end(rec, False)
+        for rec in [r for r in self.out_streams.values() if r.link is link]:
+            self.out_streams.pop(rec.dlv_id, None)
+        if link.waiting:
+            link.queued -= len(link.waiting)
+            link.waiting.clear()
+        if link.out_stream is not None:
+            link.out_stream = None
+            link.queued -= 1
 
     def _on_flow(self, l_ptr: Any) -> None:
         link = self.link_ptrs.get(l_ptr)
@@ -1400,7 +1485,7 @@ class WorkerEngine:
         or, while the link is capped, only what the core already gave us (sent + queued)."""
         l_ptr = link.key
         limit = link.sent + _pn_link_credit(l_ptr)
-        if link.capped:
+        if link.capped or link.out_stream is not None:
             limit = min(limit, link.sent + link.queued)
         flow = (limit, bool(_pn_link_get_drain(l_ptr)))
         if flow != link.flow:
@@ -1416,6 +1501,11 @@ class WorkerEngine:
             self._on_outbound_update(d_ptr)
             return
         d_key = d_ptr  # compiled: the address as a Python int once, for the three maps below
+        if self.in_streams:
+            rec = self.in_streams.get(d_key)
+            if rec is not None:  # a delivery being streamed: more bytes (or its end)
+                self._stream_in(rec)
+                return
         dlv_id = self.in_ids.get(d_key)
         if dlv_id is not None:  # a delivery we already forwarded: the sender settled it
             if _pn_delivery_settled(d_ptr):
@@ -1434,6 +1524,8 @@ class WorkerEngine:
             if self._oversize(_cdata("pn_delivery_t *", d_ptr), link):
                 return
         if _pn_delivery_partial(d_ptr):
+            if link.stream and _pn_delivery_pending(d_ptr) >= STREAM_START:
+                self._stream_begin(_cdata("pn_delivery_t *", d_ptr), d_key, link)
             return  # wait for the rest of the message
         payload = _pn_link_recv_message(l_ptr, _pn_delivery_pending(d_ptr))
         _pn_link_advance(l_ptr)
@@ -1525,6 +1617,185 @@ class WorkerEngine:
         self.dirty.add(conn)
         return True
 
+    # --- streaming inbound deliveries (cut-through; DESIGN.md "How a delivery travels") --------
+    def _stream_begin(self, d: Any, d_key: Any, link: Link) -> None:
+        """A partial delivery past STREAM_START bytes: from now on read as it arrives."""
+        rec = InStream(link, d, d_key)
+        self.in_streams[d_key] = rec
+        self._stream_in(rec)
+
+    def _stream_in(self, rec: InStream) -> None:
+        """New bytes (or the end, or an abort) of a streamed inbound delivery."""
+        d = rec.d
+        link = rec.link
+        l_ptr = link.ptr
+        if lib.pn_delivery_aborted(d):
+            self._stream_end(rec, False)
+            if rec.started:
+                self.outbox.append(TransferChunk(rec.dlv_id, True, True, b""))
+            else:
+                lib.pn_link_flow(l_ptr, 1)  # the core never saw it: its credit comes back
+            lib.pn_delivery_settle(d)
+            self.dirty.add(link.conn)
+            return
+        if rec.started and rec.unacked >= STREAM_WINDOW:
+            return  # Q2: the rest waits in proton (and the socket is not read)
+        pending = lib.pn_delivery_pending(d)
+        partial = bool(lib.pn_delivery_partial(d))
+        if partial and pending < (STREAM_CHUNK if rec.started else 1):
+            return
+        if link.max_size and rec.total + pending > link.max_size and rec.discard is None:
+            # maxMessageSize while streaming: the copies are aborted, the rest is discarded,
+            # then the delivery rejected and link and connection closed (as a whole one)
+            self._stream_end(rec, False)
+            if rec.started:
+                self.outbox.append(TransferChunk(rec.dlv_id, True, True, b""))
+            self.oversize[int(ffi.cast("uintptr_t", d))] = True
+            self._oversize(d, link)
+            return
+        data = bytearray(pending)
+        if pending:
+            lib.pn_link_recv(l_ptr, ffi.from_buffer(data), pending)
+        rec.total += pending
+        if rec.discard is not None:
+            if not partial:
+                lib.pn_link_advance(l_ptr)
+                self._stream_end(rec, False)
+                state, condition, description = rec.discard
+                if state == STATE_REJECTED:
+                    self._reject_local(d, condition, description)
+                else:
+                    lib.pn_delivery_update(d, state)
+                    lib.pn_delivery_settle(d)
+                self.dirty.add(link.conn)
+            return
+        if not rec.started:
+            rec.head += data
+            self._stream_start(rec, partial)
+            return
+        if not partial:
+            lib.pn_link_advance(l_ptr)
+        self.outbox.append(TransferChunk(rec.dlv_id, not partial, False, data))
+        if partial:
+            rec.unacked += pending
+            if rec.unacked >= STREAM_WINDOW:
+                self._q2_block(rec)
+        else:
+            self._stream_end(rec, True)
+
+    def _stream_start(self, rec: InStream, partial: bool) -> None:
+        """Route the delivery once its routing fields (every section before the body) are
+        here: StreamTransfer with the bytes so far; a complete one ends at once."""
+        link = rec.link
+        d = rec.d
+        payload = rec.head
+        try:  # the routing fields only; the body is never decoded
+            scan = scanner.scan(payload)
+        except scanner.MessageFormatError as exc:
+            if partial:
+                return  # truncated so far: the sections before the body are not all here
+            lib.pn_link_advance(link.ptr)
+            self._stream_end(rec, False)
+            self.log("warning", f"[C{link.conn.conn_id}] rejecting malformed message: {exc}")
+            self._reject_local(d, "amqp:decode-error", str(exc))
+            self.dirty.add(link.conn)
+            return
+        if partial and scan.body_start >= len(payload):
+            return  # a section before the body may still come
+        if not link.open:
+            rec.discard = (STATE_RELEASED, "", "")
+            if not partial:
+                self._stream_in(rec)
+            return
+        settled = bool(lib.pn_delivery_settled(d))
+        router = link.router
+        if router:
+            to = scan.ma_to
+            trace = scan.ma_trace
+            phase = scan.ma_phase
+            to = scan.to if to is None else to
+            phase = phase if phase else 0
+            ingress = scan.ma_ingress
+            trace = [] if trace is None else trace
+        else:
+            has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
+                                      or scan.ma_ingress is not None or scan.ma_phase is not None)
+            if has_router_annotations and link.conn.strip_in:
+                payload = scanner.rewrite_annotations(payload, scan, strip=True)
+                to = scan.to if link.anonymous else None
+            elif link.anonymous:
+                to = scan.ma_to if scan.ma_to is not None else scan.to
+            else:
+                to = None
+            phase, ingress, trace = 0, None, []
+        dlv_id = rec.dlv_id = self.new_id()
+        rec.started = True
+        rec.head = None
+        rec.settled = settled
+        self.in_stream_ids[dlv_id] = rec
+        if not settled:
+            self.in_dlvs[dlv_id] = (rec.d_key, link)
+            self.in_ids[rec.d_key] = dlv_id
+        self.outbox.append(StreamTransfer(dlv_id, link.link_id, to, settled, scan.priority,
+                                          router, phase, ingress, trace, bytes(payload)))
+        rec.unacked = len(payload)
+        if not partial:
+            lib.pn_link_advance(link.ptr)
+            self.outbox.append(TransferChunk(dlv_id, True, False, b""))
+            self._stream_end(rec, True)
+        elif rec.unacked >= STREAM_WINDOW:
+            self._q2_block(rec)
+
+    def _stream_end(self, rec: InStream, complete: bool) -> None:
+        """A streamed inbound delivery is complete (``complete``) or ends otherwise (aborted,
+        discarded): forget it as a stream; a complete one settles as a whole one would."""
+        self.in_streams.pop(rec.d_key, None)
+        if rec.dlv_id is not None:
+            self.in_stream_ids.pop(rec.dlv_id, None)
+        if rec.blocked:
+            self._q2_unblock(rec)
+        d = rec.d
+        if not complete:
+            if rec.dlv_id is not None and rec.dlv_id in self.in_dlvs:
+                self._drop_in(rec.dlv_id)
+            return
+        if rec.settled:
+            lib.pn_delivery_settle(d)
+        elif rec.settle:  # the core settled it while it arrived
+            if rec.dlv_id in self.in_dlvs:
+                self._drop_in(rec.dlv_id)
+            lib.pn_delivery_settle(d)
+        elif lib.pn_delivery_settled(d):  # the sender settled it with its last frame
+            self._drop_in(rec.dlv_id)
+            self.outbox.append(SettleIn(rec.dlv_id, lib.pn_delivery_remote_state(d)))
+            lib.pn_delivery_settle(d)
+        self.dirty.add(rec.link.conn)
+
+    def _q2_block(self, rec: InStream) -> None:
+        rec.blocked = True
+        conn = rec.link.conn
+        conn.q2 += 1
+        if conn.q2 == 1:
+            self.q2_changed.add(conn)
+
+    def _q2_unblock(self, rec: InStream) -> None:
+        rec.blocked = False
+        conn = rec.link.conn
+        conn.q2 -= 1
+        if conn.q2 == 0:
+            self.q2_changed.add(conn)
+
+    def _fx_stream_ack(self, fx: StreamAck) -> None:
+        """The core took ``nbytes`` more of a streamed delivery: read on (Q2 released)."""
+        rec = self.in_stream_ids.get(fx[0])
+        if rec is None:
+            return
+        rec.unacked -= fx[1]
+        if rec.unacked < STREAM_WINDOW:
+            if rec.blocked:
+                self._q2_unblock(rec)
+            self._stream_in(rec)  # what proton already holds (no new event announces it)
+
     def _drop_aborted(self, d_ptr: Any, l_ptr: Any) -> None:
         # An aborted transfer is discarded; the sender's credit comes back with the next flow.
         _pn_delivery_settle(d_ptr)
@@ -1556,7 +1827,10 @@ class WorkerEngine:
         if settled:
             del self.out_dlvs[dlv_id]
             del self.out_ids[d_key]
-            _pn_delivery_settle(d_ptr)
+            if self.out_streams and dlv_id in self.out_streams:  # still being sent
+                self._stream_settled(dlv_id, 0)  # settled once complete
+            else:
+                _pn_delivery_settle(d_ptr)
         self.outbox.append(_command(Disposition, (dlv_id, state, settled, info)))
 
     @staticmethod
@@ -1621,6 +1895,8 @@ class WorkerEngine:
             self._fx_settle_out(effect)
         elif t is Drained:
             self._fx_drained(effect)
+        elif t is DeliverChunk:
+            self._fx_deliver_chunk(effect)
         else:
             self._handlers[t](effect)
 
@@ -1721,6 +1997,10 @@ class WorkerEngine:
 
         Beyond the connection's byte budget it waits in the connection's out_queue instead."""
         conn = link.conn
+        if link.out_stream is not None:  # a streamed delivery in progress on this link
+            link.waiting.append((dlv_id, settled, payload))
+            link.queued += 1
+            return
         if conn.out_queue or len(payload) > conn.out_room:
             self.enqueue(link, dlv_id, settled, payload)
             return
@@ -1752,7 +2032,7 @@ class WorkerEngine:
         kept for it), sent by :meth:`refill`."""
         if type(payload) is memoryview and payload.nbytes * 2 < len(payload.obj):
             payload = bytes(payload)
-        entry = [link, dlv_id, settled, payload, 0, None, 0]
+        entry = [link, dlv_id, settled, payload, 0, None, 0, KIND_WHOLE, 0, None]
         link.conn.out_queue.append(entry)
         link.queued += 1
         if not settled:
@@ -1773,10 +2053,13 @@ class WorkerEngine:
         queue = conn.out_queue
         while queue and conn.out_room > 0:
             entry = queue[0]
-            link, dlv_id, settled, payload, offset, d_ptr, state = entry
+            link, dlv_id, settled, payload, offset, d_ptr, state, kind, _, rec = entry
             l_ptr = link.ptr
             if d_ptr is None:
-                d_ptr = entry[5] = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
+                if rec is not None and rec.d is not None:  # a later part of a streamed one
+                    d_ptr = entry[5] = rec.d
+                else:
+                    d_ptr = entry[5] = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
             n = min(len(payload) - offset, conn.out_room)
             if n:
                 lib.pn_link_send(l_ptr, ffi.from_buffer(payload) + offset, n)
@@ -1785,6 +2068,9 @@ class WorkerEngine:
             if offset < len(payload):
                 break  # the rest when the socket has taken more
             queue.popleft()
+            if kind != KIND_WHOLE:
+                self._stream_part_sent(entry, d_ptr)
+                continue
             link.queued -= 1
             lib.pn_link_advance(l_ptr)
             link.sent += 1
@@ -1810,6 +2096,133 @@ class WorkerEngine:
                     link.capped = False
                     self._report_flow(link)
         self.dirty.add(conn)
+
+    # --- streaming outbound deliveries -------------------------------------------------------
+    def _fx_stream_deliver(self, fx: StreamDeliver) -> None:
+        """Start an outbound delivery whose message is still arriving: its first bytes now
+        (annotations as for any delivery), the rest as DeliverChunks; one at a time per link."""
+        dlv_id, link_id, settled, to_override, phase, payload = _fields(fx)
+        link = self.links.get(link_id)
+        if link is None:
+            return
+        if link.router:
+            first = self._router_egress(payload, to_override, phase)
+        else:
+            first = self._egress_annotations(link.conn, payload)
+        if first is payload:
+            first = bytes(payload)
+        rec = OutStream(dlv_id, link, settled)
+        self.out_streams[dlv_id] = rec
+        rec.parts.append((first, len(payload), KIND_PART))
+        link.queued += 1
+        if link.out_stream is None:
+            self._stream_go(rec)
+        else:
+            link.waiting.append(rec)
+            self._report_flow(link)
+
+    def _stream_go(self, rec: OutStream) -> None:
+        """``rec`` becomes its link's delivery in progress: its parts join the out_queue."""
+        link = rec.link
+        link.out_stream = rec
+        rec.started = True
+        self._report_flow(link)  # no more for this link until it ends
+        parts = rec.parts
+        rec.parts = deque()
+        for payload, ack, kind in parts:
+            self._stream_part(rec, payload, ack, kind)
+
+    def _stream_part(self, rec: OutStream, payload: Any, ack: int, kind: int) -> None:
+        conn = rec.link.conn
+        conn.out_queue.append([rec.link, rec.dlv_id, rec.settled, payload, 0, None, 0, kind, ack,
+                               rec])
+        if conn.out_room > 0:
+            self.refill(conn)
+
+    def _fx_deliver_chunk(self, fx: DeliverChunk) -> None:
+        dlv_id, last, aborted, payload = _fields(fx)
+        rec = self.out_streams.get(dlv_id)
+        if rec is None:
+            return
+        if aborted:
+            self._stream_abort_out(rec)
+            return
+        payload = bytes(payload)  # a slice of the IPC batch frame: never keep the frame
+        kind = KIND_LAST if last else KIND_PART
+        ack = 0 if last else len(payload)
+        if rec.started:
+            self._stream_part(rec, payload, ack, kind)
+        else:
+            rec.parts.append((payload, ack, kind))
+
+    def _stream_part_sent(self, entry: list, d_ptr: Any) -> None:
+        """A part of a streamed delivery is inside proton (out_queue entry ``entry``)."""
+        link, dlv_id, settled, _, _, _, _, kind, ack, rec = entry
+        if rec.d is None:
+            rec.d = d_ptr
+            if not settled:  # dispositions from now on (the receiver may answer early)
+                self._track_out(dlv_id, d_ptr, link)
+        if kind == KIND_PART:
+            if ack:
+                self.outbox.append(StreamSent(dlv_id, ack))
+            return
+        lib.pn_link_advance(link.ptr)  # the last part: the delivery is complete
+        link.sent += 1
+        self._stream_out_end(rec)
+        if rec.settled or rec.settle:
+            if rec.state:
+                lib.pn_delivery_update(d_ptr, rec.state)
+            self._untrack_out(dlv_id)
+            lib.pn_delivery_settle(d_ptr)
+
+    def _stream_settled(self, dlv_id: Any, state: int) -> None:
+        rec = self.out_streams[dlv_id]
+        rec.settle = True
+        if state:
+            rec.state = state
+
+    def _stream_in_settled(self, dlv_id: Any) -> None:
+        self.in_stream_ids[dlv_id].settle = True
+
+    def _untrack_out(self, dlv_id: Any) -> None:
+        entry = self.out_dlvs.pop(dlv_id, None)
+        if entry is not None:
+            self.out_ids.pop(entry[0], None)
+
+    def _stream_out_end(self, rec: OutStream) -> None:
+        """``rec`` no longer occupies its link: the next delivery waiting there goes."""
+        link = rec.link
+        self.out_streams.pop(rec.dlv_id, None)
+        link.queued -= 1
+        if link.out_stream is rec:
+            link.out_stream = None
+        elif rec in link.waiting:
+            link.waiting.remove(rec)
+        waiting = link.waiting
+        while waiting and link.out_stream is None and link.open:
+            item = waiting.popleft()
+            if type(item) is OutStream:
+                self._stream_go(item)
+            else:
+                link.queued -= 1
+                self._send(link, item[0], item[1], item[2])
+        self._report_flow(link)
+        self.dirty.add(link.conn)
+
+    def _stream_abort_out(self, rec: OutStream) -> None:
+        """The message will not complete: what proton has of it is aborted (the receiver sees
+        an aborted transfer), what waits is dropped."""
+        link = rec.link
+        conn = link.conn
+        if any(e[9] is rec for e in conn.out_queue if len(e) > 9):
+            conn.out_queue = deque(e for e in conn.out_queue if len(e) < 10 or e[9] is not rec)
+        self._untrack_out(rec.dlv_id)
+        if rec.d is not None:
+            lib.pn_delivery_abort(rec.d)
+            link.sent += 1  # proton gives the credit back: counted as sent, the core's view
+        elif rec.started:
+            link.sent += 1  # nothing reached proton; the core counted it as delivered
+        self._stream_out_end(rec)
 
     def _track_out(self, dlv_id: int, d_ptr: Any, link: Link) -> None:
         """An unsettled delivery ``refill`` handed to proton (``d_ptr`` a cffi pointer)."""
@@ -1862,12 +2275,18 @@ class WorkerEngine:
                                  info)
             _pn_delivery_update(d_ptr, state)
         if settled:
-            self._drop_in(dlv_id)
-            _pn_delivery_settle(d_ptr)
+            if self.in_stream_ids and dlv_id in self.in_stream_ids:  # still arriving
+                self._stream_in_settled(dlv_id)  # settled once complete
+            else:
+                self._drop_in(dlv_id)
+                _pn_delivery_settle(d_ptr)
         self.dirty.add(link.conn)
 
     def _fx_settle_out(self, fx: ipc.SettleOut) -> None:
         dlv_id, state = _fields(fx)
+        if self.out_streams and dlv_id in self.out_streams:  # still being sent: at its end
+            self._stream_settled(dlv_id, state)
+            return
         entry = self.out_dlvs.pop(dlv_id, None)
         if entry is None:
             if self.queued_out:

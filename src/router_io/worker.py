@@ -187,8 +187,29 @@ class Worker(ConnectorsMixin, HttpMixin):
             commands = engine.take_commands()
             if commands:
                 self.core.send_multipart(ipc.encode_batch(self.index, commands))
+            if engine.q2_changed:
+                self._q2_update()
             self._flush()
         self._shutdown()
+
+    def _q2_update(self) -> None:
+        """Connections whose streamed deliveries filled (or freed) their window: stop (or
+        resume) reading their sockets (1.x's Q2; engine.py STREAM_WINDOW)."""
+        changed = self.engine.q2_changed
+        self.engine.q2_changed = set()
+        for conn in changed:
+            sock = self.sock_of.get(conn)
+            if sock is None or conn.closed:
+                continue
+            self._arm(sock, conn, sock.fileno() in self.want_write)
+            if not conn.q2:
+                self._read(sock, conn)  # what arrived meanwhile (the poll may not say again)
+
+    def _arm(self, sock: Any, conn: Connection, write: bool) -> None:
+        """Poll ``sock`` for input unless its connection is held by Q2, and for output if
+        ``write``."""
+        mask = (POLLOUT if write else 0) | (0 if conn.q2 else POLLIN)
+        self.poller.modify(sock, mask)
 
     def _timeout_ms(self) -> int:
         if self.ws and any(s.amqp_in and c.capacity() > 0 for s, c in self.ws.values()):
@@ -414,10 +435,10 @@ class Worker(ConnectorsMixin, HttpMixin):
         fd = sock.fileno()
         if blocked and fd not in self.want_write:
             self.want_write.add(fd)
-            self.poller.modify(sock, POLLIN | POLLOUT)
+            self._arm(sock, conn, True)
         elif not blocked and fd in self.want_write:
             self.want_write.discard(fd)
-            self.poller.modify(sock, POLLIN)
+            self._arm(sock, conn, False)
         if conn.is_closed():
             self._close_socket(sock, conn)
 
