@@ -79,6 +79,15 @@ def test_huge_query_is_400_not_500(mgmt):
     assert status == 200 and len(body["results"][0]) == 1000
 
 
+def test_request_larger_than_the_stream_window_is_answered(mgmt):
+    """A request of about 2 MB is streamed by the router (past 128 KB, with a 1 MB window per
+    delivery): the agent gathers it, acknowledging as it goes, and answers."""
+    names = [f"attribute-with-a-longer-name-{i}" for i in range(50000)]  # about 1.8 MB
+    status, description, _ = mgmt({"operation": "QUERY", "entityType": "listener"},
+                                  {"attributeNames": names})
+    assert status == 400 and "attributeNames" in description
+
+
 def test_a_good_create_still_works(mgmt):
     port = free_port()
     status, _, body = mgmt({"operation": "CREATE", "type": "listener", "name": "extra"},

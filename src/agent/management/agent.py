@@ -42,6 +42,9 @@ MANAGEMENT_ADDRESSES = ("$management", "_local/$management")
 LINK_WINDOW = 250
 CHANGE_TIMEOUT = 5.0
 QUERY_TIMEOUT = 5.0
+# the largest management request gathered from a streamed delivery (a 50,000-name QUERY is
+# about 600 KB; beyond this a request is rejected instead of held in the agent)
+MAX_STREAMED_REQUEST = 64 * 1024 * 1024
 MAX_QUEUED_REPLIES = 1000
 # A CREATE that failed for one of these reasons failed because of what the request asked for (an
 # address in use or not on this host, a port below 1024, a host that does not resolve): 400.
@@ -88,9 +91,13 @@ class ManagementAgent:
         self.changes: dict[int, _PendingChange] = {}
         self._ids = itertools.count(1)
         self.local_answers: dict[int, Callable] = {}  # id(request) -> on_answer (submit)
+        # large requests the core streams (StreamDeliver + DeliverChunk): out id ->
+        # [StreamDeliver, the bytes so far], handled as one Deliver once complete
+        self.streams: dict[int, list] = {}
 
     def handlers(self) -> dict:
-        return {ipc.Deliver: self.on_deliver, ipc.LinkCredit: self.on_credit,
+        return {ipc.Deliver: self.on_deliver, ipc.StreamDeliver: self.on_stream_deliver,
+                ipc.DeliverChunk: self.on_deliver_chunk, ipc.LinkCredit: self.on_credit,
                 ipc.LinkRefuse: self.on_refuse, ipc.CoreState: self.on_core_state,
                 ipc.ConfigResult: self.on_config_result, ipc.LinkOpen: lambda fx, now: None,
                 ipc.UpdateIn: lambda fx, now: None}
@@ -142,6 +149,37 @@ class ManagementAgent:
         request_id = next(self._ids)
         self.queries[request_id] = (request, now + QUERY_TIMEOUT)
         self.send_control(ipc.CoreQuery(request_id, "snapshot"))
+
+    def on_stream_deliver(self, fx: ipc.StreamDeliver, now: float) -> None:
+        """A request large enough to be streamed by the router (past 128 KB): gathered here,
+        each part acknowledged (StreamSent) so the sender's window moves, bounded by
+        MAX_STREAMED_REQUEST (a larger one is rejected, the rest of it ignored)."""
+        self.streams[fx.dlv_id] = [fx, bytearray(fx.payload)]
+        self.send(ipc.StreamSent(fx.dlv_id, len(fx.payload)))
+
+    def on_deliver_chunk(self, fx: ipc.DeliverChunk, now: float) -> None:
+        entry = self.streams.get(fx.dlv_id)
+        if entry is None:
+            return
+        if fx.aborted:  # the sender gave up: nothing to answer
+            del self.streams[fx.dlv_id]
+            return
+        start, data = entry
+        data += fx.payload
+        self.send(ipc.StreamSent(fx.dlv_id, len(fx.payload)))
+        if len(data) > MAX_STREAMED_REQUEST:
+            del self.streams[fx.dlv_id]
+            self.log.log("AGENT", "warning", f"Rejecting a management request of more than "
+                                             f"{MAX_STREAMED_REQUEST} bytes")
+            if not start.settled:
+                self.send(ipc.Disposition(fx.dlv_id, ipc.STATE_REJECTED, True, {
+                    "condition": "amqp:link:message-size-exceeded",
+                    "description": "management request too large"}))
+            return
+        if fx.last:
+            del self.streams[fx.dlv_id]
+            self.on_deliver(ipc.Deliver(start.dlv_id, start.link_id, start.settled,
+                                        bytes(data)), now)
 
     def submit(self, request: Request, now: float,
                on_answer: Optional[Callable[[int, Optional[str], Any], None]] = None) -> None:
