@@ -8,7 +8,6 @@ and keeps only their length and CRC (it can read slowly). Messages have a proper
 """
 from __future__ import annotations
 
-import os
 import select
 import socket
 import time
@@ -17,6 +16,8 @@ from typing import Callable, Optional
 
 import proton
 from proton import Message
+
+from psutil_free import children_of
 
 _BLOCK = bytes(range(256)) * 256  # 64 KB body pattern
 
@@ -255,17 +256,7 @@ def tree_pids(pid: int) -> list:
     out = [pid]
     i = 0
     while i < len(out):
-        p = out[i]
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == p:
-                out.append(int(entry))
+        out.extend(children_of(out[i]))
         i += 1
     return out
 
