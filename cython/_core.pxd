@@ -200,6 +200,7 @@ cdef send_local(RouterCore core, Link link, Link target, dlv_id, bint settled, p
                 Address addr)
 cdef unroutable(RouterCore core, Link link, dlv_id, bint settled)
 cdef reject_unavailable(RouterCore core, Link link, dlv_id, bint settled)
+cdef end_unrouted(RouterCore core, Link link, dlv_id, bint settled, int state, info)
 @cython.locals(dlv=InDelivery)
 cdef hold(RouterCore core, Link link, dlv_id, bint settled, int priority, payload, Address addr)
 @cython.locals(link=Link, settled=cython.bint, out=OutDelivery)

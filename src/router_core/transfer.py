@@ -112,30 +112,29 @@ def send_local(core: Any, link: Link, target: Link, dlv_id: Any, settled: bool, 
 
 def unroutable(core: Any, link: Link, dlv_id: Any, settled: bool) -> None:
     """No destination: a pre-settled delivery is dropped, an unsettled one RELEASED."""
-    if settled:
-        link.dropped_presettled_count += 1
-        core.dropped_presettled += 1
-    else:
-        link.in_unsettled -= 1
-        count_outcome(core, link, STATE_RELEASED, True)
-        if not link.closed:
-            core._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_RELEASED, True, None)))
-    core._replenish(link)
+    end_unrouted(core, link, dlv_id, settled, STATE_RELEASED, None)
 
 
 def reject_unavailable(core: Any, link: Link, dlv_id: Any, settled: bool) -> None:
     """A client's delivery to an address whose treatment is ``unavailable`` (an anonymous
     sender's: a targeted one is refused at attach): REJECTED amqp:not-found as 1.19 does; a
     pre-settled one is dropped."""
+    end_unrouted(core, link, dlv_id, settled, STATE_REJECTED, _UNAVAILABLE_REJECT)
+
+
+def end_unrouted(core: Any, link: Link, dlv_id: Any, settled: bool, state: int,
+                 info: Any) -> None:
+    """A delivery that goes nowhere: pre-settled, dropped and counted; unsettled, settled back
+    to its sender with ``state`` (and a copy of ``info``, effects are never shared)."""
     if settled:
         link.dropped_presettled_count += 1
         core.dropped_presettled += 1
     else:
         link.in_unsettled -= 1
-        count_outcome(core, link, STATE_REJECTED, True)
+        count_outcome(core, link, state, True)
         if not link.closed:
-            core._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_REJECTED, True,
-                                                     dict(_UNAVAILABLE_REJECT))))
+            core._emit(link.peer, _effect(UpdateIn, (dlv_id, state, True,
+                                                     None if info is None else dict(info))))
     core._replenish(link)
 
 
