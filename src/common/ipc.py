@@ -379,6 +379,20 @@ class ConfigResult(NamedTuple):
 NOT_SUPPORTED = 501  # ConfigResult.status: the change is not supported (management's 501)
 
 
+class LogQuery(NamedTuple):
+    """Agent -> core -> every worker: send your log report (GET-LOG, ``logStats``)."""
+    request_id: int
+
+
+class LogReport(NamedTuple):
+    """Core/worker -> agent: one process's ``common.log.RouterLog.report()`` (``counts``:
+    module -> lines per level; ``entries``: the recent ones), relayed by the core process.
+    peer: the worker's index, -1 for the core."""
+    request_id: int
+    peer: int
+    report: dict
+
+
 class ReloadRequest(NamedTuple):
     """Supervisor -> agent: apply these configuration changes (from a re-read config file).
 
@@ -621,6 +635,7 @@ MESSAGE_TYPES: tuple = (
     PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable, AttachOut, LinkAttached,
     LinkDrain, InDrained, SenderState, DeliverState,
     StreamTransfer, TransferChunk, StreamDeliver, DeliverChunk, StreamSent, StreamAck,
+    LogQuery, LogReport,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

@@ -14,22 +14,43 @@ at its next line; :meth:`RouterLog.reopen` reopens at once, which the supervisor
 ``stderr``, ``stdout`` or ``syslog`` (ident ``qdrouterd``, facility daemon). The module filtering
 is this module's own: Qpid's per-module level sets are not a threshold.
 
+Every process keeps what 1.19 keeps for management: the recent entries (GET-LOG:
+``[module, level, text, file, line, time]``, file and line of the Python code that logged) and
+per module a count of the lines logged at each level (``logStats``); :meth:`RouterLog.report`
+gives both, the agent gathers them from every process (``agent/management/loggather.py``).
+Components whose per-event work depends on a level (the worker's PROTOCOL frame trace, the
+core's trace) read a flag they recompute in :attr:`RouterLog.listeners` when the settings
+change, never the settings on every event.
+
 The sans-I/O core never logs; process loops and the agent do. Must not import zmq or proton.
 """
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import logging.handlers
+import os
 import re
 import sys
 import time
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 LEVELS = ("trace", "debug", "info", "notice", "warning", "error", "critical")
 MODULES = ("ROUTER", "ROUTER_CORE", "ROUTER_HELLO", "ROUTER_LS", "ROUTER_MA", "MESSAGE", "SERVER",
            "AGENT", "AUTHSERVICE", "CONTAINER", "ERROR", "POLICY", "HTTP", "CONN_MGR", "PYTHON", "PROTOCOL",
            "DEFAULT")
+# the log sources 1.19 has a ``logStats`` entity for, in its order (MAIN and DISPLAYNAME exist
+# there but cannot be configured by a log section)
+STATS_MODULES = ("DEFAULT", "ERROR", "PYTHON", "MESSAGE", "MAIN", "AGENT", "POLICY", "PROTOCOL",
+                 "SERVER", "ROUTER_LS", "AUTHSERVICE", "CONN_MGR", "HTTP", "ROUTER",
+                 "ROUTER_HELLO", "ROUTER_CORE", "CONTAINER", "ROUTER_MA", "DISPLAYNAME")
+LEVEL_INDEX = {level: index for index, level in enumerate(LEVELS)}
+# functions that only pass a line on to RouterLog.log: the line's source is their caller
+WRAPPERS = {"<lambda>", "_log_server", "_log_http", "_log", "log_line"}
+_THIS_FILE = os.path.normcase(__file__)
+# in the runtime directory: the supervisor's report (it is no peer of the core to be asked)
+SUPERVISOR_REPORT = "supervisor-log.json"
 _SYSLOG_PRIORITY = {"trace": 7, "debug": 7, "info": 6, "notice": 5, "warning": 4, "error": 3,
                     "critical": 2}
 # Qpid's levels as ``logging`` levels (trace and notice between the standard ones)
@@ -154,6 +175,18 @@ class ModuleSettings:
         self.output = output
 
 
+def _caller() -> tuple:
+    """(file, line) of the code that logged: the first frame outside this module and the
+    WRAPPERS that only pass lines on."""
+    frame = sys._getframe(2)
+    while frame is not None and (frame.f_code.co_name in WRAPPERS
+                                 or os.path.normcase(frame.f_code.co_filename) == _THIS_FILE):
+        frame = frame.f_back
+    if frame is None:
+        return "", 0
+    return frame.f_code.co_filename, frame.f_lineno
+
+
 class RouterLog:
     """Per-module levels and outputs; keeps the recent entries for GET-LOG."""
 
@@ -161,7 +194,12 @@ class RouterLog:
         self.modules: dict[str, ModuleSettings] = {
             "DEFAULT": ModuleSettings(parse_enable(DEFAULT_ENABLE), True, False, "stderr")}
         self._outputs: dict[str, logging.Handler] = {}
+        # GET-LOG: [module, level, text, file, line, time (float seconds)], oldest first
         self.recent: collections.deque = collections.deque(maxlen=keep)
+        self.counts: dict[str, list] = {}  # module -> lines logged per level (LEVELS order)
+        # called with no argument after every configure(): components recompute their flags
+        self.listeners: list[Callable[[], None]] = []
+        self.report_path: Optional[str] = None  # see keep_report_in
         for entity in entities:
             self.configure(entity)
 
@@ -192,6 +230,8 @@ class RouterLog:
             base.timestamp if timestamp is None else bool(timestamp),
             base.source if source is None else bool(source),
             output)
+        for listener in list(self.listeners):
+            listener()
 
     def _defaults(self) -> tuple:
         default = self.modules["DEFAULT"]
@@ -212,18 +252,48 @@ class RouterLog:
         settings = self.settings(module)
         if level not in self.levels(module):
             return
-        path, _, line = (source or "").partition(":")
-        record = logging.LogRecord(module, LEVEL_NUMBERS[level], path, int(line) if
-                                   line.isdigit() else 0, text, None, None)
+        if source is None:
+            path, number = _caller()
+        else:
+            path, _, line = source.partition(":")
+            number = int(line) if line.isdigit() else 0
+        record = logging.LogRecord(module, LEVEL_NUMBERS[level], path, number, text, None, None)
         record.qd_level = level
         record.qd_timestamp = settings.timestamp
-        record.qd_source = source if settings.source else None
-        self.recent.append([module, level, text, path or None,
-                            int(line) if line.isdigit() else None, int(record.created)])
+        record.qd_source = f"{path}:{number}" if settings.source and path else None
+        self.recent.append([module, level, text, path or None, number if path else None,
+                            record.created])
+        counts = self.counts.get(module)
+        if counts is None:
+            counts = self.counts[module] = [0] * len(LEVELS)
+        counts[LEVEL_INDEX[level]] += 1
+        if self.report_path is not None:
+            self._write_report()
         out = self._outputs.get(settings.output)
         if out is None:
             out = self._outputs[settings.output] = _handler(settings.output)
         out.handle(record)
+
+    def report(self) -> dict:
+        """What management gathers from this process: ``counts`` (module -> lines per level)
+        and ``entries`` (the recent ones, oldest first)."""
+        return {"counts": {m: list(c) for m, c in self.counts.items()},
+                "entries": [list(e) for e in self.recent]}
+
+    def keep_report_in(self, path: str) -> None:
+        """Rewrite :meth:`report` into ``path`` after every line (the supervisor, whose lines
+        are few: the agent reads the file for management)."""
+        self.report_path = path
+        self._write_report()
+
+    def _write_report(self) -> None:
+        path = self.report_path
+        try:
+            with open(path + ".tmp", "w", encoding="utf-8") as f:
+                json.dump(self.report(), f)
+            os.replace(path + ".tmp", path)
+        except (OSError, TypeError, ValueError):
+            pass  # management then shows the other processes' lines only
 
     def reopen(self) -> None:
         """Reopen every log file now (logrotate's postrotate ``kill -HUP``): later lines go to

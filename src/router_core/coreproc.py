@@ -46,7 +46,8 @@ from router_core.core_select import get_core_class
 from router_core.routetable import TOPOLOGY_TYPES, RouteTable
 
 _MAX_BATCHES_PER_LOOP = 512
-_MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult, ipc.PeerLost)
+_MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult, ipc.PeerLost, ipc.LogQuery,
+               ipc.LogReport)
 NOT_SUPPORTED = "not supported"
 
 
@@ -250,8 +251,12 @@ class CoreProcess:
                 self._send_alone(peer, ipc.CoreState(cmd.request_id, self._query(cmd.what)))
             elif kind is ipc.ConfigChange:
                 self._config_change(peer, cmd)
-            elif kind is ipc.ConfigResult:
+            elif kind is ipc.ConfigResult or kind is ipc.LogReport:
                 self._send_alone(self.agent_peer, cmd)
+            elif kind is ipc.LogQuery:  # this process's report, then every worker's
+                self._send_alone(peer, ipc.LogReport(cmd.request_id, -1, self.log.report()))
+                for worker in range(self.worker_count):
+                    self._send_alone(worker, cmd)
             elif kind is ipc.PeerLost:
                 self._peer_lost(cmd)
             else:

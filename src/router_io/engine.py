@@ -530,6 +530,8 @@ class Connection:
                                         f"{settings.get('name')}: {exc}")
         self.connection.collect(engine.collector)
         self.transport.bind(self.connection)
+        if engine.frame_trace is not None:  # PROTOCOL trace: from the first (SASL) frame on
+            self.trace_frames(engine.frame_trace)
         self.t_ptr = self.transport._impl
         self.t_key = _key(self.t_ptr)  # the transport as a hot pointer (the byte I/O below)
         self.c_ptr = self.connection._impl
@@ -565,6 +567,16 @@ class Connection:
             self.push = self._guarded_push
         if ssl_error:
             self.refuse(INTERNAL_ERROR, ssl_error)
+
+    def trace_frames(self, trace: Optional[Callable[[int, str], None]]) -> None:
+        """PROTOCOL trace: proton's text of every frame (``0 -> @attach(18) [...]``) goes to
+        ``trace(conn_id, text)``, as 1.19's transport tracer; None turns it off."""
+        if trace is None:
+            self.transport.trace(proton.Transport.TRACE_OFF)
+            return
+        conn_id = self.conn_id
+        self.transport.trace(proton.Transport.TRACE_FRM)
+        self.transport.tracer = lambda transport, text: trace(conn_id, text)
 
     # --- bytes in and out (the worker loop calls these) ---------------------------------------
     def capacity(self) -> int:
@@ -696,6 +708,9 @@ class WorkerEngine:
         self.policy_db = vpolicy.PolicyDb()  # compiled policy + vhosts (router_io/policy.py)
         # the POLICY log module's lines (the worker binds it; 1.19's wording)
         self.policy_log: Callable[[str, str], None] = lambda level, text: None
+        # PROTOCOL trace on: called with (conn id, proton's text of a frame); None: off, and
+        # proton formats nothing (set_frame_trace)
+        self.frame_trace: Optional[Callable[[int, str], None]] = None
         self.ssl_profiles: dict = {}  # sslProfile name -> attributes (config file, management)
         self.sasl_config: tuple = (None, "qdrouterd")  # router saslConfigDir, saslConfigName
         self._ssl_domains: dict = {}  # (profile, role, verify...) -> (SSLDomain, name map)
@@ -889,6 +904,13 @@ class WorkerEngine:
         if uid and names:
             uid = names.get(uid, uid)
         return uid or ""
+
+    def set_frame_trace(self, trace: Optional[Callable[[int, str], None]]) -> None:
+        """PROTOCOL trace on (``trace(conn_id, text)`` per frame) or off, for the connections
+        open now and those made later."""
+        self.frame_trace = trace
+        for conn in list(self.conns.values()):
+            conn.trace_frames(trace)
 
     def set_policy(self, policy: Optional[dict], vhosts: Optional[list] = None) -> None:
         """The ``policy`` and ``vhost`` entities of the configuration (for maxMessageSize)."""

@@ -47,6 +47,7 @@ from router_io.worker_http import HttpMixin
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
 _READ_SIZE = 65536
 _MAX_BATCHES_PER_LOOP = 256
+_MANAGEMENT = (ipc.ConfigChange, ipc.LogQuery)  # batches the core sends apart from effects
 
 
 class Worker(ConnectorsMixin, HttpMixin):
@@ -64,6 +65,8 @@ class Worker(ConnectorsMixin, HttpMixin):
                                           generation=generation)
         self.engine.set_policy(spec.get("policy"), spec.get("vhosts"))  # vhost policy
         self.engine.policy_log = lambda level, text: self.log_sink.log("POLICY", level, text)
+        self._log_levels_changed()
+        self.log_sink.listeners.append(self._log_levels_changed)
         self.engine.set_security(spec.get("router"), spec.get("sslProfiles"))  # TLS, SASL
         self.ctx = zmq.Context()
         self.core = self.ctx.socket(zmq.DEALER)
@@ -94,6 +97,16 @@ class Worker(ConnectorsMixin, HttpMixin):
 
     def _log_server(self, level: str, text: str) -> None:
         self.log_sink.log("SERVER", level, text)
+
+    def _log_levels_changed(self) -> None:
+        """PROTOCOL trace (its own or DEFAULT's) turns proton's frame trace on or off: with it
+        off, frames are not even formatted."""
+        on = self.log_sink.enabled("PROTOCOL", "trace")
+        if on != (self.engine.frame_trace is not None):
+            self.engine.set_frame_trace(self._trace_frame if on else None)
+
+    def _trace_frame(self, conn_id: int, text: str) -> None:
+        self.log_sink.log("PROTOCOL", "trace", f"[C{conn_id}]:{text}")
 
     def report(self, status: str, detail: str = "") -> None:
         self.status.send_multipart(ipc.encode_batch(self.index, [
@@ -224,7 +237,7 @@ class Worker(ConnectorsMixin, HttpMixin):
             except zmq.Again:
                 return
             _, effects = ipc.decode_batch(frames)
-            if effects and type(effects[0]) is ipc.ConfigChange:
+            if effects and type(effects[0]) in _MANAGEMENT:
                 self._config_changes(effects)  # management batches come alone (coreproc.py)
                 continue
             for effect in effects:
@@ -236,6 +249,10 @@ class Worker(ConnectorsMixin, HttpMixin):
     # --- runtime configuration changes from management ----------------------------------------
     def _config_changes(self, effects: list) -> None:
         for change in effects:
+            if type(change) is ipc.LogQuery:  # GET-LOG, logStats: this process's lines
+                self.core.send_multipart(ipc.encode_batch(self.index, [
+                    ipc.LogReport(change.request_id, self.index, self.log_sink.report())]))
+                continue
             if type(change) is not ipc.ConfigChange:
                 self.engine.apply(change)
                 continue

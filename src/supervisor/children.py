@@ -49,7 +49,7 @@ from supervisor import reload
 from supervisor.config import ConfigError, load_config
 from common import ipc
 from common.listenfds import ListenerError, SocketBroker
-from common.log import LogConfigError, RouterLog
+from common.log import SUPERVISOR_REPORT, LogConfigError, RouterLog
 from common.procutil import core_endpoint, supervisor_endpoint
 
 START_TIMEOUT = 20.0
@@ -112,6 +112,7 @@ class Supervisor:
         spec.setdefault("startedAt", time.time())
         with open(os.path.join(self.runtime, "spec.json"), "w", encoding="utf-8") as f:
             json.dump(spec, f)
+        log.keep_report_in(os.path.join(self.runtime, SUPERVISOR_REPORT))  # for GET-LOG
         self.ctx = zmq.Context()
         self.status = self.ctx.socket(zmq.PULL)
         self.status.setsockopt(zmq.LINGER, 0)

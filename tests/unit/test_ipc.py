@@ -69,6 +69,9 @@ SAMPLES = {
     ipc.DeliverChunk: (9, True, True, b""),
     ipc.StreamSent: (9, 65536),
     ipc.StreamAck: (5, 65536),
+    ipc.LogQuery: (4,),
+    ipc.LogReport: (4, -1, {"counts": {"SERVER": [0, 0, 2, 1, 0, 0, 0]},
+                            "entries": [["SERVER", "info", "[C1] x", "/w.py", 9, 1.5]]}),
 }
 
 

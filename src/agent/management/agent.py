@@ -30,6 +30,8 @@ from typing import Any, Callable, Optional
 
 from agent.management import operations
 from agent.management.entities import View
+from agent.management.loggather import (
+    LogGather, get_log_entries, merge, needs_logs, supervisor_report)
 from agent.management.operations import Change, Context, Reply
 from agent.management.protocol import (
     BAD_REQUEST, INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
@@ -89,6 +91,9 @@ class ManagementAgent:
         self.replies: collections.deque = collections.deque()
         self.queries: dict[int, tuple] = {}   # request id -> (Request, deadline)
         self.changes: dict[int, _PendingChange] = {}
+        # GET-LOG and logStats: every process's log lines, gathered before the snapshot
+        self.log_gather = LogGather(worker_count + 1)
+        self.log_reports: dict[int, dict] = {}  # request id -> merged report
         self._ids = itertools.count(1)
         self.local_answers: dict[int, Callable] = {}  # id(request) -> on_answer (submit)
         # large requests the core streams (StreamDeliver + DeliverChunk): out id ->
@@ -99,7 +104,8 @@ class ManagementAgent:
         return {ipc.Deliver: self.on_deliver, ipc.StreamDeliver: self.on_stream_deliver,
                 ipc.DeliverChunk: self.on_deliver_chunk, ipc.LinkCredit: self.on_credit,
                 ipc.LinkRefuse: self.on_refuse, ipc.CoreState: self.on_core_state,
-                ipc.ConfigResult: self.on_config_result, ipc.LinkOpen: lambda fx, now: None,
+                ipc.ConfigResult: self.on_config_result, ipc.LogReport: self.on_log_report,
+                ipc.LinkOpen: lambda fx, now: None,
                 ipc.UpdateIn: lambda fx, now: None}
 
     # --- start --------------------------------------------------------------------------------
@@ -148,7 +154,7 @@ class ManagementAgent:
             self.log.log("AGENT", "debug", f"Agent request {msg}")
         request_id = next(self._ids)
         self.queries[request_id] = (request, now + QUERY_TIMEOUT)
-        self.send_control(ipc.CoreQuery(request_id, "snapshot"))
+        self._ask(request_id, request, now)
 
     def on_stream_deliver(self, fx: ipc.StreamDeliver, now: float) -> None:
         """A request large enough to be streamed by the router (past 128 KB): gathered here,
@@ -189,17 +195,41 @@ class ManagementAgent:
             self.local_answers[id(request)] = on_answer
         request_id = next(self._ids)
         self.queries[request_id] = (request, now + QUERY_TIMEOUT)
-        self.send_control(ipc.CoreQuery(request_id, "snapshot"))
+        self._ask(request_id, request, now)
+
+    def _ask(self, request_id: int, request: Request, now: float) -> None:
+        """Ask the core for the snapshot a request is answered from; first every process's
+        log lines when the answer may show them (loggather.py)."""
+        if needs_logs(request.operation, request.entity_type, request.type):
+            self.log_gather.start(request_id, now)
+            self.send_control(ipc.LogQuery(request_id))
+        else:
+            self.send_control(ipc.CoreQuery(request_id, "snapshot"))
+
+    def on_log_report(self, fx: ipc.LogReport, now: float) -> None:
+        if self.log_gather.add(fx.request_id, fx.peer, fx.report):
+            self._logs_gathered(fx.request_id)
+
+    def _logs_gathered(self, request_id: int) -> None:
+        reports = self.log_gather.take(request_id)
+        reports += [self.log.report(), supervisor_report(self.spec.get("runtime"))]
+        if request_id in self.queries:
+            self.log_reports[request_id] = merge(reports)
+            self.send_control(ipc.CoreQuery(request_id, "snapshot"))
 
     def on_core_state(self, fx: ipc.CoreState, now: float) -> None:
         entry = self.queries.pop(fx.request_id, None)
+        merged = self.log_reports.pop(fx.request_id, None)
         if entry is None:
             return
         request = entry[0]
+        state = fx.state
+        if merged is not None:
+            state = {**state, "logCounts": merged["counts"]}
         try:
-            view = View(fx.state, self.store, version=self.version, started=self.started)
-            outcome = operations.execute(request, view,
-                                         Context(log_entries=list(self.log.recent)))
+            view = View(state, self.store, version=self.version, started=self.started)
+            outcome = operations.execute(request, view, Context(
+                log_entries=get_log_entries(merged) if merged is not None else []))
         except ManagementError as exc:
             self._answer(request, exc.status, exc.description, None)
             return
@@ -302,13 +332,19 @@ class ManagementAgent:
     def tick(self, now: float) -> None:
         for change_id in [i for i, p in self.changes.items() if p.deadline <= now]:
             self._finish(self.changes.pop(change_id))
+        for request_id in self.log_gather.due(now):  # answer with the reports that came
+            self._logs_gathered(request_id)
         for request_id in [i for i, (_, d) in self.queries.items() if d <= now]:
             request, _ = self.queries.pop(request_id)
+            self.log_reports.pop(request_id, None)
             self._answer(request, INTERNAL_ERROR, "the router core did not answer in time", None)
 
     def next_deadline(self) -> Optional[float]:
         deadlines = [p.deadline for p in self.changes.values()]
         deadlines += [d for _, d in self.queries.values()]
+        gather = self.log_gather.next_deadline()
+        if gather is not None:
+            deadlines.append(gather)
         return min(deadlines) if deadlines else None
 
     # --- replies ------------------------------------------------------------------------------

@@ -23,6 +23,8 @@ settings only. Beside the core's objects there are ``allocator`` entities (one p
 object, 1.19's pool names), ``router.memoryUsage`` (VmSize of the router's processes), one
 ``policy`` entity even without a policy section (``policy/None``), and a connection's
 ``properties`` are the peer's open properties (from the worker, through the core's snapshot).
+``logStats`` (one per log module, 1.19's) count the lines all the router's processes logged
+(the snapshot's ``logCounts``, gathered by the agent for requests that show them).
 
 Every answer to one request is computed from one View. Must not import zmq, proton, router_io
 or router_core.core.
@@ -34,6 +36,7 @@ import sys
 import time
 from typing import Any, Optional
 
+from agent.management.loggather import log_stats
 from agent.management.protocol import NOT_FOUND, ManagementError
 from agent.management.store import ConfigStore
 from common.schema import EntityType
@@ -268,6 +271,11 @@ class View:
             out.append(entity)
         return out
 
+    def _log_stats(self) -> list[dict]:
+        """``logStats``: per log module the lines every process logged at each level, as
+        gathered for this request (agent/management/loggather.py)."""
+        return log_stats(self.snapshot.get("logCounts") or {})
+
     def _management(self) -> list[dict]:
         return [{"identity": "self", "name": "self"}]
 
@@ -381,6 +389,6 @@ _BUILDERS: dict[str, Any] = {
     "router": View._router, "router.link": View._links, "router.address": View._addresses,
     "connection": View._connections, "router.node": View._nodes, "management": View._management,
     "vhostStats": View._vhost_stats, "policy": View._policy, "allocator": View._allocators,
-    "log": View._logs, "router.config.autoLink": View._auto_links,
+    "log": View._logs, "logStats": View._log_stats, "router.config.autoLink": View._auto_links,
     "router.config.linkRoute": View._link_routes,
 }
