@@ -396,6 +396,8 @@ cdef class RouterCore:
     cdef public dict auto_links
     cdef public double al_next_retry
     cdef public list al_logs
+    cdef public bint log_info
+    cdef public list info_logs
     cdef readonly object agent_peer
     cdef readonly dict routers, neighbour_conns
     cdef readonly object gone

@@ -144,6 +144,10 @@ class RouterCore:
         self.auto_links = {}
         self.al_next_retry = NEVER
         self.al_logs = []  # their ROUTER_CORE info lines, for the core process to log
+        # ROUTER_CORE info on (set by the core process): connections and links opened and
+        # closed are kept in info_logs as (LOG_*, record) for it to log (router_core/corelog.py)
+        self.log_info = False
+        self.info_logs = []
         self._next_out = 1
         self.next_link_id = CORE_ID_BASE  # links the core attaches itself (AttachOut)
         self._key_cache = {}

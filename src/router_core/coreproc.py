@@ -41,6 +41,7 @@ import zmq
 
 from common import ipc, listenfds
 from common.log import RouterLog
+from router_core import corelog
 from common.procutil import child_start, core_endpoint, run_profiled, status_socket
 from router_core.core_select import get_core_class
 from router_core.routetable import TOPOLOGY_TYPES, RouteTable
@@ -86,8 +87,25 @@ class CoreProcess:
             self.routes = RouteTable(spec["router_id"], str(router.get("area") or "0"))
         self.to_agent: list = []  # Reachable answers, sent after the core's own effects
         self.running = True
+        self.trace_actions = False  # ROUTER_CORE trace: "Core action 'NAME'" per command
+        self._log_levels_changed()
+        self.log.listeners.append(self._log_levels_changed)
         self.log.log("ROUTER_CORE", "info",
                      f"Router core started ({core_cls.__module__}), router id {spec['router_id']}")
+
+    def _log_levels_changed(self) -> None:
+        """What the core and this loop log depends on the levels: recomputed here, read as one
+        flag per batch (trace) or per connection/link event (info), never per message."""
+        self.core.log_info = self.log.enabled("ROUTER_CORE", "info")
+        if not self.core.log_info:
+            self.core.info_logs = []
+        self.trace_actions = self.log.enabled("ROUTER_CORE", "trace")
+
+    def _trace(self, commands: list) -> None:
+        for cmd in commands:
+            name = corelog.action_name(cmd)
+            if name is not None:
+                self.log.log("ROUTER_CORE", "trace", f"Core action '{name}'")
 
     def replay_runtime_changes(self, ipc_dir: str) -> None:
         """A core started after the first (a restart from a clean slate): the addresses and log
@@ -143,6 +161,8 @@ class CoreProcess:
                 elif peer == self.agent_peer and self.routes is not None:
                     self.agent_batch(peer, commands, now)
                 else:
+                    if self.trace_actions:
+                        self._trace(commands)
                     try:
                         core.handle_batch(peer, commands, now)
                     except Exception as exc:  # noqa: BLE001 - the core outlives a bad command
@@ -151,6 +171,10 @@ class CoreProcess:
             # until the next batch arrives: the core keeps only what it holds on purpose
             frames = commands = None
             core.tick(now)
+            if core.info_logs:  # connections and links opened and closed (corelog.py)
+                entries, core.info_logs = core.info_logs, []
+                for text in corelog.lines(entries):
+                    self.log.log("ROUTER_CORE", "info", text)
             if core.errors:  # peers' protocol errors (router_core/lifecycle.py)
                 for text in core.take_errors():
                     self.log.log("ROUTER_CORE", "error", f"protocol error: {text}")

@@ -32,7 +32,8 @@ from router_core.linkroute import (
     routed_attached, split_condition)
 from router_core.records import (
     CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
-    LINK_TYPE_NAMES, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
+    LINK_TYPE_NAMES, LOG_CONN_CLOSED, LOG_CONN_OPENED, LOG_LINK_ATTACHED, LOG_LINK_DETACHED,
+    LOG_LINK_LOST, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
     ROLE_NAMES, ROLE_NORMAL, ROLE_ROUTE_CONTAINER, Connection, Link)
 from router_core.ingress import has_destination
 from router_core.relay import announce, credit_waiting, reachable
@@ -153,6 +154,8 @@ def on_conn_opened(core: Any, peer: Any, cmd: Any) -> None:
     conn = Connection(peer, conn_id, role, *cmd[2:11])
     conn.opened_at = core.now
     core.conns[conn_id] = conn
+    if core.log_info:
+        core.info_logs.append((LOG_CONN_OPENED, conn, None, None))
     if role == ROLE_ROUTE_CONTAINER:
         container_opened(core, conn)
 
@@ -181,6 +184,8 @@ def _close(core: Any, conn: Connection) -> None:
     for link in links:
         drop_link(core, link)
         core._record_gone("link", link)
+        if core.log_info:
+            core.info_logs.append((LOG_LINK_LOST, link, None, None))
     for link in links:
         if link.owner is not None:
             detached_out(core, link, "connection closed")
@@ -188,6 +193,8 @@ def _close(core: Any, conn: Connection) -> None:
     if conn.role == ROLE_ROUTE_CONTAINER:
         container_closed(core, conn)
     core._record_gone("connection", conn)
+    if core.log_info:
+        core.info_logs.append((LOG_CONN_CLOSED, conn, None, None))
 
 
 def _close_offending(core: Any, peer: Any, conn_id: Any, text: str) -> None:
@@ -271,9 +278,13 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
             link.source = source
             link.target = target
             link.settle = settle
+            if core.log_info:
+                core.info_logs.append((LOG_LINK_ATTACHED, link, source, target))
     elif action == A_ATTACH_ROUTER:
         attach_router_link(core, conn, link_id, direction, name, presettled, capacity,
                            type_code)
+        if core.log_info and link_id in core.links:
+            core.info_logs.append((LOG_LINK_ATTACHED, core.links[link_id], source, target))
     elif action == A_REFUSE_ENDPOINT:
         if core.lr.addrs and route_attach(core, conn, link_id, direction, name, address,
                                           dynamic, presettled, capacity, source, target,
@@ -425,6 +436,8 @@ def on_detach(core: Any, peer: Any, cmd: Any) -> None:
             detach_partner(core, link, condition, description)
         drop_link(core, link)
         core._record_gone("link", link)
+        if core.log_info:
+            core.info_logs.append((LOG_LINK_DETACHED, link, None, None))
         if link.owner is not None:
             detached_out(core, link, cmd[2])
     elif action != A_IGNORE:
@@ -454,6 +467,8 @@ def open_link(core: Any, conn: Connection, direction: int, name: str, address: A
     link.settle = settle
     core.links[link_id] = link
     conn.links[link_id] = link
+    if core.log_info:
+        core.info_logs.append((LOG_LINK_ATTACHED, link, source, target))
     core._emit(conn.peer, AttachOut(link_id, conn.conn_id, direction, name, source, target,
                                     settle, conn.link_capacity))
     return link

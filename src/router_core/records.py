@@ -38,6 +38,12 @@ ROLE_CODES = {"normal": ROLE_NORMAL, "inter-router": ROLE_INTER_ROUTER,
               "route-container": ROLE_ROUTE_CONTAINER, "edge": ROLE_EDGE,
               "internal": ROLE_INTERNAL}
 ROLE_NAMES = {code: name for name, code in ROLE_CODES.items()}
+# what core.info_logs records (ROUTER_CORE info lines, written by router_core/corelog.py)
+LOG_CONN_OPENED = 0
+LOG_CONN_CLOSED = 1
+LOG_LINK_ATTACHED = 2
+LOG_LINK_DETACHED = 3
+LOG_LINK_LOST = 4   # closed with its connection
 
 # Link types (LinkAttach.link_type, from the terminus capabilities qd.router / qd.router-data)
 LINK_ENDPOINT = 0

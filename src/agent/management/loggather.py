@@ -11,13 +11,15 @@ up), then :func:`merge` adds the agent's and the supervisor's own report (the su
 comes from a file in the runtime directory, ``common.log.SUPERVISOR_REPORT``) and gives one
 answer: counts summed per module and level, entries in time order, the newest 1000.
 
-Must not import zmq, proton or router_core.
+Must not import zmq or router_core.
 """
 from __future__ import annotations
 
 import json
 import os
 from typing import Iterable, Optional
+
+from proton import int32
 
 from common.log import LEVELS, STATS_MODULES, SUPERVISOR_REPORT
 
@@ -103,9 +105,15 @@ def merge(reports: Iterable[dict], keep: int = KEEP) -> dict:
 
 def get_log_entries(merged: dict) -> list:
     """GET-LOG's entries: ``[module, level, text, file, line, time]`` with 1.19's integer
-    seconds."""
-    return [[m, level, text, path, line, int(t)]
+    seconds; line and time travel as AMQP ``int`` as 1.19's (Python ints that fit in 32 bits)."""
+    return [[m, level, text, path, _amqp_int(line), _amqp_int(int(t))]
             for m, level, text, path, line, t in merged.get("entries", [])]
+
+
+def _amqp_int(value):
+    if isinstance(value, int) and -2 ** 31 <= value < 2 ** 31:
+        return int32(value)
+    return value
 
 
 def log_stats(counts: dict) -> list[dict]:
