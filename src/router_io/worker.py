@@ -354,7 +354,11 @@ class Worker(ConnectorsMixin, HttpMixin):
             if settings.get("http") or settings.get("httpRootDir"):
                 self._http_accept(sock, settings, host)
                 continue
+            where = f"{settings.get('host')}:{settings.get('port')}"
+            self._log_server("trace", f"Accepting connection on {where}")  # as 1.19, at trace
             conn = self.engine.new_connection(settings, host, "in")
+            self._log_server("trace", f"[C{conn.conn_id}]: Accepting incoming connection to "
+                                      f"'{where}'")
             self.sockets[sock.fileno()] = (sock, conn)
             self.sock_of[conn] = sock
             self.poller.register(sock, POLLIN)

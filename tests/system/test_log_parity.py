@@ -170,6 +170,9 @@ def test_trace_writes_the_frame_trace_and_the_core_lines_of_1_19(router_factory)
     assert len(closed) == 2 and all(
         t.endswith(": del=1 presett=0 psdrop=0 acc=1 rej=0 rel=0 mod=0 delay1=0 delay10=0 "
                    "blocked=no") for t in closed), closed
+    server = [normalised(t) for m, lvl, t in parsed(lines) if m == "SERVER" and lvl == "trace"]
+    assert re.sub(r":\d+'$", ":P'", server[1]) == \
+        "[C]: Accepting incoming connection to '127.0.0.1:P'", server
     actions = {t for m, lvl, t in parsed(lines) if m == "ROUTER_CORE" and lvl == "trace"}
     assert {"Core action 'connection_opened'", "Core action 'link_first_attach'",
             "Core action 'link_flow'", "Core action 'link_deliver'",
@@ -338,6 +341,9 @@ def test_same_lines_and_answers_as_1_19(router_factory, tmp_path):
                 "core": core_info(lines),
                 "actions": {t for m, lvl, t in parsed(lines) if m == "ROUTER_CORE"
                             and lvl == "trace" and t.startswith("Core action 'link_")},
+                "accepting": {re.sub(r"127\.0\.0\.1:\d+", "HOST", normalised(t))
+                              for m, lvl, t in parsed(lines)
+                              if m == "SERVER" and lvl == "trace" and "Accepting" in t},
                 "stats": stats["results"],
                 "entry types": {tuple(type(v).__name__ for v in e) for e in log},
             }
@@ -353,6 +359,7 @@ def test_same_lines_and_answers_as_1_19(router_factory, tmp_path):
                     for t in lines}
         assert same(ours_a["core"]) == same(theirs_a["core"])
         assert ours_a["actions"] <= theirs_a["actions"] | {"Core action 'link_second_attach'"}
+        assert ours_a["accepting"] == theirs_a["accepting"]
         assert sorted(ours_a["stats"]) == sorted(theirs_a["stats"])  # 1.19: creation order
         assert ours_a["entry types"] == theirs_a["entry types"] == {
             ("str", "str", "str", "str", "int32", "int32")}
