@@ -37,7 +37,7 @@ from router_core.corestate import DIST_CLOSEST
 from router_core.matcher import AddressRules
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import (
-    MODE_INTERIOR, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, Address, Link)
+    LOG_LINK_ATTACHED, MODE_INTERIOR, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, Address, Link)
 # --- end core parts ---
 
 NO_ROUTE = ("qd:no-route-to-dest", "No route to the destination node")
@@ -365,6 +365,8 @@ def route_attach(core: Any, conn: Any, link_id: Any, direction: int, name: str, 
             out_source = routed
     core.links[link_id] = link
     conn.links[link_id] = link
+    if core.log_info:  # the client's link; its far end is logged by open_link
+        core.info_logs.append((LOG_LINK_ATTACHED, link, source, target))
     out_id = core.attach_out(dest.conn_id, DIR_OUT if direction == DIR_IN else DIR_IN,
                              routed_name(conn, name), address, out_source, out_target,
                              settle if settle is not None else [0, 0], raddr)
