@@ -7,10 +7,10 @@ the core process turns them into 1.19's lines here, once per loop:
     [C5] Connection Opened: dir=in host=127.0.0.1:41834 vhost= encrypted=no auth=ANONYMOUS user=anonymous container_id=c1 props=
     [C5][L7] Link attached: dir=out source={q1 expire:sess} target={<none> expire:sess}
     [C5][L7] Link detached: del=1 presett=0 psdrop=0 acc=1 rej=0 rel=0 mod=0 delay1=0 delay10=0 blocked=no
-    [C5][L7] Link closed due to connection loss: del=1 ...
+    [C5][L7] Link closed due to connection loss: del=1 ...   (``Link lost``: it ended in an error)
     [C5] Connection Closed
 
-(``Link lost`` and delayed/blocked counts: this router does not track them; 0 and ``no``.)
+(Delayed/blocked counts: this router does not track them; 0 and ``no``.)
 The router's own internal connection (the agent's) is not a client connection and is left
 out, as 1.19 does not log its in-process agent. With ROUTER_CORE trace on, the core process
 also writes ``Core action 'NAME'`` for each command it hands the core (:func:`action_name`:
@@ -25,14 +25,16 @@ from typing import Any, Iterable, Optional
 
 from common import ipc
 from router_core.records import (
-    LOG_CONN_CLOSED, LOG_CONN_OPENED, LOG_LINK_ATTACHED, LOG_LINK_DETACHED, LOG_LINK_LOST,
-    ROLE_INTERNAL)
+    LINK_CONTROL, LINK_DATA, LOG_CONN_CLOSED, LOG_CONN_OPENED, LOG_LINK_ATTACHED,
+    LOG_LINK_DETACHED, LOG_LINK_LOST, ROLE_INTERNAL)
 
 _DURABLE = {1: " dur:config", 2: " dur:deliveries"}
 _EXPIRY = {0: " expire:link", 1: " expire:sess", 2: " expire:conn"}
 _DIST = {1: " dist:copy", 2: " dist:move"}
 _ENCODED = (("capabilities", "caps"), ("filter", "flt"), ("outcomes", "outcomes"),
             ("properties", "props"))
+# a router link whose terminus the worker made itself (the connecting side): its capability
+_ROUTER_CAPS = {LINK_CONTROL: ' caps::"qd.router"', LINK_DATA: ' caps::"qd.router-data"'}
 _CLOSED_TEXT = {LOG_LINK_DETACHED: "Link detached",
                 LOG_LINK_LOST: "Link closed due to connection loss"}
 
@@ -63,12 +65,16 @@ def lines(entries: Iterable[tuple]) -> list[str]:
         elif kind == LOG_CONN_CLOSED:
             out.append(f"[C{conn.conn_id}] Connection Closed")
         elif kind == LOG_LINK_ATTACHED:
+            caps = _ROUTER_CAPS.get(record.link_type, "")
             out.append(f"[C{conn.conn_id}][L{record.link_id}] Link attached: "
                        f"dir={'in' if record.direction == ipc.DIR_IN else 'out'} "
-                       f"source={terminus_text(source)} target={terminus_text(target)}")
+                       f"source={terminus_text(source, caps)} "
+                       f"target={terminus_text(target, caps)}")
         else:
             link = record
-            out.append(f"[C{conn.conn_id}][L{link.link_id}] {_CLOSED_TEXT[kind]}: "
+            # closed with its connection: "Link lost" when the connection ended in an error
+            what = "Link lost" if kind == LOG_LINK_LOST and source else _CLOSED_TEXT[kind]
+            out.append(f"[C{conn.conn_id}][L{link.link_id}] {what}: "
                        f"del={link.delivery_count} presett={link.presettled_count} "
                        f"psdrop={link.dropped_presettled_count} acc={link.accepted} "
                        f"rej={link.rejected} rel={link.released} mod={link.modified} "
@@ -83,15 +89,17 @@ def _opened(conn: Any) -> str:
     props = info[6] if len(info) > 6 and isinstance(info[6], dict) else {}
     return (f"[C{conn.conn_id}] Connection Opened: dir={conn.direction} host={conn.host} "
             f"vhost= encrypted={encrypted} auth={conn.sasl if authenticated and conn.sasl else 'no'} "
-            f"user={conn.user} container_id={conn.container} props={format_map(props)}")
+            f"user={conn.user if conn.direction == 'in' else '(null)'} "  # 1.19: no user out
+            f"container_id={conn.container} props={format_map(props)}")
 
 
-def terminus_text(terminus: Optional[dict]) -> str:
+def terminus_text(terminus: Optional[dict], caps: str = "") -> str:
     """1.19's qdr_terminus_format: ``{(dyn)ADDRESS dur:.. expire:.. dist:.. timeout:N caps:..}``,
     ``{<coordinator>}``. None (proton's type "unspecified", as a source with no address
-    reads) is proton's default terminus, as 1.19 reads it: ``{<none> expire:sess}``."""
-    if not terminus:
-        return "{<none> expire:sess}"
+    reads) is proton's default terminus, as 1.19 reads it: ``{<none> expire:sess}`` (with
+    ``caps``, the text of the capabilities it has, for a router link the worker made)."""
+    if not terminus:  # a router link's, made here, reads as 1.19's own: expiring with the link
+        return "{<none> expire:link" + caps + "}" if caps else "{<none> expire:sess}"
     if terminus.get("type") == ipc.TERMINUS_COORDINATOR:
         return "{<coordinator>}"
     text = "(dyn)" if terminus.get("dynamic") else ""
@@ -111,11 +119,15 @@ def terminus_text(terminus: Optional[dict]) -> str:
 def _data_text(encoded: bytes) -> str:
     """pn_data_format of AMQP-encoded bytes (as 1.19 writes terminus fields)."""
     try:
+        from cproton import pn_data_format
         from proton import Data
         data = Data()
         data.decode(encoded)
-        text = data.format()
-        return text.decode("utf-8", "replace") if isinstance(text, (bytes, bytearray)) else text
+        # 1.19's buffer size; proton's Data.format() can cut a text short
+        err, text = pn_data_format(data._data, 1000)
+        if err < 0:
+            return repr(encoded)
+        return bytes(text).decode("utf-8", "replace")
     except Exception:  # noqa: BLE001 - a peer's malformed field: shown raw, never fatal
         return repr(encoded)
 

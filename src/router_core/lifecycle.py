@@ -167,13 +167,13 @@ def on_conn_closed(core: Any, peer: Any, cmd: Any) -> None:
     if action == A_FORGET:
         core.policy_counts.release(conn_id)
     elif action == A_CLOSE:
-        _close(core, conn)
+        _close(core, conn, bool(cmd[1]))  # an error: the connection was lost, not closed
     else:
         _close_offending(core, peer, conn_id, f"ConnClosed for connection {conn_id} "
                                               f"({CONN_STATES[ABSENT if conn is None else OPEN]})")
 
 
-def _close(core: Any, conn: Connection) -> None:
+def _close(core: Any, conn: Connection, lost: bool = False) -> None:
     """Forget ``conn``: its links are dropped (their deliveries settle as for a lost receiver
     or sender), the agent hears RouterLinkDown, its policy counts are released."""
     core.policy_counts.release(conn.conn_id)
@@ -185,7 +185,7 @@ def _close(core: Any, conn: Connection) -> None:
         drop_link(core, link)
         core._record_gone("link", link)
         if core.log_info:
-            core.info_logs.append((LOG_LINK_LOST, link, None, None))
+            core.info_logs.append((LOG_LINK_LOST, link, lost, None))
     for link in links:
         if link.owner is not None:
             detached_out(core, link, "connection closed")

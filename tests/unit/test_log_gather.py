@@ -126,6 +126,10 @@ def test_core_keeps_connection_and_link_events_only_when_asked(core_cls):  # noq
                         "mod=1 delay1=0 delay10=0 blocked=no")
     assert texts[4].startswith("[C1][L10] Link closed due to connection loss: del=1 ")
     assert texts[5] == "[C1] Connection Closed"
+    h.conn(2).receiver(20, 2, "q2", credit=1)
+    h.core.info_logs = []
+    h.do(ConnClosed(2, "amqp:connection:framing-error: connection aborted"))  # lost, not closed
+    assert corelog.lines(h.core.info_logs)[0].startswith("[C2][L20] Link lost: del=0 ")
 
 
 def test_termini_and_properties_read_as_1_19_writes_them():
