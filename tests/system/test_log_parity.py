@@ -365,3 +365,75 @@ def test_same_lines_and_answers_as_1_19(router_factory, tmp_path):
             ("str", "str", "str", "str", "int32", "int32")}
     finally:
         theirs.stop()
+
+
+def _router_lines(lines: list) -> set:
+    """ROUTER_CORE info lines of inter-router connections, normalised (and counted once)."""
+    out = set()
+    for text in core_info(lines):
+        text = re.sub(r'"qd\.conn-id"=\d+', '"qd.conn-id"=N', text)
+        out.add(re.sub(r"(Link (lost|closed due to connection loss|detached)): .*", r"\1", text))
+    return out
+
+
+@pytest.mark.skipif(not ONE_X or not os.access(os.path.join(ONE_X, "sbin", "qdrouterd"),
+                                               os.X_OK),
+                    reason="set QDROUTERD_1X to a Qpid Dispatch 1.x install to compare the log "
+                           "lines with 1.19's")
+def test_inter_router_lines_as_1_19_on_either_side(router_factory, tmp_path):
+    """Ours connecting to 1.19 writes what 1.19 connecting to ours writes, and accepting the
+    same: Connection Opened (dir, user, the peer's properties) and the router links."""
+    from test_mixed_1x import OneXProcess
+    seen = {}
+    for accepting in ("1.19", "ours"):
+        ir_port = free_port()
+        listener = f"""
+            listener {{
+                host: 127.0.0.1
+                port: {ir_port}
+                role: inter-router
+                authenticatePeer: no
+                saslMechanisms: ANONYMOUS
+            }}
+            """
+        connector = f"""
+            connector {{
+                host: 127.0.0.1
+                port: {ir_port}
+                role: inter-router
+            }}
+            """
+        conf = tmp_path / f"one_x_{accepting}.conf"
+        conf.write_text(textwrap.dedent(f"""\
+            router {{
+                mode: interior
+                id: R.{'A' if accepting == '1.19' else 'B'}
+            }}
+            """) + textwrap.dedent(listener if accepting == "1.19" else connector))
+        if accepting == "1.19":
+            theirs = OneXProcess(conf)
+            theirs.wait_for_line("Operational")
+            ours = router_factory(connector, router_id="R.B", mode="interior")
+        else:
+            ours = router_factory(listener, router_id="R.A", mode="interior")
+            theirs = OneXProcess(conf)
+        try:
+            for proc in (ours.proc, theirs):
+                wait_for(lambda: sum("Link attached" in x for x in proc.lines) >= 22,
+                         "the router links of the inter-router connection")
+            time.sleep(0.3)
+            theirs.stop()
+            wait_for(lambda: any("Connection Closed" in x for x in ours.proc.lines),
+                     "our Connection Closed")
+            side = {"ours": _router_lines(ours.proc.lines), "1.19": _router_lines(theirs.lines)}
+            seen[accepting] = side
+        finally:
+            theirs.stop()
+            ours.proc.stop()
+    # the connecting side: ours (1.19 accepting) and 1.19's (ours accepting) write the same
+    assert seen["1.19"]["ours"] - {"[C] Connection Closed", "[C][L] Link lost"} == \
+        seen["ours"]["1.19"] - {"[C] Connection Closed", "[C][L] Link lost"}
+    # the accepting side: the same Connection Opened line and link directions
+    def opened(lines: set) -> set:
+        return {t for t in lines if "Connection Opened" in t}
+    assert opened(seen["1.19"]["1.19"]) == opened(seen["ours"]["ours"])
