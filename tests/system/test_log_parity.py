@@ -383,53 +383,31 @@ def _router_lines(lines: list) -> set:
 def test_inter_router_lines_as_1_19_on_either_side(router_factory, tmp_path):
     """Ours connecting to 1.19 writes what 1.19 connecting to ours writes, and accepting the
     same: Connection Opened (dir, user, the peer's properties) and the router links."""
-    from test_mixed_1x import OneXProcess
+    from test_mixed_1x import MixedNet
     seen = {}
-    for accepting in ("1.19", "ours"):
-        ir_port = free_port()
-        listener = f"""
-            listener {{
-                host: 127.0.0.1
-                port: {ir_port}
-                role: inter-router
-                authenticatePeer: no
-                saslMechanisms: ANONYMOUS
-            }}
-            """
-        connector = f"""
-            connector {{
-                host: 127.0.0.1
-                port: {ir_port}
-                role: inter-router
-            }}
-            """
-        conf = tmp_path / f"one_x_{accepting}.conf"
-        conf.write_text(textwrap.dedent(f"""\
-            router {{
-                mode: interior
-                id: R.{'A' if accepting == '1.19' else 'B'}
-            }}
-            """) + textwrap.dedent(listener if accepting == "1.19" else connector))
-        if accepting == "1.19":
-            theirs = OneXProcess(conf)
-            theirs.wait_for_line("Operational")
-            ours = router_factory(connector, router_id="R.B", mode="interior")
-        else:
-            ours = router_factory(listener, router_id="R.A", mode="interior")
-            theirs = OneXProcess(conf)
+    for accepting in ("1.19", "ours"):  # Router.A accepts, Router.B connects
+        net = MixedNet(router_factory, tmp_path / accepting)
+        (tmp_path / accepting).mkdir()
         try:
-            for proc in (ours.proc, theirs):
+            if accepting == "1.19":
+                theirs = net.add_1x("A").proc
+                ours = net.add("B", connect_to=(("A", 1),)).proc
+            else:
+                ours = net.add("A").proc
+                theirs = net.add_1x("B", connect_to=(("A", 1),)).proc
+            for proc in (ours, theirs):
                 wait_for(lambda: sum("Link attached" in x for x in proc.lines) >= 22,
                          "the router links of the inter-router connection")
             time.sleep(0.3)
             theirs.stop()
-            wait_for(lambda: any("Connection Closed" in x for x in ours.proc.lines),
+            wait_for(lambda: any("Connection Closed" in x for x in ours.lines),
                      "our Connection Closed")
-            side = {"ours": _router_lines(ours.proc.lines), "1.19": _router_lines(theirs.lines)}
-            seen[accepting] = side
+            seen[accepting] = {"ours": _router_lines(ours.lines),
+                               "1.19": _router_lines(theirs.lines)}
         finally:
-            theirs.stop()
-            ours.proc.stop()
+            net.stop_all()
+            ours.stop()
+    assert any("Link attached" in t for t in seen["1.19"]["ours"])
     # the connecting side: ours (1.19 accepting) and 1.19's (ours accepting) write the same
     assert seen["1.19"]["ours"] - {"[C] Connection Closed", "[C][L] Link lost"} == \
         seen["ours"]["1.19"] - {"[C] Connection Closed", "[C][L] Link lost"}
