@@ -482,8 +482,16 @@ class Worker(ConnectorsMixin, HttpMixin):
         connector = self.conn_connector.pop(conn, None)
         if connector is not None and self.connectors.get(connector.name) is connector:
             connector.retry_later(time.monotonic(), conn.error_text() or "connection closed")
-        self._log_server("info", f"[C{conn.conn_id}] Connection from {conn.host} closed"
-                         + (f": {conn.error_text()}" if conn.error_text() else ""))
+        error = conn.error_text()
+        if conn.direction == "in":  # as 1.19: only a connection that failed, in its words
+            if error:
+                name, _, description = error.partition(": ")
+                self._log_server("info", f"[C{conn.conn_id}] Connection from {conn.host} (to "
+                                 f"{conn.settings.get('host')}:{conn.settings.get('port')}) "
+                                 f"failed: {name} {description}")
+        else:
+            self._log_server("info", f"[C{conn.conn_id}] Connection to {conn.host} closed"
+                             + (f": {error}" if error else ""))
 
     def _tick(self) -> None:
         now = time.monotonic()

@@ -80,6 +80,24 @@ def send_one(url: str) -> None:
     assert handler.done, "the message was not settled in time"
 
 
+def send_garbage(url: str) -> None:
+    """A connection that is not AMQP: the router closes it with a framing error."""
+    import socket
+    host, port = url.rsplit("/", 1)[-1].split(":")
+    with socket.create_connection((host, int(port)), timeout=TIMEOUT) as sock:
+        sock.sendall(b"GARBAGE!")
+        try:
+            sock.recv(64)  # the router's protocol header, then it closes
+        except OSError:
+            pass
+
+
+def server_info(lines: list) -> set:
+    """SERVER info lines about accepted connections, ports and ids normalised."""
+    return {re.sub(r"127\.0\.0\.1:\d+", "HOST", normalised(t)) for m, lvl, t in parsed(lines)
+            if m == "SERVER" and lvl == "info" and re.match(r"\[C\d+\] (Accepted|Connection)", t)}
+
+
 def mgmt_call(url: str, props: dict, body=None) -> tuple:
     conn = BlockingConnection(url, timeout=TIMEOUT)
     try:
@@ -212,6 +230,19 @@ def test_management_turns_the_trace_on_and_off_in_every_process(router_factory):
         conn.close()
 
 
+def test_a_failed_connection_is_logged_as_1_19_an_orderly_one_is_not(router_factory):
+    router = router_factory()
+    send_garbage(router.url)
+    send_one(router.url)
+    wait_for(lambda: any("Connection Closed" in line for line in router.proc.lines),
+             "the core's Connection Closed line")
+    wait_for(lambda: any("failed:" in line for line in router.proc.lines), "the failed line")
+    assert server_info(router.proc.lines) == {
+        "[C] Accepted connection to HOST from HOST",
+        "[C] Connection from HOST (to HOST) failed: amqp:connection:framing-error Unknown "
+        "protocol detected: 'GARBAGE!'"}
+
+
 # --- logStats, GET-LOG, qdstat --log ----------------------------------------------------------
 def _counts(lines: list) -> dict:
     counts: dict = {}
@@ -327,6 +358,7 @@ def test_same_lines_and_answers_as_1_19(router_factory, tmp_path):
     try:
         answers = {}
         for name, url, proc in (("ours", ours.url, ours.proc), ("1.19", their_url, theirs)):
+            send_garbage(url)
             send_one(url)
             wait_for(lambda: any("Connection Closed" in line for line in proc.lines),
                      f"{name}: Connection Closed")
@@ -344,6 +376,7 @@ def test_same_lines_and_answers_as_1_19(router_factory, tmp_path):
                 "accepting": {re.sub(r"127\.0\.0\.1:\d+", "HOST", normalised(t))
                               for m, lvl, t in parsed(lines)
                               if m == "SERVER" and lvl == "trace" and "Accepting" in t},
+                "server": server_info(lines),
                 "stats": stats["results"],
                 "entry types": {tuple(type(v).__name__ for v in e) for e in log},
             }
@@ -360,6 +393,7 @@ def test_same_lines_and_answers_as_1_19(router_factory, tmp_path):
         assert same(ours_a["core"]) == same(theirs_a["core"])
         assert ours_a["actions"] <= theirs_a["actions"] | {"Core action 'link_second_attach'"}
         assert ours_a["accepting"] == theirs_a["accepting"]
+        assert ours_a["server"] == theirs_a["server"]
         assert sorted(ours_a["stats"]) == sorted(theirs_a["stats"])  # 1.19: creation order
         assert ours_a["entry types"] == theirs_a["entry types"] == {
             ("str", "str", "str", "str", "int32", "int32")}
