@@ -149,7 +149,7 @@ def test_management_shows_link_routes_and_their_addresses(router_factory, c_brok
     router = router_factory(route_config(broker))
     rows = wait_active(router)
     assert len(rows) == 2
-    assert "ROUTER_CORE (info) Link Route Activated 'router.config.linkRoute/1' on connection " \
+    assert "ROUTER_CORE (info) Link Route Activated 'linkRoute/0' on connection " \
            "broker" in router.proc.wait_for_line("Link Route Activated")
     client = Mgmt(router.url)
     try:
