@@ -95,7 +95,7 @@ cdef class Link:
     cdef public long long delivery_count, presettled_count, dropped_presettled_count
     cdef public long long accepted, rejected, released, modified
     cdef public object source, target, settle, remote_source, remote_target, remote_settle
-    cdef public bint attaching, fallback
+    cdef public bint attaching, fallback, mgmt
     cdef public object owner
     cdef public object peer_link
 

@@ -240,6 +240,14 @@ class LinkDrain(NamedTuple):
     link_id: int
 
 
+class DeliverOrigin(NamedTuple):
+    """Core -> agent, just before the Deliver (or StreamDeliver) ``dlv_id`` of a management
+    request: the connection it came in on, which connection-scoped entities
+    (``router.connection.linkRoute``) are created on and visible through."""
+    dlv_id: int
+    conn_id: int
+
+
 class DeliverState(NamedTuple):
     """Set the local state of an outbound delivery (core-numbered) without settling it: the
     sender's state of a link-routed delivery (see SenderState)."""
@@ -621,6 +629,7 @@ MESSAGE_TYPES: tuple = (
     PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable, AttachOut, LinkAttached,
     LinkDrain, InDrained, SenderState, DeliverState,
     StreamTransfer, TransferChunk, StreamDeliver, DeliverChunk, StreamSent, StreamAck,
+    DeliverOrigin,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

@@ -46,6 +46,7 @@ QUERY_TIMEOUT = 5.0
 # about 600 KB; beyond this a request is rejected instead of held in the agent)
 MAX_STREAMED_REQUEST = 64 * 1024 * 1024
 MAX_QUEUED_REPLIES = 1000
+MAX_ORIGINS = 10000
 # A CREATE that failed for one of these reasons failed because of what the request asked for (an
 # address in use or not on this host, a port below 1024, a host that does not resolve): 400.
 _REQUEST_FAULTS = tuple(os.strerror(e) for e in (errno.EADDRINUSE, errno.EADDRNOTAVAIL,
@@ -94,13 +95,15 @@ class ManagementAgent:
         # large requests the core streams (StreamDeliver + DeliverChunk): out id ->
         # [StreamDeliver, the bytes so far], handled as one Deliver once complete
         self.streams: dict[int, list] = {}
+        # out id -> the connection a request came in on (DeliverOrigin, just before its Deliver)
+        self.origins: dict[int, int] = {}
 
     def handlers(self) -> dict:
         return {ipc.Deliver: self.on_deliver, ipc.StreamDeliver: self.on_stream_deliver,
                 ipc.DeliverChunk: self.on_deliver_chunk, ipc.LinkCredit: self.on_credit,
                 ipc.LinkRefuse: self.on_refuse, ipc.CoreState: self.on_core_state,
                 ipc.ConfigResult: self.on_config_result, ipc.LinkOpen: lambda fx, now: None,
-                ipc.UpdateIn: lambda fx, now: None}
+                ipc.UpdateIn: lambda fx, now: None, ipc.DeliverOrigin: self.on_origin}
 
     # --- start --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -120,7 +123,13 @@ class ManagementAgent:
         self.log.log("AGENT", "info", "Management agent started on $management")
 
     # --- requests -----------------------------------------------------------------------------
+    def on_origin(self, fx: ipc.DeliverOrigin, now: float) -> None:
+        if len(self.origins) >= MAX_ORIGINS:  # never answered (e.g. lost streams): bounded
+            self.origins.pop(next(iter(self.origins)))
+        self.origins[fx.dlv_id] = fx.conn_id
+
     def on_deliver(self, fx: ipc.Deliver, now: float) -> None:
+        in_conn = self.origins.pop(fx.dlv_id, None)
         window = self.in_links.get(fx.link_id)
         if not fx.settled:
             self.send(ipc.Disposition(fx.dlv_id, ipc.STATE_ACCEPTED, True, None))
@@ -146,6 +155,7 @@ class ManagementAgent:
             return
         if self.log.enabled("AGENT", "debug"):  # the raw request, as 1.19 logs it
             self.log.log("AGENT", "debug", f"Agent request {msg}")
+        request.in_conn = in_conn
         request_id = next(self._ids)
         self.queries[request_id] = (request, now + QUERY_TIMEOUT)
         self.send_control(ipc.CoreQuery(request_id, "snapshot"))
@@ -163,12 +173,14 @@ class ManagementAgent:
             return
         if fx.aborted:  # the sender gave up: nothing to answer
             del self.streams[fx.dlv_id]
+            self.origins.pop(fx.dlv_id, None)
             return
         start, data = entry
         data += fx.payload
         self.send(ipc.StreamSent(fx.dlv_id, len(fx.payload)))
         if len(data) > MAX_STREAMED_REQUEST:
             del self.streams[fx.dlv_id]
+            self.origins.pop(fx.dlv_id, None)
             self.log.log("AGENT", "warning", f"Rejecting a management request of more than "
                                              f"{MAX_STREAMED_REQUEST} bytes")
             if not start.settled:
@@ -197,7 +209,8 @@ class ManagementAgent:
             return
         request = entry[0]
         try:
-            view = View(fx.state, self.store, version=self.version, started=self.started)
+            view = View(fx.state, self.store, version=self.version, started=self.started,
+                        in_conn=request.in_conn)
             outcome = operations.execute(request, view,
                                          Context(log_entries=list(self.log.recent)))
         except ManagementError as exc:
