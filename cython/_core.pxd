@@ -316,6 +316,7 @@ cdef mirror_credit(RouterCore core, Link receiver, bint drain)
 cpdef on_in_drained(RouterCore core, peer, cmd)
 @cython.locals(dlv=InDelivery, out=OutDelivery)
 cpdef on_sender_state(RouterCore core, peer, cmd)
+cdef routed_sent(RouterCore core, InDelivery dlv)
 
 # --- lifecycle.py -------------------------------------------------------------------------------
 cdef protocol_error(RouterCore core, text)

@@ -104,13 +104,16 @@ class RouteAddress:
 class LinkRouteTable:
     """Every link route and route address of one core, and the matchers per direction."""
 
-    __slots__ = ("routes", "addrs", "matchers", "by_rule", "logs", "conn_routes")
+    __slots__ = ("routes", "addrs", "matchers", "by_rule", "logs", "conn_routes", "held_states")
 
     def __init__(self) -> None:
         self.logs = []              # (level, text) for the core process's log (take_logs)
         self.routes = {}            # identity -> LinkRoute, in creation order
         # connection-scoped routes: conn_id -> {identity -> LinkRoute}, in creation order
         self.conn_routes = {}
+        # a sender's state for a routed delivery the core still holds: in dlv_id ->
+        # (state, info), passed on when the delivery is sent (routed_sent), gone with unhold
+        self.held_states = {}
         self.addrs = {}             # key -> RouteAddress
         self.matchers = [None, None]  # DIR_IN / DIR_OUT -> AddressRules over the patterns
         self.by_rule = [[], []]     # DIR_* -> RouteAddress of each rule, by rule order
@@ -512,9 +515,22 @@ def on_in_drained(core: Any, peer: Any, cmd: Any) -> None:
 def on_sender_state(core: Any, peer: Any, cmd: Any) -> None:
     """SenderState: the sender of a link-routed delivery gave it a state (a transactional
     send): the delivery forwarded for it gets the same state (DeliverState). A delivery the
-    core still holds (its receiver had taken its credit back) does not get it."""
+    core still holds (its receiver had taken its credit back) keeps the state until it is
+    sent (:func:`routed_sent`); the latest state given wins."""
     dlv = core.in_unsettled.get(cmd[0])
-    if dlv is None or dlv.link.peer_link is None or dlv.out is None:
+    if dlv is None or dlv.link.peer_link is None:
         return
     out = dlv.out
+    if out is None:
+        if dlv.pending:  # held at the pair's address
+            core.lr.held_states[dlv.dlv_id] = (cmd[1], cmd[2])
+        return
     core._emit(out.link.peer, DeliverState(out.out_id, cmd[1], cmd[2]))
+
+
+def routed_sent(core: Any, dlv: Any) -> None:
+    """A routed delivery the core held was sent: the state its sender gave it meanwhile
+    follows it (DeliverState)."""
+    state = core.lr.held_states.pop(dlv.dlv_id, None)
+    if state is not None and dlv.out is not None:
+        core._emit(dlv.out.link.peer, DeliverState(dlv.out.out_id, state[0], state[1]))

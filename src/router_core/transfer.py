@@ -21,7 +21,7 @@ from common.ipc import (
 from router_core.records import (
     LINK_CONTROL, LINK_DATA, Address, InDelivery, Link, OutDelivery, _effect, _fields,
     _held_queues, _in_delivery, _out_delivery, _own)
-from router_core.linkroute import mirror_credit
+from router_core.linkroute import mirror_credit, routed_sent
 from router_core.settlement import (
     copy_done, copy_unqueued, count_outcome, forget_out, release_waiting, settle_in, unhold)
 from router_core.streaming import Stream, start_copy, stream_bytes
@@ -240,6 +240,8 @@ def on_flow(core: Any, peer: Any, cmd: Any) -> None:
                 send(core, link, None, True, dlv.payload)
             else:
                 dlv.out = send(core, link, dlv, False, dlv.payload)
+                if core.lr.held_states and link.peer_link is not None:
+                    routed_sent(core, dlv)  # its sender's state, given while it was held
             unhold(core, dlv)
     if link.peer_link is not None:  # link-routed: the sender gets this credit and drain
         mirror_credit(core, link, drain)

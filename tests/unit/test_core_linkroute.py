@@ -308,6 +308,31 @@ def test_the_senders_state_reaches_the_forwarded_delivery(core_cls):
     assert isinstance(deliver, Deliver) and state == DeliverState(deliver.dlv_id, 0x34, info)
 
 
+def test_the_senders_state_follows_a_delivery_the_core_held(core_cls):
+    """The receiver's credit went (the worker reported a lower limit): the next delivery is
+    held; the state its sender gives it meanwhile goes out right after it once it is sent, and
+    is forgotten when a held delivery goes back instead."""
+    from common.ipc import DeliverState, SenderState  # noqa: PLC0415
+    h = routed_core(core_cls)
+    (out,) = attach(h, 10, DIR_IN, "queue.t")[BROKER]
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]),
+         LinkFlow(out.link_id, 1, False), peer=BROKER)
+    h.core.take_effects()
+    h.do(Transfer(400, 10, None, False, 0, b"m1"), peer=CLIENT)
+    h.core.take_effects()
+    info = {"data": b"\xc0\x06\x01\xa0\x03tx1"}
+    h.do(Transfer(401, 10, None, False, 0, b"m2"), SenderState(401, 0x34, info), peer=CLIENT)
+    assert BROKER not in h.core.take_effects()  # held: no credit
+    h.do(LinkFlow(out.link_id, 2, False), peer=BROKER)
+    deliver, state = h.core.take_effects()[BROKER]
+    assert isinstance(deliver, Deliver) and deliver.payload == b"m2"
+    assert state == DeliverState(deliver.dlv_id, 0x34, info)
+    assert h.core.lr.held_states == {}
+    h.do(Transfer(402, 10, None, False, 0, b"m3"), SenderState(402, 0x34, None), peer=CLIENT)
+    h.do(LinkDetach(out.link_id, True, ""), peer=BROKER)  # goes back: the state with it
+    assert h.core.lr.held_states == {}
+
+
 def test_a_local_route_for_a_learned_address_brings_its_external_prefixes(net):
     net.do(RemoteAddress("Cqueue", "R4", True, 4), peer=AGENT)
     net.core.create_link_route({"identity": "5", "prefix": "queue", "direction": "in",
