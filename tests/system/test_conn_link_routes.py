@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import os
-import textwrap
 import time
 
 import pytest
@@ -24,7 +23,7 @@ from proton.handlers import MessagingHandler
 from proton.utils import BlockingConnection
 
 from clients import Loop
-from conftest import START_TIMEOUT, free_port
+from conftest import START_TIMEOUT
 from test_link_routes import TIMEOUT, Mgmt
 
 T = "org.apache.qpid.dispatch."
@@ -138,39 +137,18 @@ class Session:
 
 
 # --- the two routers under test -----------------------------------------------------------------
-def _start_1x(tmp_path):
-    from test_mixed_1x import OneXProcess, OneXRouter  # noqa: PLC0415 - only with 1.x
-    port = free_port()
-    conf = tmp_path / "qdrouterd-1x.conf"
-    conf.write_text(textwrap.dedent(f"""\
-        router {{
-            mode: standalone
-            id: Router.Test
-        }}
-        listener {{
-            host: 127.0.0.1
-            port: {port}
-            role: normal
-            authenticatePeer: no
-            saslMechanisms: ANONYMOUS
-        }}
-        """))
-    proc = OneXProcess(conf)
-    proc.wait_for_line("Operational", timeout=START_TIMEOUT)
-    return OneXRouter(proc, port, "Router.Test")
-
-
 @pytest.fixture(params=["ours", pytest.param("1.19", marks=pytest.mark.skipif(
     not HAVE_1X, reason="set QDROUTERD_1X to compare with Qpid Dispatch 1.19"))])
 def any_router(request, router_factory, tmp_path):
     if request.param == "ours":
         yield router_factory()
         return
-    router = _start_1x(tmp_path)
+    from test_mixed_1x import MixedNet  # noqa: PLC0415 - only with 1.x
+    net = MixedNet(router_factory, tmp_path)
     try:
-        yield router
+        yield net.add_1x("Test")  # an interior router on its own: routes work alike
     finally:
-        router.proc.stop()
+        net.stop_all()
 
 
 @pytest.fixture

@@ -322,6 +322,30 @@ class _Coordinator:
         self.thread.join(TIMEOUT)
 
 
+def _coordinator_router(router_factory, port):
+    """A router whose $coordinator and queue link routes lead to the coordinator on port."""
+    router = router_factory(f"""
+        connector {{
+            name: txn
+            host: 127.0.0.1
+            port: {port}
+            role: route-container
+        }}
+        linkRoute {{
+            prefix: $coordinator
+            direction: in
+            connection: txn
+        }}
+        linkRoute {{
+            prefix: queue
+            direction: in
+            connection: txn
+        }}
+        """)
+    wait_active(router, count=2)
+    return router
+
+
 def test_coordinator_link_route_declares_and_discharges(router_factory):
     from proton.handlers import MessagingHandler, TransactionHandler  # noqa: PLC0415
     from proton.reactor import Container  # noqa: PLC0415
@@ -329,25 +353,7 @@ def test_coordinator_link_route_declares_and_discharges(router_factory):
     port = free_port()
     coordinator = _Coordinator(port)
     try:
-        router = router_factory(f"""
-            connector {{
-                name: txn
-                host: 127.0.0.1
-                port: {port}
-                role: route-container
-            }}
-            linkRoute {{
-                prefix: $coordinator
-                direction: in
-                connection: txn
-            }}
-            linkRoute {{
-                prefix: queue
-                direction: in
-                connection: txn
-            }}
-            """)
-        wait_active(router, count=2)
+        router = _coordinator_router(router_factory, port)
         events = []
 
         class Client(MessagingHandler, TransactionHandler):
@@ -400,25 +406,7 @@ def test_transactional_state_reaches_the_container_for_deliveries_the_router_hel
     coordinator = _Coordinator(port, gate=gate, prefetch=count)
     client = None
     try:
-        router = router_factory(f"""
-            connector {{
-                name: txn
-                host: 127.0.0.1
-                port: {port}
-                role: route-container
-            }}
-            linkRoute {{
-                prefix: $coordinator
-                direction: in
-                connection: txn
-            }}
-            linkRoute {{
-                prefix: queue
-                direction: in
-                connection: txn
-            }}
-            """)
-        wait_active(router, count=2)
+        router = _coordinator_router(router_factory, port)
         events = []
 
         class Client(MessagingHandler, TransactionHandler):
