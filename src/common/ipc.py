@@ -98,7 +98,8 @@ class ConnOpened(NamedTuple):
     user: str
     sasl: str          # SASL mechanism used ("" if none)
     # a worker's connection: [has TLS, encrypted, TLS protocol, cipher, ssf, authenticated,
-    # the peer's open properties (a map)], opaque to the core (router_core/corestate.py reads
+    # the peer's open properties (a map), may it create connection-scoped link routes (its
+    # vhost policy's allowDynamicLinkRoutes)], opaque to the core (router_core/corestate.py reads
     # it for management); the agent's internal connection: False
     encrypted: Any
     link_capacity: int

@@ -189,6 +189,11 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
         # link routes: identity -> operStatus (router.config.linkRoute)
         "linkRoutes": route_status(lr),
         "connLinkRoutes": conn_route_views(lr),
+        # connections whose vhost policy forbids connection-scoped link routes
+        "noDynamicLinkRoutes": [
+            conn.conn_id for conn in core.conns.values()
+            if isinstance(conn.encrypted, (list, tuple)) and len(conn.encrypted) >= 8
+            and conn.encrypted[7] is False],
         "connections": [_connection_view(conn, core.now) for conn in core.conns.values()],
         "gone": ([] if gone_after is None else
                  [gone_view(entry) for entry in core.gone if entry[0] > gone_after]),

@@ -1163,6 +1163,10 @@ class WorkerEngine:
             security_info.append(_plain_properties(pc.remote_properties))
         except Exception:  # noqa: BLE001 - properties proton cannot decode: show none
             security_info.append({})
+        # 8th: may this connection create connection-scoped link routes (vhost policy's
+        # allowDynamicLinkRoutes; management reads it, 403 when not, as 1.19)
+        security_info.append(True if conn.policy is None
+                             else bool(getattr(conn.policy, "allowDynamicLinkRoutes", True)))
         conn.max_message_size = self.max_message_size(
             conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
         inter_router = conn.role == INTER_ROUTER

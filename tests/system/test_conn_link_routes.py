@@ -265,6 +265,46 @@ def test_deleting_a_route_stops_routing_its_attaches(any_router, session):
     assert route_addresses(any_router) == {}
 
 
+NO_DYNAMIC_ROUTES = """
+policy {
+    enableVhostPolicy: true
+    defaultVhost: $default
+}
+vhost {
+    hostname: $default
+    allowUnknownUser: true
+    groups: {
+        "$default": {
+            "remoteHosts": "*",
+            "sources": "*",
+            "targets": "*",
+            "allowDynamicSource": true,
+            "allowDynamicLinkRoutes": false
+        }
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("which", ["ours", pytest.param("1.19", marks=pytest.mark.skipif(
+    not HAVE_1X, reason="set QDROUTERD_1X to compare with Qpid Dispatch 1.19"))])
+def test_vhost_policy_can_forbid_them(router_factory, tmp_path, which):
+    if which == "ours":
+        router, net = router_factory(NO_DYNAMIC_ROUTES), None
+    else:
+        from test_mixed_1x import MixedNet  # noqa: PLC0415 - only with 1.x
+        net = MixedNet(router_factory, tmp_path)
+        router = net.add_1x("Test", extra=NO_DYNAMIC_ROUTES)
+    s = Session(router.url)
+    try:
+        status, description, _ = s.call("CREATE", "r", {"pattern": "a.#", "direction": "in"})
+        assert (status, description) == (403, "Forbidden")
+    finally:
+        s.close()
+        if net is not None:
+            net.stop_all()
+
+
 def test_a_connection_link_route_section_is_a_configuration_error(router_factory):
     router = router_factory("connection.linkRoute {\n    pattern: i/am/bad\n"
                             "    direction: out\n}\n", wait=False)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from agent.management.entities import View
-from agent.management.protocol import BAD_REQUEST, CREATED, NO_CONTENT, ManagementError, Request
+from agent.management.protocol import (
+    BAD_REQUEST, CREATED, FORBIDDEN, NO_CONTENT, ManagementError, Request)
 from common.linkroutes import normalize
 from common.schema import EntityType
 
@@ -31,6 +32,8 @@ def create(request: Request, view: View, etype: EntityType, change: Any) -> Any:
     conn = view.connection_row(request.in_conn)
     if conn is None:
         raise ManagementError(BAD_REQUEST, "Parent connection no longer exists")
+    if request.in_conn in (view.snapshot.get("noDynamicLinkRoutes") or ()):
+        raise ManagementError(FORBIDDEN, "Forbidden")  # vhost policy allowDynamicLinkRoutes
     if conn.get("role") in _NOT_CLIENT_ROLES:
         raise ManagementError(BAD_REQUEST, "A connection-scoped link route can only be "
                                            "created over a client's own connection")
