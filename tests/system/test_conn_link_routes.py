@@ -25,6 +25,7 @@ from proton.utils import BlockingConnection
 from clients import Loop
 from conftest import START_TIMEOUT
 from test_link_routes import TIMEOUT, Mgmt
+from test_vhost_policy import OPEN_DEFAULT, policy
 
 T = "org.apache.qpid.dispatch."
 CLR = T + "router.connection.linkRoute"
@@ -265,25 +266,10 @@ def test_deleting_a_route_stops_routing_its_attaches(any_router, session):
     assert route_addresses(any_router) == {}
 
 
-NO_DYNAMIC_ROUTES = """
-policy {
-    enableVhostPolicy: true
-    defaultVhost: $default
-}
-vhost {
-    hostname: $default
-    allowUnknownUser: true
-    groups: {
-        "$default": {
-            "remoteHosts": "*",
-            "sources": "*",
-            "targets": "*",
-            "allowDynamicSource": true,
-            "allowDynamicLinkRoutes": false
-        }
-    }
-}
-"""
+# the open $default vhost of test_vhost_policy, its group forbidding them
+NO_DYNAMIC_ROUTES = policy() + OPEN_DEFAULT.replace(
+    '"allowDynamicSource": true', '"allowDynamicSource": true,\n'
+    '            "allowDynamicLinkRoutes": false')
 
 
 @pytest.mark.parametrize("which", ["ours", pytest.param("1.19", marks=pytest.mark.skipif(

@@ -322,6 +322,13 @@ class _Coordinator:
         self.thread.join(TIMEOUT)
 
 
+def _start_transaction(handler, event, url, address):
+    """A transactional client's start: its connection, its sender, a transaction declared."""
+    handler.conn = event.container.connect(url)
+    handler.sender = event.container.create_sender(handler.conn, address)
+    event.container.declare_transaction(handler.conn, handler=handler)
+
+
 def _coordinator_router(router_factory, port):
     """A router whose $coordinator and queue link routes lead to the coordinator on port."""
     router = router_factory(f"""
@@ -358,9 +365,7 @@ def test_coordinator_link_route_declares_and_discharges(router_factory):
 
         class Client(MessagingHandler, TransactionHandler):
             def on_start(self, event):
-                self.conn = event.container.connect(router.url)
-                self.sender = event.container.create_sender(self.conn, "queue.tx")
-                event.container.declare_transaction(self.conn, handler=self)
+                _start_transaction(self, event, router.url, "queue.tx")
 
             def on_transaction_declared(self, event):
                 events.append(("declared", event.transaction.id))
@@ -411,10 +416,8 @@ def test_transactional_state_reaches_the_container_for_deliveries_the_router_hel
 
         class Client(MessagingHandler, TransactionHandler):
             def on_start(self, event):
-                self.conn = event.container.connect(router.url)
-                self.sender = event.container.create_sender(self.conn, "queue.held")
-                event.container.declare_transaction(self.conn, handler=self)
                 self.txn = None
+                _start_transaction(self, event, router.url, "queue.held")
                 self.sent = 0
 
             def on_transaction_declared(self, event):
