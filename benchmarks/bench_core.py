@@ -3,7 +3,8 @@
 A script, not a test: ``python benchmarks/bench_core.py [--out FILE] [--messages N] [--batch B]``.
 
 One sender link (peer 0) to an address with 1 (closest), 2 (balanced) or 4 (multicast) receiver
-links (peer 1) that always have credit. Each round is what the core process sees per loop:
+links (peer 1) that always have credit, or (linkroute) a sender link-routed to a route
+container (peer 1) whose routed link is the receiver: the same rounds through the routed pair. Each round is what the core process sees per loop:
 
 1. the sender's worker batch: ``batch`` Transfers;
 2. the receivers' worker batch: a LinkFlow per receiver (credit topped up) and, unsettled, one
@@ -30,8 +31,8 @@ from typing import Any, Callable, Dict, List, Tuple
 from router_core import core as pure_core
 from common import ipc
 from common.ipc import (
-    DIR_IN, DIR_OUT, STATE_ACCEPTED, ConnOpened, Deliver, Disposition, LinkAttach, LinkFlow,
-    Transfer)
+    DIR_IN, DIR_OUT, STATE_ACCEPTED, ConnOpened, Deliver, Disposition, LinkAttach, LinkAttached,
+    LinkFlow, Transfer)
 
 try:
     from router_core import _core as compiled_core
@@ -40,11 +41,36 @@ except ImportError:  # not built: only the pure-Python figures
 
 SENDER, RECEIVER = 0, 1        # peer indexes
 SENDER_LINK = 10
-CONFIGS = (("closest", 1), ("balanced", 2), ("multicast", 4))
+# "linkroute": the sender's attach is link-routed to a route container (peer 1) whose one
+# routed link is the receiver: the same rounds through the routed pair instead of an address
+CONFIGS = (("closest", 1), ("balanced", 2), ("multicast", 4), ("linkroute", 1))
 PAYLOAD = b"\x00Sp\xc0\x02\x01A" + b"x" * 100
 
 
+def make_routed_core(cls: Callable[..., Any]) -> Tuple[Any, List[int]]:
+    """A core whose sender link is routed (linkRoute q in) to a route container: the
+    receiver is the router's mirror link toward it, answered as a container answers."""
+    core = cls("R1", seed=1, link_routes=[{"identity": "1", "prefix": "q", "direction": "in",
+                                           "connection": "c"}])
+    core.handle_batch(SENDER, [ConnOpened(1, "normal", "in", "h:1", "s", "l", "u", "", False,
+                                          250)], 0.0)
+    core.handle_batch(RECEIVER, [ConnOpened(2, "route-container", "out", "h:2", "r", "c", "",
+                                            "", False, 250)], 0.0)
+    core.take_effects()
+    source, target = ipc.terminus(ipc.TERMINUS_SOURCE, None), ipc.terminus(
+        ipc.TERMINUS_TARGET, "q")
+    core.handle_batch(SENDER, [LinkAttach(SENDER_LINK, 1, DIR_IN, "s", "q", False, False, 250,
+                                          "endpoint", source, target, [0, 0])], 0.0)
+    (out,) = core.take_effects()[RECEIVER]
+    core.handle_batch(RECEIVER, [LinkAttached(out.link_id, out.source, out.target, [0, 0])],
+                      0.0)
+    core.take_effects()
+    return core, [out.link_id]
+
+
 def make_core(cls: Callable[..., Any], dist: str, consumers: int) -> Tuple[Any, List[int]]:
+    if dist == "linkroute":
+        return make_routed_core(cls)
     core = cls("R1", default_distribution=dist, seed=1)
     core.handle_batch(SENDER, [ConnOpened(1, "normal", "in", "h:1", "s", "l", "u", "", False,
                                           250)], 0.0)

@@ -10,6 +10,14 @@ Two variants on one router (ours, or ``--router-cmd`` for another binary), the s
   in }`` routes the sender's attach there, so every message passes the routed link pair (no
   address lookup per transfer, credit from the receiver).
 
+The two differ in pipeline depth, not only in the router's work per message: a link route
+passes the receiver's credit on exactly (the sender has at most ``--credit`` in flight end to
+end), while message routing adds the router's own window (``linkCapacity``) in front of the
+receiver's. Fewer deliveries in flight make smaller batches per loop in the worker and the
+core (router syscalls per message were ~18-38% higher for ``linkroute``), so per-loop costs
+weigh more per message. ``--window N`` bounds the sender's unsettled deliveries in both
+variants alike: that compares the per-message work at the same depth.
+
 Router CPU is every router process's user+system time from /proc, sampled around each run
 (run_router_bench.RouterCpu), divided by the messages received. Prints a table, the ratios
 linkroute / message, and appends the ``bench/1`` lines (``variant`` is the name above) and
@@ -19,6 +27,7 @@ stopped here, every wait bounded.
 
     python benchmarks/bench_link_route.py --count 20000 --repeat 3 --both
     python benchmarks/bench_link_route.py --client c --count 200000 --repeat 3 --unsettled
+    python benchmarks/bench_link_route.py --client c --count 50000 --repeat 3 --both --window 100
 """
 from __future__ import annotations
 

@@ -95,7 +95,7 @@ cdef class Link:
     cdef public long long delivery_count, presettled_count, dropped_presettled_count
     cdef public long long accepted, rejected, released, modified
     cdef public object source, target, settle, remote_source, remote_target, remote_settle
-    cdef public bint attaching, fallback
+    cdef public bint attaching, fallback, mgmt
     cdef public object owner
     cdef public object peer_link
 
@@ -316,6 +316,7 @@ cdef mirror_credit(RouterCore core, Link receiver, bint drain)
 cpdef on_in_drained(RouterCore core, peer, cmd)
 @cython.locals(dlv=InDelivery, out=OutDelivery)
 cpdef on_sender_state(RouterCore core, peer, cmd)
+cdef routed_sent(RouterCore core, InDelivery dlv)
 
 # --- lifecycle.py -------------------------------------------------------------------------------
 cdef protocol_error(RouterCore core, text)

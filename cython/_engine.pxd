@@ -259,6 +259,7 @@ cdef class WorkerEngine:
     cdef public list outbox
     cdef public dict conns, conns_by_id, links, link_ptrs, in_dlvs, in_ids, out_dlvs, out_ids
     cdef public dict queued_out, oversize, _handlers, in_streams, in_stream_ids, out_streams
+    cdef public dict pending_states
     cdef public set q2_changed
     cdef public set dirty
     cdef public double _trim_check

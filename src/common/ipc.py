@@ -98,7 +98,8 @@ class ConnOpened(NamedTuple):
     user: str
     sasl: str          # SASL mechanism used ("" if none)
     # a worker's connection: [has TLS, encrypted, TLS protocol, cipher, ssf, authenticated,
-    # the peer's open properties (a map)], opaque to the core (router_core/corestate.py reads
+    # the peer's open properties (a map), may it create connection-scoped link routes (its
+    # vhost policy's allowDynamicLinkRoutes)], opaque to the core (router_core/corestate.py reads
     # it for management); the agent's internal connection: False
     encrypted: Any
     link_capacity: int
@@ -238,6 +239,14 @@ class LinkDrain(NamedTuple):
     """Ask the remote sender of an inbound link to drain the credit it has (AMQP flow with
     drain set; no new credit). The worker answers InDrained once the sender has drained."""
     link_id: int
+
+
+class DeliverOrigin(NamedTuple):
+    """Core -> agent, just before the Deliver (or StreamDeliver) ``dlv_id`` of a management
+    request: the connection it came in on, which connection-scoped entities
+    (``router.connection.linkRoute``) are created on and visible through."""
+    dlv_id: int
+    conn_id: int
 
 
 class DeliverState(NamedTuple):
@@ -635,7 +644,7 @@ MESSAGE_TYPES: tuple = (
     PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable, AttachOut, LinkAttached,
     LinkDrain, InDrained, SenderState, DeliverState,
     StreamTransfer, TransferChunk, StreamDeliver, DeliverChunk, StreamSent, StreamAck,
-    LogQuery, LogReport,
+    LogQuery, LogReport, DeliverOrigin,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

@@ -46,6 +46,11 @@ TYPE_ALIASES: dict[str, str] = {
 }
 
 #: Types that have no instances of their own (bases of the others), as in Qpid Dispatch 1.19.
+# The router.config types 1.19 names ``<type>/<N>`` when unnamed (N counting that type's
+# configuration sections from 0) and identifies by one counter shared among them and the
+# connection-scoped link routes (its core's), from 1 in the order the file is applied.
+ROUTER_CONFIG_TYPES = ("router.config.address", "router.config.linkRoute",
+                       "router.config.autoLink")
 ABSTRACT_TYPES = frozenset({"entity", "configurationEntity", "operationalEntity",
                             "org.amqp.management"})
 

@@ -87,7 +87,8 @@ from router_core.lifecycle import (
     close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened, on_detach,
     on_hello, on_policy_event, open_link)
 from router_core.linkroute import (
-    LinkRouteTable, add_link_route, delete_link_route, on_in_drained, on_sender_state)
+    LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
+    delete_link_route, on_in_drained, on_sender_state)
 from router_core.records import MODE_CODES, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
@@ -307,6 +308,15 @@ class RouterCore:
     def delete_link_route(self, identity: str) -> bool:
         """Remove the ``linkRoute`` ``identity``; False if there is none."""
         return delete_link_route(self, identity)
+
+    def create_conn_link_route(self, attributes: dict) -> str:
+        """Add a ``router.connection.linkRoute`` on connection ``attributes["connId"]``; the
+        problem as text ("" when added)."""
+        return add_conn_link_route(self, attributes)
+
+    def delete_conn_link_route(self, conn_id: int, identity: str) -> bool:
+        """Remove connection ``conn_id``'s link route ``identity``; False if there is none."""
+        return delete_conn_link_route(self, conn_id, identity)
 
     def attach_out(self, conn_id: int, direction: int, name: str, address: Optional[str],
                    source: Optional[dict], target: Optional[dict], settle: list,

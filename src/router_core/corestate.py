@@ -88,6 +88,15 @@ def route_status(lr: Any) -> dict:
             for identity, route in lr.routes.items()}
 
 
+def conn_route_views(lr: Any) -> list:
+    """The connection-scoped link routes (router.connection.linkRoute), each with the
+    connection that made it (``connId``: management shows a connection only its own)."""
+    return [{"identity": route.identity, "name": route.name, "pattern": route.pattern,
+             "direction": "in" if route.direction == DIR_IN else "out",
+             "containerId": route.parent.container, "connId": conn_id}
+            for conn_id, routes in lr.conn_routes.items() for route in routes.values()]
+
+
 def route_address_views(lr: Any) -> list:
     """router.address rows of the link-route addresses (``Cqueue``...: 1.19 lists them with
     the others; containerCount: the connected route containers)."""
@@ -179,6 +188,12 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
                       + route_address_views(lr)),
         # link routes: identity -> operStatus (router.config.linkRoute)
         "linkRoutes": route_status(lr),
+        "connLinkRoutes": conn_route_views(lr),
+        # connections whose vhost policy forbids connection-scoped link routes
+        "noDynamicLinkRoutes": [
+            conn.conn_id for conn in core.conns.values()
+            if isinstance(conn.encrypted, (list, tuple)) and len(conn.encrypted) >= 8
+            and conn.encrypted[7] is False],
         "connections": [_connection_view(conn, core.now) for conn in core.conns.values()],
         "gone": ([] if gone_after is None else
                  [gone_view(entry) for entry in core.gone if entry[0] > gone_after]),

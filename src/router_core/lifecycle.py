@@ -28,8 +28,8 @@ from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 from router_core.addrkeys import (
     FALLBACK_PHASE, address_of, key_of, new_temp, phase_key, unavailable, unref)
 from router_core.linkroute import (
-    ROUTED_LINK_LOST, announce_all, container_closed, container_opened, route_attach,
-    routed_attached, split_condition)
+    ROUTED_LINK_LOST, announce_all, container_closed, container_opened, drop_conn_routes,
+    route_attach, routed_attached, split_condition)
 from router_core.records import (
     CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
     LINK_TYPE_NAMES, LOG_CONN_CLOSED, LOG_CONN_OPENED, LOG_LINK_ATTACHED, LOG_LINK_DETACHED,
@@ -190,6 +190,8 @@ def _close(core: Any, conn: Connection, lost: bool = False) -> None:
         if link.owner is not None:
             detached_out(core, link, "connection closed")
     router_down(core, conn)
+    if core.lr.conn_routes:
+        drop_conn_routes(core, conn)
     if conn.role == ROLE_ROUTE_CONTAINER:
         container_closed(core, conn)
     core._record_gone("connection", conn)

@@ -50,7 +50,7 @@ class LinkRoute:
     """One configured ``linkRoute``."""
 
     __slots__ = ("identity", "name", "direction", "pattern", "is_prefix", "key", "add_prefix",
-                 "del_prefix", "connection", "container_id", "addr")
+                 "del_prefix", "connection", "container_id", "addr", "parent")
 
     def __init__(self, attributes: dict) -> None:
         self.identity = str(attributes.get("identity"))
@@ -65,9 +65,14 @@ class LinkRoute:
         self.connection = attributes.get("connection")
         self.container_id = attributes.get("containerId")
         self.addr = None
+        # a connection-scoped route (router.connection.linkRoute): the connection that
+        # created it over management, its one destination; it goes when that connection does
+        self.parent = None
 
     def serves(self, conn: Any) -> bool:
         """Does the route-container connection ``conn`` lead to this route's container?"""
+        if self.parent is not None:
+            return conn is self.parent
         return ((self.connection is not None and self.connection == conn.listener)
                 or (self.container_id is not None and self.container_id == conn.container))
 
@@ -99,11 +104,16 @@ class RouteAddress:
 class LinkRouteTable:
     """Every link route and route address of one core, and the matchers per direction."""
 
-    __slots__ = ("routes", "addrs", "matchers", "by_rule", "logs")
+    __slots__ = ("routes", "addrs", "matchers", "by_rule", "logs", "conn_routes", "held_states")
 
     def __init__(self) -> None:
         self.logs = []              # (level, text) for the core process's log (take_logs)
         self.routes = {}            # identity -> LinkRoute, in creation order
+        # connection-scoped routes: conn_id -> {identity -> LinkRoute}, in creation order
+        self.conn_routes = {}
+        # a sender's state for a routed delivery the core still holds: in dlv_id ->
+        # (state, info), passed on when the delivery is sent (routed_sent), gone with unhold
+        self.held_states = {}
         self.addrs = {}             # key -> RouteAddress
         self.matchers = [None, None]  # DIR_IN / DIR_OUT -> AddressRules over the patterns
         self.by_rule = [[], []]     # DIR_* -> RouteAddress of each rule, by rule order
@@ -123,8 +133,11 @@ class LinkRouteTable:
     def note(self, text: str, route: "LinkRoute") -> None:
         """Log a route's (de)activation as 1.19 does: by its name, and the connection name or
         container id it names."""
-        where = (f"connection {route.connection}" if route.connection is not None
-                 else f"container {route.container_id}")
+        if route.parent is not None:  # 1.19 names a client connection by its container
+            where = f"container {route.parent.container}"
+        else:
+            where = (f"connection {route.connection}" if route.connection is not None
+                     else f"container {route.container_id}")
         if len(self.logs) < 1000:
             self.logs.append(("info", f"{text} '{route.name or route.identity}' on {where}"))
 
@@ -144,6 +157,68 @@ def add_link_route(core: Any, attributes: dict) -> LinkRoute:
     route = LinkRoute(attributes)
     if route.identity in table.routes:
         raise ValueError(f"link route {route.identity} exists")
+    _add_to_address(table, route)
+    table.routes[route.identity] = route
+    for conn in core.conns.values():
+        if conn.role == ROLE_ROUTE_CONTAINER and route.serves(conn):
+            table.note("Link Route Activated", route)
+            _bind(core, route.addr, conn)
+    return route
+
+
+def delete_link_route(core: Any, identity: str) -> bool:
+    """Remove a link route; its address goes when no route refers to it any more (links
+    already routed through it stay paired, as in 1.19). False if there is no such route."""
+    route = core.lr.routes.pop(str(identity), None)
+    if route is None:
+        return False
+    _drop_route(core, route)
+    return True
+
+
+def add_conn_link_route(core: Any, attributes: dict) -> str:
+    """A connection-scoped link route (``router.connection.linkRoute``, validated by the
+    agent: identity, name, pattern, direction, connId): its connection is at once its one
+    destination, whatever its role. The problem as text, or "" when it was added."""
+    table = core.lr
+    conn = core.conns.get(attributes.get("connId"))
+    if conn is None:
+        return "Parent connection no longer exists"
+    routes = table.conn_routes.get(conn.conn_id)
+    if routes is None:
+        routes = table.conn_routes[conn.conn_id] = {}
+    route = LinkRoute(attributes)
+    if route.identity in routes:
+        return f"link route {route.identity} exists"
+    route.parent = conn
+    routes[route.identity] = route
+    _add_to_address(table, route)
+    table.note("Link Route Activated", route)
+    _bind(core, route.addr, conn)
+    return ""
+
+
+def delete_conn_link_route(core: Any, conn_id: Any, identity: str) -> bool:
+    """Remove connection ``conn_id``'s route ``identity``; False if it has none such."""
+    routes = core.lr.conn_routes.get(conn_id)
+    route = None if routes is None else routes.pop(str(identity), None)
+    if route is None:
+        return False
+    if not routes:
+        del core.lr.conn_routes[conn_id]
+    _drop_route(core, route)
+    return True
+
+
+def drop_conn_routes(core: Any, conn: Any) -> None:
+    """``conn`` closed: the routes it created go with it (1.19)."""
+    routes = core.lr.conn_routes.pop(conn.conn_id, None)
+    if routes:
+        for route in routes.values():
+            _drop_route(core, route)
+
+
+def _add_to_address(table: LinkRouteTable, route: LinkRoute) -> None:
     addr = table.addrs.get(route.key)
     if addr is None:
         addr = table.addrs[route.key] = RouteAddress(route.key, route.pattern, route.add_prefix,
@@ -154,21 +229,10 @@ def add_link_route(core: Any, attributes: dict) -> LinkRoute:
         addr.del_prefix = route.del_prefix
     route.addr = addr
     addr.routes.append(route)
-    table.routes[route.identity] = route
-    for conn in core.conns.values():
-        if conn.role == ROLE_ROUTE_CONTAINER and route.serves(conn):
-            table.note("Link Route Activated", route)
-            _bind(core, addr, conn)
-    return route
 
 
-def delete_link_route(core: Any, identity: str) -> bool:
-    """Remove a link route; its address goes when no route refers to it any more (links
-    already routed through it stay paired, as in 1.19). False if there is no such route."""
+def _drop_route(core: Any, route: LinkRoute) -> None:
     table = core.lr
-    route = table.routes.pop(str(identity), None)
-    if route is None:
-        return False
     addr = route.addr
     addr.routes.remove(route)
     for conn in addr.conns:
@@ -180,7 +244,6 @@ def delete_link_route(core: Any, identity: str) -> bool:
     if not addr.routes and not addr.remotes:
         del table.addrs[addr.key]
         table.rebuild()
-    return True
 
 
 def _bind(core: Any, addr: RouteAddress, conn: Any) -> None:
@@ -454,9 +517,22 @@ def on_in_drained(core: Any, peer: Any, cmd: Any) -> None:
 def on_sender_state(core: Any, peer: Any, cmd: Any) -> None:
     """SenderState: the sender of a link-routed delivery gave it a state (a transactional
     send): the delivery forwarded for it gets the same state (DeliverState). A delivery the
-    core still holds (its receiver had taken its credit back) does not get it."""
+    core still holds (its receiver had taken its credit back) keeps the state until it is
+    sent (:func:`routed_sent`); the latest state given wins."""
     dlv = core.in_unsettled.get(cmd[0])
-    if dlv is None or dlv.link.peer_link is None or dlv.out is None:
+    if dlv is None or dlv.link.peer_link is None:
         return
     out = dlv.out
+    if out is None:
+        if dlv.pending:  # held at the pair's address
+            core.lr.held_states[dlv.dlv_id] = (cmd[1], cmd[2])
+        return
     core._emit(out.link.peer, DeliverState(out.out_id, cmd[1], cmd[2]))
+
+
+def routed_sent(core: Any, dlv: Any) -> None:
+    """A routed delivery the core held was sent: the state its sender gave it meanwhile
+    follows it (DeliverState)."""
+    state = core.lr.held_states.pop(dlv.dlv_id, None)
+    if state is not None and dlv.out is not None:
+        core._emit(dlv.out.link.peer, DeliverState(dlv.out.out_id, state[0], state[1]))

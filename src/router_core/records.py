@@ -172,7 +172,11 @@ class Link:
                  # in on it is never redirected to the fallback again, nor counted as ingress
                  "fallback",
                  # a link-routed link: the other link of its pair (linkroute.py), else None
-                 "peer_link")
+                 "peer_link",
+                 # a management request link of the agent (internal connection, outbound):
+                 # what is sent on it is preceded by the connection it came in on
+                 # (DeliverOrigin), as 1.19's agent knows a request's connection
+                 "mgmt")
 
     def __init__(self, link_id: int, conn: Connection, direction: int, name: str,
                  address: Optional[str], presettled: bool, capacity: int) -> None:
@@ -189,6 +193,7 @@ class Link:
         container = conn.role == ROLE_ROUTE_CONTAINER
         self.from_container = container and direction == DIR_IN
         self.to_container = container and direction != DIR_IN
+        self.mgmt = conn.role == ROLE_INTERNAL and direction != DIR_IN
         self.link_type = LINK_ENDPOINT
         self.router = False
         self.priority = -1

@@ -87,6 +87,8 @@ def unhold(core: Any, dlv: InDelivery) -> None:
     dlv.payload = None
     dlv.queued_on = None
     dlv.link.held -= 1
+    if core.lr.held_states:  # a routed delivery's sender state not passed on (linkroute.py)
+        core.lr.held_states.pop(dlv.dlv_id, None)
     core._replenish(dlv.link)
 
 

@@ -15,13 +15,13 @@ from collections import deque
 from typing import Any, Optional
 
 from common.ipc import (
-    DIR_OUT, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver, Drained, RouterDeliver,
-    UpdateIn)
+    DIR_OUT, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver, DeliverOrigin, Drained,
+    RouterDeliver, UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import (
     LINK_CONTROL, LINK_DATA, Address, InDelivery, Link, OutDelivery, _effect, _fields,
     _held_queues, _in_delivery, _out_delivery, _own)
-from router_core.linkroute import mirror_credit
+from router_core.linkroute import mirror_credit, routed_sent
 from router_core.settlement import (
     copy_done, copy_unqueued, count_outcome, forget_out, release_waiting, settle_in, unhold)
 from router_core.streaming import Stream, start_copy, stream_bytes
@@ -101,6 +101,8 @@ def send_copy(core: Any, link: Link, dlv: InDelivery) -> Any:
 def send_local(core: Any, link: Link, target: Link, dlv_id: Any, settled: bool, payload: Any,
                addr: Address) -> None:
     """One anycast delivery to the local consumer ``target`` (which has credit)."""
+    if target.mgmt:  # a management request: the agent learns the connection it came on
+        core._emit(target.peer, DeliverOrigin(core._next_out, link.conn.conn_id))
     if settled:
         send(core, target, None, True, payload)
     else:
@@ -232,10 +234,14 @@ def on_flow(core: Any, peer: Any, cmd: Any) -> None:
                     dlv = queues[p].popleft()
                     break
             addr.held -= 1
+            if link.mgmt:
+                core._emit(link.peer, DeliverOrigin(core._next_out, dlv.link.conn.conn_id))
             if dlv.settled:
                 send(core, link, None, True, dlv.payload)
             else:
                 dlv.out = send(core, link, dlv, False, dlv.payload)
+                if core.lr.held_states and link.peer_link is not None:
+                    routed_sent(core, dlv)  # its sender's state, given while it was held
             unhold(core, dlv)
     if link.peer_link is not None:  # link-routed: the sender gets this credit and drain
         mirror_credit(core, link, drain)

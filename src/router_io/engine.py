@@ -696,6 +696,9 @@ class WorkerEngine:
         self.out_dlvs: dict = {}    # core delivery id -> (dlv ptr, Link)
         self.out_ids: dict = {}     # dlv ptr -> core delivery id
         self.queued_out: dict = {}  # core delivery id -> its out_queue entry (unsettled only)
+        # DeliverState for a delivery not handed to proton yet (out_queue, or behind a stream
+        # on its link): core delivery id -> (state, info), set when its proton delivery is made
+        self.pending_states: dict = {}
         self.oversize: dict = {}    # inbound dlv address -> True: over maxMessageSize, discarded
         # streaming deliveries: inbound by proton delivery (hot pointer) and by id, outbound by
         # the core's id; connections whose Q2 state changed (the worker re-arms their polling)
@@ -1182,6 +1185,10 @@ class WorkerEngine:
             security_info.append(_plain_properties(pc.remote_properties))
         except Exception:  # noqa: BLE001 - properties proton cannot decode: show none
             security_info.append({})
+        # 8th: may this connection create connection-scoped link routes (vhost policy's
+        # allowDynamicLinkRoutes; management reads it, 403 when not, as 1.19)
+        security_info.append(True if conn.policy is None
+                             else bool(getattr(conn.policy, "allowDynamicLinkRoutes", True)))
         conn.max_message_size = self.max_message_size(
             conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
         inter_router = conn.role == INTER_ROUTER
@@ -1471,6 +1478,8 @@ class WorkerEngine:
             for entry in queue:
                 if entry[0] is link:
                     self.queued_out.pop(entry[1], None)
+                    if self.pending_states:
+                        self.pending_states.pop(entry[1], None)
             link.conn.out_queue = deque(e for e in queue if e[0] is not link)
             link.queued = 0
         link.open = False
@@ -1483,6 +1492,9 @@ class WorkerEngine:
             self.out_streams.pop(rec.dlv_id, None)
         if link.waiting:
             link.queued -= len(link.waiting)
+            if self.pending_states:
+                for w in link.waiting:
+                    self.pending_states.pop(w[0] if type(w) is tuple else w.dlv_id, None)
             link.waiting.clear()
         if link.out_stream is not None:
             link.out_stream = None
@@ -1971,16 +1983,45 @@ class WorkerEngine:
         self.dirty.add(link.conn)
 
     def _fx_deliver_state(self, fx: ipc.DeliverState) -> None:
+        """The state a link-routed sender gave a delivery, set on the delivery sent for it; one
+        still waiting here gets it when it is handed to proton."""
         entry = self.out_dlvs.get(fx.dlv_id)
-        if entry is None:  # settled, or still waiting in the out_queue: the state is not set
+        if entry is not None:
+            d_ptr, link = entry
+            self._set_sender_state(_cdata("pn_delivery_t *", d_ptr), fx.state, fx.info)
+            self.dirty.add(link.conn)
             return
-        d_ptr, link = entry
-        delivery = _cdata("pn_delivery_t *", d_ptr)
-        if fx.info and fx.info.get("data"):
-            _decode_data(lib.pn_disposition_data(lib.pn_delivery_local(delivery)),
-                         fx.info["data"])
-        lib.pn_delivery_update(delivery, fx.state)
-        self.dirty.add(link.conn)
+        queued = self.queued_out.get(fx.dlv_id)
+        rec = self.out_streams.get(fx.dlv_id) if self.out_streams else None
+        if queued is not None and queued[5] is not None:  # partly handed to proton already
+            self._set_sender_state(queued[5], fx.state, fx.info)
+            self.dirty.add(queued[0].conn)
+        elif rec is not None and rec.d is not None:  # a streamed one, under way
+            self._set_sender_state(rec.d, fx.state, fx.info)
+            self.dirty.add(rec.link.conn)
+        elif queued is not None or self._waits_on_a_link(fx.dlv_id):
+            self.pending_states[fx.dlv_id] = (fx.state, fx.info)
+        # else settled already: nothing to set
+
+    def _waits_on_a_link(self, dlv_id: Any) -> bool:
+        """Is ``dlv_id`` behind a streamed delivery on its link (Link.waiting)? (rare: only
+        for a DeliverState that found no delivery)"""
+        rec = self.out_streams.get(dlv_id)
+        if rec is not None:
+            return True
+        return any(type(w) is tuple and w[0] == dlv_id
+                   for link in self.links.values() if link.waiting for w in link.waiting)
+
+    def _pending_state(self, dlv_id: Any, delivery: Any) -> None:
+        pending = self.pending_states.pop(dlv_id, None)
+        if pending is not None:
+            self._set_sender_state(delivery, pending[0], pending[1])
+
+    @staticmethod
+    def _set_sender_state(delivery: Any, state: int, info: Optional[dict]) -> None:
+        if info and info.get("data"):
+            _decode_data(lib.pn_disposition_data(lib.pn_delivery_local(delivery)), info["data"])
+        lib.pn_delivery_update(delivery, state)
 
     def _fx_link_drain(self, fx: ipc.LinkDrain) -> None:
         link = self.links.get(fx.link_id)
@@ -2029,6 +2070,8 @@ class WorkerEngine:
         conn.out_room -= len(payload)
         l_ptr = link.key
         d_ptr = _pn_delivery_tagged(l_ptr, dlv_id)
+        if self.pending_states:  # (link routes: a sender's state given while it waited)
+            self._pending_state(dlv_id, _cdata("pn_delivery_t *", d_ptr))
         _pn_link_send_all(l_ptr, payload)
         _pn_link_advance(l_ptr)
         link.sent += 1
@@ -2082,6 +2125,8 @@ class WorkerEngine:
                     d_ptr = entry[5] = rec.d
                 else:
                     d_ptr = entry[5] = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
+                    if self.pending_states:
+                        self._pending_state(dlv_id, d_ptr)
             n = min(len(payload) - offset, conn.out_room)
             if n:
                 lib.pn_link_send(l_ptr, ffi.from_buffer(payload) + offset, n)

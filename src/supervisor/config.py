@@ -24,7 +24,7 @@ from supervisor.confsyntax import RawSection as _RawSection
 from supervisor.confsyntax import parse_conf as _parse_conf
 from supervisor.confsyntax import parse_json as _parse_json
 from common.linkroutes import create_problem as link_route_problem
-from common.schema import (EntityType, SchemaError, auto_link_phase, auto_link_problem,
+from common.schema import (ROUTER_CONFIG_TYPES, EntityType, SchemaError, auto_link_phase, auto_link_problem,
                            listen_addresses_clash, load_schema, normalize_attribute_name,
                            reference_problem)
 from common.security import connection_problem, ssl_profile_problem
@@ -392,12 +392,23 @@ def _identifier(entity: Entity, counters: dict[str, int]) -> str:
 
 
 def _assign_names(entities: list[Entity]) -> None:
-    """Give every entity a unique identity ``<shortType>/<identifier>``; name defaults to it."""
+    """Give every entity a unique identity ``<shortType>/<identifier>``; name defaults to it.
+    The router.config types are named and numbered as 1.19 does (common.schema
+    ROUTER_CONFIG_TYPES)."""
     counters: dict[str, int] = {}
     identities: set[str] = set()
     names: dict[tuple[str, str], int | None] = {}
     for entity in entities:
         attrs = entity.attributes
+        if entity.short_type in ROUTER_CONFIG_TYPES:  # as 1.19: linkRoute/0, identity "3"
+            short = entity.short_type[len("router.config."):]
+            index = counters.get(short, 0)
+            counters[short] = index + 1
+            counters["router.config"] = counters.get("router.config", 0) + 1
+            attrs["identity"] = str(counters["router.config"])
+            attrs.setdefault("name", f"{short}/{index}")
+            _check_name(entity, names)
+            continue
         base = f"{entity.short_type}/{_identifier(entity, counters)}"
         identity, n = base, 1
         while identity in identities:
@@ -406,11 +417,16 @@ def _assign_names(entities: list[Entity]) -> None:
         identities.add(identity)
         attrs["identity"] = identity
         attrs.setdefault("name", identity)
-        key = (entity.short_type, attrs["name"])
-        if key in names:
-            raise _Problem(f"duplicate name '{attrs['name']}' for {entity.short_type} "
-                           f"(also used at line {names[key]})", entity.line)
-        names[key] = entity.line
+        _check_name(entity, names)
+
+
+def _check_name(entity: Entity, names: dict) -> None:
+    attrs = entity.attributes
+    key = (entity.short_type, attrs["name"])
+    if key in names:
+        raise _Problem(f"duplicate name '{attrs['name']}' for {entity.short_type} "
+                       f"(also used at line {names[key]})", entity.line)
+    names[key] = entity.line
 
 
 def _check_unique(entities: list[Entity]) -> None:

@@ -96,7 +96,7 @@ def _without(entity: dict, *keys: str) -> dict:
 
 def _address_key(entity: dict, short: str = "router.config.address") -> str:
     name = str(entity.get("name"))
-    if name.startswith(short + "/"):
+    if name.startswith(short[len("router.config."):] + "/"):  # address/0, linkRoute/2 (1.19)
         # unnamed: its generated name depends on its position in the file, so match on content
         content = _without(_creatable(short, entity), "name")
         return "attrs:" + json.dumps(content, sort_keys=True, default=str)

@@ -149,7 +149,7 @@ def test_management_shows_link_routes_and_their_addresses(router_factory, c_brok
     router = router_factory(route_config(broker))
     rows = wait_active(router)
     assert len(rows) == 2
-    assert "ROUTER_CORE (info) Link Route Activated 'router.config.linkRoute/1' on connection " \
+    assert "ROUTER_CORE (info) Link Route Activated 'linkRoute/0' on connection " \
            "broker" in router.proc.wait_for_line("Link Route Activated")
     client = Mgmt(router.url)
     try:
@@ -277,7 +277,9 @@ class _Coordinator:
     as the example broker has no transactions): it declares transaction ``txn-1`` and accepts
     discharges, recording what it was asked."""
 
-    def __init__(self, port):
+    def __init__(self, port, gate=None, prefetch=10):
+        """``gate``: a threading.Event the container waits for (bounded) on the first message
+        sent inside a transaction, reading nothing meanwhile; ``prefetch``: its credit window."""
         from proton import Described  # noqa: PLC0415
         from proton.handlers import MessagingHandler  # noqa: PLC0415
         from proton.reactor import Container  # noqa: PLC0415
@@ -286,7 +288,7 @@ class _Coordinator:
 
         class Handler(MessagingHandler):
             def __init__(self):
-                super().__init__(auto_accept=False)
+                super().__init__(prefetch=prefetch, auto_accept=False)
 
             def on_start(self, event):
                 outer.acceptor = event.container.listen(f"127.0.0.1:{port}")
@@ -300,6 +302,8 @@ class _Coordinator:
                 if kind is None:  # a message sent inside a transaction: its state and txn-id
                     kind = (event.message.body, dlv.remote_state,
                             bytes(dlv.remote.data[0]) if dlv.remote.data else None)
+                    if gate is not None:
+                        gate.wait(TIMEOUT)
                 outer.requests.append(kind)
                 if kind == "declare":  # answer declared(txn-id)
                     dlv.local.data = [b"txn-1"]
@@ -318,6 +322,37 @@ class _Coordinator:
         self.thread.join(TIMEOUT)
 
 
+def _start_transaction(handler, event, url, address):
+    """A transactional client's start: its connection, its sender, a transaction declared."""
+    handler.conn = event.container.connect(url)
+    handler.sender = event.container.create_sender(handler.conn, address)
+    event.container.declare_transaction(handler.conn, handler=handler)
+
+
+def _coordinator_router(router_factory, port):
+    """A router whose $coordinator and queue link routes lead to the coordinator on port."""
+    router = router_factory(f"""
+        connector {{
+            name: txn
+            host: 127.0.0.1
+            port: {port}
+            role: route-container
+        }}
+        linkRoute {{
+            prefix: $coordinator
+            direction: in
+            connection: txn
+        }}
+        linkRoute {{
+            prefix: queue
+            direction: in
+            connection: txn
+        }}
+        """)
+    wait_active(router, count=2)
+    return router
+
+
 def test_coordinator_link_route_declares_and_discharges(router_factory):
     from proton.handlers import MessagingHandler, TransactionHandler  # noqa: PLC0415
     from proton.reactor import Container  # noqa: PLC0415
@@ -325,32 +360,12 @@ def test_coordinator_link_route_declares_and_discharges(router_factory):
     port = free_port()
     coordinator = _Coordinator(port)
     try:
-        router = router_factory(f"""
-            connector {{
-                name: txn
-                host: 127.0.0.1
-                port: {port}
-                role: route-container
-            }}
-            linkRoute {{
-                prefix: $coordinator
-                direction: in
-                connection: txn
-            }}
-            linkRoute {{
-                prefix: queue
-                direction: in
-                connection: txn
-            }}
-            """)
-        wait_active(router, count=2)
+        router = _coordinator_router(router_factory, port)
         events = []
 
         class Client(MessagingHandler, TransactionHandler):
             def on_start(self, event):
-                self.conn = event.container.connect(router.url)
-                self.sender = event.container.create_sender(self.conn, "queue.tx")
-                event.container.declare_transaction(self.conn, handler=self)
+                _start_transaction(self, event, router.url, "queue.tx")
 
             def on_transaction_declared(self, event):
                 events.append(("declared", event.transaction.id))
@@ -379,6 +394,75 @@ def test_coordinator_link_route_declares_and_discharges(router_factory):
         assert sorted(map(str, coordinator.requests[1:])) == sorted(
             map(str, [("in txn", 0x34, b"txn-1"), "discharge"]))
     finally:
+        coordinator.stop()
+
+
+def test_transactional_state_reaches_the_container_for_deliveries_the_router_held(
+        router_factory):
+    """The route container stops reading (its socket fills, the router holds the sender's
+    further deliveries in the core and the worker); every message sent inside the transaction
+    still reaches it with its transactional state once it reads again."""
+    from proton.handlers import MessagingHandler, TransactionHandler  # noqa: PLC0415
+    from proton.reactor import Container  # noqa: PLC0415
+    from conftest import free_port  # noqa: PLC0415
+    count, size = 200, 64 * 1024
+    port = free_port()
+    gate = threading.Event()
+    coordinator = _Coordinator(port, gate=gate, prefetch=count)
+    client = None
+    try:
+        router = _coordinator_router(router_factory, port)
+        events = []
+
+        class Client(MessagingHandler, TransactionHandler):
+            def on_start(self, event):
+                self.txn = None
+                _start_transaction(self, event, router.url, "queue.held")
+                self.sent = 0
+
+            def on_transaction_declared(self, event):
+                self.txn = event.transaction
+                self.on_sendable(event)
+
+            def on_sendable(self, event):
+                while self.txn is not None and self.sent < count and self.sender.credit > 0:
+                    self.txn.send(self.sender, Message(body=f"{self.sent:06d}" + "x" * size))
+                    self.sent += 1
+
+            def on_accepted(self, event):  # committed once the container has them all
+                self.accepted = getattr(self, "accepted", 0) + 1
+                if self.accepted == count:
+                    events.append("accepted")
+                    self.txn.commit()
+
+            def on_transaction_committed(self, event):
+                events.append("committed")
+                self.conn.close()
+
+        client = Container(Client())
+        thread = threading.Thread(target=client.run, daemon=True)
+        thread.start()
+        mgmt = Mgmt(router.url)
+        try:  # until the core holds some of the sender's deliveries (the container is stuck)
+            deadline = time.monotonic() + TIMEOUT
+            while not any(r["linkDir"] == "in" and r["owningAddr"] == "Cqueue"
+                          and r["undeliveredCount"] > 0
+                          for r in mgmt.query("router.link", ["linkDir", "owningAddr",
+                                                              "undeliveredCount"])):
+                assert time.monotonic() < deadline, "the router never held a delivery"
+                time.sleep(0.1)
+        finally:
+            mgmt.close()
+        gate.set()
+        thread.join(TIMEOUT * 3)
+        assert events == ["accepted", "committed"]
+        sent = [r for r in coordinator.requests if isinstance(r, tuple)]
+        assert len(sent) == count
+        assert {(state, txn) for _, state, txn in sent} == {(0x34, b"txn-1")}
+    finally:
+        gate.set()
+        if client is not None:
+            client.stop()
         coordinator.stop()
 
 

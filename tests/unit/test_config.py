@@ -152,7 +152,9 @@ def test_address_defaults_and_comments_and_hash_in_pattern() -> None:
     assert first.attributes["priority"] == -1 and first.attributes["enableFallback"] is False
     assert second.attributes == second.attributes | {"prefix": "queue", "waypoint": True,
                                                      "distribution": "balanced"}
-    assert [first.identity, second.identity] == ["router.config.address/1", "router.config.address/2"]
+    # as 1.19 names and numbers them: address/N from 0, identities from one counter
+    assert [first.identity, second.identity] == ["1", "2"]
+    assert [first.attributes["name"], second.attributes["name"]] == ["address/0", "address/1"]
     assert first.line == 2 and second.line == 6
 
 
@@ -579,3 +581,45 @@ def test_conf_and_json_forms_agree(sections: list[tuple[str, dict[str, str]]]) -
         assert entity.attributes.get("prefix") == attrs.get("prefix")
         assert entity.attributes.get("pattern") == attrs.get("pattern")
     assert RouterConfig.from_json(from_conf.to_json()) == from_conf
+
+
+def test_router_config_entities_are_named_and_numbered_as_1_19_does():
+    """1.19 (checked against its qdmanage): unnamed sections are ``<type>/N`` counting that
+    type's sections from 0 (named ones too); identities come from one counter over addresses,
+    link routes and auto-links in the order they are applied; management CREATE goes on."""
+    from agent.management.store import ConfigStore  # noqa: PLC0415
+    from supervisor.children import build_spec  # noqa: PLC0415
+    c = conf("""\
+        autoLink {
+            address: qqq
+            direction: in
+            connection: broker
+        }
+        linkRoute {
+            prefix: queue
+            direction: in
+            connection: broker
+        }
+        linkRoute {
+            name: named
+            prefix: queue
+            direction: out
+            connection: broker
+        }
+        address {
+            prefix: foo
+        }
+        linkRoute {
+            pattern: a.*.b
+            direction: out
+            containerId: xx
+        }
+        """)
+    got = [(e.attributes["name"], e.identity) for short in ("address", "linkRoute", "autoLink")
+           for e in c.of_type(short)]
+    assert got == [("address/0", "1"), ("linkRoute/0", "2"), ("named", "3"),
+                   ("linkRoute/2", "4"), ("autoLink/0", "5")]
+    store = ConfigStore(build_spec(c))
+    etype = store.schema.entity_type("router.config.linkRoute")
+    created = store.validate_create(etype, {"prefix": "x", "direction": "in"}, "mine")
+    assert (created["name"], created["identity"]) == ("mine", "6")

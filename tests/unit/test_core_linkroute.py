@@ -308,6 +308,31 @@ def test_the_senders_state_reaches_the_forwarded_delivery(core_cls):
     assert isinstance(deliver, Deliver) and state == DeliverState(deliver.dlv_id, 0x34, info)
 
 
+def test_the_senders_state_follows_a_delivery_the_core_held(core_cls):
+    """The receiver's credit went (the worker reported a lower limit): the next delivery is
+    held; the state its sender gives it meanwhile goes out right after it once it is sent, and
+    is forgotten when a held delivery goes back instead."""
+    from common.ipc import DeliverState, SenderState  # noqa: PLC0415
+    h = routed_core(core_cls)
+    (out,) = attach(h, 10, DIR_IN, "queue.t")[BROKER]
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]),
+         LinkFlow(out.link_id, 1, False), peer=BROKER)
+    h.core.take_effects()
+    h.do(Transfer(400, 10, None, False, 0, b"m1"), peer=CLIENT)
+    h.core.take_effects()
+    info = {"data": b"\xc0\x06\x01\xa0\x03tx1"}
+    h.do(Transfer(401, 10, None, False, 0, b"m2"), SenderState(401, 0x34, info), peer=CLIENT)
+    assert BROKER not in h.core.take_effects()  # held: no credit
+    h.do(LinkFlow(out.link_id, 2, False), peer=BROKER)
+    deliver, state = h.core.take_effects()[BROKER]
+    assert isinstance(deliver, Deliver) and deliver.payload == b"m2"
+    assert state == DeliverState(deliver.dlv_id, 0x34, info)
+    assert h.core.lr.held_states == {}
+    h.do(Transfer(402, 10, None, False, 0, b"m3"), SenderState(402, 0x34, None), peer=CLIENT)
+    h.do(LinkDetach(out.link_id, True, ""), peer=BROKER)  # goes back: the state with it
+    assert h.core.lr.held_states == {}
+
+
 def test_a_local_route_for_a_learned_address_brings_its_external_prefixes(net):
     net.do(RemoteAddress("Cqueue", "R4", True, 4), peer=AGENT)
     net.core.create_link_route({"identity": "5", "prefix": "queue", "direction": "in",
@@ -359,3 +384,65 @@ def test_dynamic_terminus_is_routed_by_its_dynamic_node_properties_address(core_
     h.do(LinkAttach(11, 1, DIR_OUT, "dyn2", None, True, False, 10, "endpoint",
                     terminus(TERMINUS_SOURCE, None, dynamic=True), None, [0, 0]), peer=CLIENT)
     assert isinstance(h.core.take_effects()[CLIENT][0], LinkOpen)
+
+
+# --- connection-scoped link routes (router.connection.linkRoute) ------------------------------
+def test_connection_scoped_route_goes_to_its_connection_and_goes_with_it(core_cls):
+    """A route created over connection 2 (a normal one: any role) makes it the destination of
+    matching attaches from other connections; closing it removes the route and its address;
+    a route for a connection that is gone is refused with 1.19's text."""
+    h = Harness(core_cls)
+    h.conn(1, peer=CLIENT)
+    h.conn(2, peer=BROKER)
+    assert h.core.create_conn_link_route({"identity": "7", "name": "clr", "pattern": "flea.*",
+                                          "direction": "in", "connId": 2}) == ""
+    views = h.core.snapshot()["connLinkRoutes"]
+    assert views == [{"identity": "7", "name": "clr", "pattern": "flea.*", "direction": "in",
+                      "containerId": "c2", "connId": 2}]
+    assert route_addresses(h)["Eflea.*"]["containerCount"] == 1
+    fx = attach(h, 10, DIR_IN, "flea.x")
+    (out,) = fx[BROKER]
+    assert isinstance(out, AttachOut) and out.conn_id == 2
+    assert not h.core.delete_conn_link_route(1, "7")  # another connection's: not found
+    h.do(ConnClosed(2, ""), peer=BROKER)
+    assert route_addresses(h) == {} and h.core.snapshot()["connLinkRoutes"] == []
+    assert h.core.create_conn_link_route({"identity": "8", "pattern": "a", "direction": "in",
+                                          "connId": 2}) == "Parent connection no longer exists"
+
+
+def test_connection_scoped_route_deleted_keeps_a_shared_address(core_cls):
+    h = Harness(core_cls, link_routes=[dict(LR_PATTERN, pattern="flea.*")])
+    h.conn(2, peer=BROKER)
+    h.core.create_conn_link_route({"identity": "7", "pattern": "flea.*", "direction": "in",
+                                   "connId": 2})
+    assert route_addresses(h)["Eflea.*"]["containerCount"] == 1
+    assert h.core.delete_conn_link_route(2, "7")
+    assert route_addresses(h)["Eflea.*"]["containerCount"] == 0  # the configured one stays
+
+
+def test_a_management_request_is_preceded_by_the_connection_it_came_on(core_cls):
+    """The agent's request links (internal connection, outbound) get DeliverOrigin just before
+    each Deliver (also when the request waited for credit); other receivers never do."""
+    from common.ipc import DeliverOrigin  # noqa: PLC0415
+    agent = 2
+    h = Harness(core_cls)
+    h.conn(1, peer=CLIENT)
+    h.conn(9, peer=agent, role="internal")
+    h.receiver(20, 9, "$management", peer=agent)
+    h.do(LinkFlow(20, 1, False), peer=agent)
+    h.conn(3, peer=BROKER)
+    h.receiver(30, 3, "other", peer=BROKER)
+    h.do(LinkFlow(30, 5, False), peer=BROKER)
+    h.sender(10, 1, "$management", peer=CLIENT)
+    h.sender(11, 1, "other", peer=CLIENT)
+    h.core.take_effects()
+    h.do(Transfer(100, 10, None, False, 0, b"request"), Transfer(101, 10, None, True, 0, b"r2"),
+         Transfer(102, 11, None, False, 0, b"data"), peer=CLIENT)
+    fx = h.core.take_effects()
+    origin, deliver = fx[agent]
+    assert isinstance(origin, DeliverOrigin) and isinstance(deliver, Deliver)
+    assert (origin.dlv_id, origin.conn_id) == (deliver.dlv_id, 1)
+    assert not any(isinstance(e, DeliverOrigin) for e in fx[BROKER])
+    h.do(LinkFlow(20, 2, False), peer=agent)  # the held (pre-settled) one goes now
+    origin, deliver = h.core.take_effects()[agent]
+    assert (origin.dlv_id, origin.conn_id) == (deliver.dlv_id, 1) and deliver.settled

@@ -61,9 +61,9 @@ def test_addresses_match_on_content_when_unnamed():
     new = spec("address {\n    prefix: b\n    distribution: multicast\n}\n"
                "address {\n    prefix: c\n    distribution: balanced\n}\n")
     plan = reload.plan_reload(old, new)
-    # a (router.config.address/1) goes; b keeps its running name /2; c must not reuse /2
-    assert ops(plan) == [("delete", "router.config.address", "router.config.address/1"),
-                         ("create", "router.config.address", "router.config.address/2:2")]
+    # a (address/0) goes; b keeps its running name address/1; c must not reuse it
+    assert ops(plan) == [("delete", "router.config.address", "address/0"),
+                         ("create", "router.config.address", "address/1:2")]
     assert plan.changes[1]["attributes"]["prefix"] == "c"
     running = reload.apply_changes(old, plan.changes)
     assert sorted(a["prefix"] for a in running["addresses"]) == ["b", "c"]
@@ -130,7 +130,7 @@ def test_link_routes_are_added_and_removed_at_run_time():
     new = spec(named)
     plan = reload.plan_reload(old, new)
     assert plan.warnings == []
-    assert ops(plan) == [("delete", "router.config.linkRoute", "router.config.linkRoute/1"),
+    assert ops(plan) == [("delete", "router.config.linkRoute", "linkRoute/0"),
                          ("create", "router.config.linkRoute", "lr")]
     assert plan.changes[1]["attributes"] == {"name": "lr", "pattern": "a.*", "direction": "out",
                                              "containerId": "c", "distribution": "linkBalanced"}

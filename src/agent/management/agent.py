@@ -48,6 +48,7 @@ QUERY_TIMEOUT = 5.0
 # about 600 KB; beyond this a request is rejected instead of held in the agent)
 MAX_STREAMED_REQUEST = 64 * 1024 * 1024
 MAX_QUEUED_REPLIES = 1000
+MAX_ORIGINS = 10000
 # A CREATE that failed for one of these reasons failed because of what the request asked for (an
 # address in use or not on this host, a port below 1024, a host that does not resolve): 400.
 _REQUEST_FAULTS = tuple(os.strerror(e) for e in (errno.EADDRINUSE, errno.EADDRNOTAVAIL,
@@ -99,6 +100,8 @@ class ManagementAgent:
         # large requests the core streams (StreamDeliver + DeliverChunk): out id ->
         # [StreamDeliver, the bytes so far], handled as one Deliver once complete
         self.streams: dict[int, list] = {}
+        # out id -> the connection a request came in on (DeliverOrigin, just before its Deliver)
+        self.origins: dict[int, int] = {}
 
     def handlers(self) -> dict:
         return {ipc.Deliver: self.on_deliver, ipc.StreamDeliver: self.on_stream_deliver,
@@ -106,7 +109,7 @@ class ManagementAgent:
                 ipc.LinkRefuse: self.on_refuse, ipc.CoreState: self.on_core_state,
                 ipc.ConfigResult: self.on_config_result, ipc.LogReport: self.on_log_report,
                 ipc.LinkOpen: lambda fx, now: None,
-                ipc.UpdateIn: lambda fx, now: None}
+                ipc.UpdateIn: lambda fx, now: None, ipc.DeliverOrigin: self.on_origin}
 
     # --- start --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -126,7 +129,13 @@ class ManagementAgent:
         self.log.log("AGENT", "info", "Management agent started on $management")
 
     # --- requests -----------------------------------------------------------------------------
+    def on_origin(self, fx: ipc.DeliverOrigin, now: float) -> None:
+        if len(self.origins) >= MAX_ORIGINS:  # never answered (e.g. lost streams): bounded
+            self.origins.pop(next(iter(self.origins)))
+        self.origins[fx.dlv_id] = fx.conn_id
+
     def on_deliver(self, fx: ipc.Deliver, now: float) -> None:
+        in_conn = self.origins.pop(fx.dlv_id, None)
         window = self.in_links.get(fx.link_id)
         if not fx.settled:
             self.send(ipc.Disposition(fx.dlv_id, ipc.STATE_ACCEPTED, True, None))
@@ -152,6 +161,7 @@ class ManagementAgent:
             return
         if self.log.enabled("AGENT", "debug"):  # the raw request, as 1.19 logs it
             self.log.log("AGENT", "debug", f"Agent request {msg}")
+        request.in_conn = in_conn
         request_id = next(self._ids)
         self.queries[request_id] = (request, now + QUERY_TIMEOUT)
         self._ask(request_id, request, now)
@@ -169,12 +179,14 @@ class ManagementAgent:
             return
         if fx.aborted:  # the sender gave up: nothing to answer
             del self.streams[fx.dlv_id]
+            self.origins.pop(fx.dlv_id, None)
             return
         start, data = entry
         data += fx.payload
         self.send(ipc.StreamSent(fx.dlv_id, len(fx.payload)))
         if len(data) > MAX_STREAMED_REQUEST:
             del self.streams[fx.dlv_id]
+            self.origins.pop(fx.dlv_id, None)
             self.log.log("AGENT", "warning", f"Rejecting a management request of more than "
                                              f"{MAX_STREAMED_REQUEST} bytes")
             if not start.settled:
@@ -227,7 +239,8 @@ class ManagementAgent:
         if merged is not None:
             state = {**state, "logCounts": merged["counts"]}
         try:
-            view = View(state, self.store, version=self.version, started=self.started)
+            view = View(state, self.store, version=self.version, started=self.started,
+                        in_conn=request.in_conn)
             outcome = operations.execute(request, view, Context(
                 log_entries=get_log_entries(merged) if merged is not None else []))
         except ManagementError as exc:

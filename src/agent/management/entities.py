@@ -49,8 +49,10 @@ class View:
     """Entities of every type as of one core snapshot."""
 
     def __init__(self, snapshot: dict, store: ConfigStore, *, version: str, started: float,
-                 now: Optional[float] = None) -> None:
+                 now: Optional[float] = None, in_conn: Optional[int] = None) -> None:
         self.snapshot = snapshot
+        # the connection the request came in on: the connection-scoped entities it sees
+        self.in_conn = in_conn
         self.store = store
         self.version = version
         self.started = started
@@ -259,6 +261,20 @@ class View:
         return [{**e, "operStatus": status.get(str(e.get("identity")), "inactive")}
                 for e in self.store.of_type(PREFIX + "router.config.linkRoute")]
 
+    def _conn_link_routes(self) -> list[dict]:
+        """router.connection.linkRoute: the routes of the request's own connection only
+        (1.19: "only visible to management access that is via the containing connection")."""
+        return [{k: v for k, v in r.items() if k != "connId"}
+                for r in self.snapshot.get("connLinkRoutes") or []
+                if self.in_conn is not None and r.get("connId") == self.in_conn]
+
+    def connection_row(self, conn_id: Optional[int]) -> Optional[dict]:
+        """The core's row of connection ``conn_id`` (internal ones included), or None."""
+        if conn_id is None:
+            return None
+        return next((c for c in self.snapshot.get("connections", [])
+                     if str(c.get("identity")) == str(conn_id)), None)
+
     def _logs(self) -> list[dict]:
         """``log``: as 1.19 shows them, a module's own settings only (no nulls, no
         ``default``); DEFAULT with the defaults every module falls back to."""
@@ -391,4 +407,5 @@ _BUILDERS: dict[str, Any] = {
     "vhostStats": View._vhost_stats, "policy": View._policy, "allocator": View._allocators,
     "log": View._logs, "logStats": View._log_stats, "router.config.autoLink": View._auto_links,
     "router.config.linkRoute": View._link_routes,
+    "router.connection.linkRoute": View._conn_link_routes,
 }

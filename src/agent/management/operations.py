@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from agent.management import schemaops
+from agent.management import connroutes, schemaops
 from agent.management.entities import View
 from agent.management.protocol import (
     BAD_REQUEST, CREATED, ENTITY_OPERATIONS, FORBIDDEN, GLOBAL_OPERATIONS, INTERNAL_ERROR,
@@ -202,13 +202,18 @@ def _entity_operation(request: Request, view: View) -> Outcome:
         if etype is None:
             raise ManagementError(BAD_REQUEST, "CREATE needs a 'type'")
         _check_operation(etype, op)
+        if etype.short_name == connroutes.SHORT:
+            return connroutes.create(request, view, etype, Change)
         return _create(request, view, etype)
     etype, entity = _locate(request, view, etype)
     if etype.short_name == "connection" and op == "DELETE":  # 1.19: close one with UPDATE
         raise ManagementError(FORBIDDEN, "Forbidden")
-    _check_operation(etype, op)
+    if op != "READ" or etype.short_name != connroutes.SHORT:  # 1.19 reads those too
+        _check_operation(etype, op)
     if op == "READ":
         return Reply(OK, dict(entity))
+    if etype.short_name == connroutes.SHORT and op == "DELETE":
+        return connroutes.delete(request, entity, etype, Change)
     if op == "UPDATE":
         return _update(request, view, etype, entity)
     return _delete(etype, entity, view)

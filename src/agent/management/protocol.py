@@ -60,6 +60,9 @@ class Request:
     body: Any = None
     reply_to: Optional[str] = None
     correlation_id: Any = None
+    # the router's id of the connection the request came in on (None: not over AMQP, or not
+    # known): connection-scoped entities are created on it and shown through it only
+    in_conn: Optional[int] = None
 
     def prop(self, name: str) -> Any:
         return self.properties.get(name)

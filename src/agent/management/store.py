@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from agent.management.protocol import BAD_REQUEST, ManagementError
-from common.schema import (EntityType, Schema, SchemaError, auto_link_phase, auto_link_problem,
+from common.schema import (ROUTER_CONFIG_TYPES, EntityType, Schema, SchemaError, auto_link_phase, auto_link_problem,
                            listen_addresses_clash, load_schema,
                           reference_problem)
 from common.linkroutes import create_problem as link_route_problem
@@ -38,6 +38,7 @@ class ConfigStore:
         self.mode = spec.get("router", {}).get("mode", "standalone")
         self.entities: dict[str, list[dict]] = {}
         self._serial: dict[str, int] = {}
+        self._config_serial = 0  # the last identity next_config_identity gave
         router = dict(spec.get("router") or {})
         router.setdefault("id", spec.get("router_id", "Router"))
         router.setdefault("identity", f"router/{router['id']}")
@@ -256,8 +257,22 @@ class ConfigStore:
     def _names(self, short: str) -> set:
         return {e.get("name") for e in self.of_type(self.schema.long_name(short))}
 
+    def next_config_identity(self, taken: tuple = ()) -> str:
+        """The next identity of a router.config address, linkRoute or autoLink or of a
+        connection-scoped link route: one counter for all of them, as 1.19's core numbers
+        them (the configuration file's took 1, 2, ...: supervisor/config.py). ``taken``:
+        identities in use elsewhere (the core's connection-scoped routes)."""
+        used = [self._config_serial] + [
+            int(e["identity"]) for short in ROUTER_CONFIG_TYPES
+            for e in self.of_type(self.schema.long_name(short))
+            if str(e.get("identity", "")).isdigit()] + [int(i) for i in taken if str(i).isdigit()]
+        self._config_serial = max(used) + 1
+        return str(self._config_serial)
+
     def _new_identity(self, etype: EntityType, entity: dict) -> str:
         short = etype.short_name
+        if short in ROUTER_CONFIG_TYPES:
+            return self.next_config_identity()
         if short in ("listener", "connector"):  # 1.19: HOST:PORT, then :NAME if named
             base = f"{short}/{entity.get('host')}:{entity.get('port')}"
             if entity.get("name"):
