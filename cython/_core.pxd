@@ -47,6 +47,7 @@ cdef int STATE_RECEIVED
 cdef int DIST_CLOSEST, DIST_BALANCED, DIST_MULTICAST, DIST_UNAVAILABLE
 cdef int ROLE_NORMAL, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, ROLE_EDGE, ROLE_INTERNAL
 cdef int LINK_ENDPOINT, LINK_CONTROL, LINK_DATA
+cdef int STALL_NONE, STALL_ON, STALL_RESTORING
 cdef int MODE_STANDALONE, MODE_INTERIOR, MODE_EDGE
 cdef int KEY_MOBILE, KEY_LOCAL, KEY_TOPOLOGICAL, KEY_ROUTER, KEY_AREA, KEY_OTHER
 cdef int CONTROL_PRIORITY, PRIORITIES
@@ -98,6 +99,7 @@ cdef class Link:
     cdef public bint attaching, fallback
     cdef public object owner
     cdef public object peer_link
+    cdef public int stall, stall_offs
 
 
 @cython.final
@@ -201,6 +203,10 @@ cdef send_local(RouterCore core, Link link, Link target, dlv_id, bint settled, p
 cdef unroutable(RouterCore core, Link link, dlv_id, bint settled)
 cdef reject_unavailable(RouterCore core, Link link, dlv_id, bint settled)
 cdef end_unrouted(RouterCore core, Link link, dlv_id, bint settled, int state, info)
+cdef stall(RouterCore core, Link link)
+cdef unstall(RouterCore core, Link link)
+@cython.locals(link=Link, credit=cython.longlong, owed=cython.longlong)
+cpdef on_link_unstalled(RouterCore core, peer, cmd)
 @cython.locals(dlv=InDelivery)
 cdef hold(RouterCore core, Link link, dlv_id, bint settled, int priority, payload, Address addr)
 @cython.locals(link=Link, settled=cython.bint, out=OutDelivery)
@@ -237,6 +243,7 @@ cpdef on_remote_address(RouterCore core, peer, cmd)
 cdef bint reachable(RouterCore core, Address addr)
 @cython.locals(sender=Link)
 cdef credit_waiting(RouterCore core, Address addr)
+cdef give_window(RouterCore core, Link sender)
 cdef announce(RouterCore core, Address addr, bint present)
 
 # --- forwarders.py ------------------------------------------------------------------------------

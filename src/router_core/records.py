@@ -47,6 +47,13 @@ LINK_TYPE_CODES = {"endpoint": LINK_ENDPOINT, "router-control": LINK_CONTROL,
                    "inter-router": LINK_DATA}
 LINK_TYPE_NAMES = {code: name for name, code in LINK_TYPE_CODES.items()}
 
+# A targeted sender's stall (transfer.stall; 1.19's drain when its address has no path):
+# none; stalled (drain flag set, no credit given back); restoring (the address has a
+# destination again, drain cleared: the worker's LinkUnstalled says the credit the sender has)
+STALL_NONE = 0
+STALL_ON = 1
+STALL_RESTORING = 2
+
 # Router modes (router.mode)
 MODE_STANDALONE = 0
 MODE_INTERIOR = 1
@@ -166,7 +173,10 @@ class Link:
                  # in on it is never redirected to the fallback again, nor counted as ingress
                  "fallback",
                  # a link-routed link: the other link of its pair (linkroute.py), else None
-                 "peer_link")
+                 "peer_link",
+                 # inbound, targeted: STALL_* (transfer.stall: its address had no path), and
+                 # the LinkStall offs whose LinkUnstalled answer is still due
+                 "stall", "stall_offs")
 
     def __init__(self, link_id: int, conn: Connection, direction: int, name: str,
                  address: Optional[str], presettled: bool, capacity: int) -> None:
@@ -216,6 +226,8 @@ class Link:
         self.owner = None
         self.fallback = False
         self.peer_link = None
+        self.stall = STALL_NONE
+        self.stall_offs = 0
 
 
 class Address:

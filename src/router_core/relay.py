@@ -21,10 +21,11 @@ from common.ipc import STATE_ACCEPTED, ControlIn, LocalAddress, UpdateIn
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, drop_fallback, key_of
 from router_core.records import (
-    Address, Link, RemoteRouter, _effect, _in_delivery, _own, set_treatment)
+    STALL_ON, Address, Link, RemoteRouter, _effect, _in_delivery, _own, set_treatment)
 from router_core.settlement import count_outcome
 from router_core.streaming import Stream
-from router_core.transfer import forward_multicast, release_queue, send_router, unroutable
+from router_core.transfer import (
+    forward_multicast, release_queue, send_router, unroutable, unstall)
 from router_core.linkroute import is_route_key, remote_route
 # --- end core parts ---
 
@@ -280,14 +281,14 @@ def reachable(core: Any, addr: Address) -> bool:
 
 
 def credit_waiting(core: Any, addr: Address) -> None:
-    """``addr`` got a destination: its targeted senders get their window. A fallback
-    destination's are its primary address's senders (but the primary's own fallback auto-links,
-    which wait for a real destination of the primary)."""
+    """``addr`` got a destination: its targeted senders get their window (a stalled one
+    its window back: transfer.unstall). A fallback destination's are its primary address's
+    senders (but the primary's own fallback auto-links, which wait for a real destination of
+    the primary)."""
     waiting = addr.waiting
     addr.waiting = []
     for sender in waiting:
-        sender.credited = True
-        core._credit(sender, sender.capacity)
+        give_window(core, sender)
     primary = addr.fallback_for
     if primary is not None and primary.waiting:
         keep = []
@@ -295,9 +296,16 @@ def credit_waiting(core: Any, addr: Address) -> None:
             if sender.fallback:
                 keep.append(sender)
             else:
-                sender.credited = True
-                core._credit(sender, sender.capacity)
+                give_window(core, sender)
         primary.waiting = keep
+
+
+def give_window(core: Any, sender: Link) -> None:
+    if sender.stall == STALL_ON:
+        unstall(core, sender)
+    else:
+        sender.credited = True
+        core._credit(sender, sender.capacity)
 
 
 def announce(core: Any, addr: Address, present: bool) -> None:

@@ -69,6 +69,8 @@ SAMPLES = {
     ipc.DeliverChunk: (9, True, True, b""),
     ipc.StreamSent: (9, 65536),
     ipc.StreamAck: (5, 65536),
+    ipc.LinkStall: (12, True),
+    ipc.LinkUnstalled: (12, 248),
 }
 
 
