@@ -113,7 +113,7 @@ cdef class Address:
     cdef public dict remotes
     cdef public bint announced
     cdef public Address fallback, fallback_for
-    cdef public long long redirected
+    cdef public long long redirected, from_proc
 
 
 @cython.final
@@ -234,6 +234,7 @@ cdef route_topo(RouterCore core, Link link, dlv_id, bint settled, int priority, 
                 exclude)
 cdef control_in(RouterCore core, Link link, dlv_id, bint settled, key, exclude, payload)
 cdef control_toward(RouterCore core, router_id, payload, exclude)
+cdef count_control(RouterCore core, key, int which)
 cpdef on_control_send(RouterCore core, peer, cmd)
 cdef flood_control(RouterCore core, payload, exclude)
 cdef send_control(RouterCore core, Link link, payload)
@@ -404,7 +405,7 @@ cdef class RouterCore:
     cdef public double al_next_retry
     cdef public list al_logs
     cdef readonly object agent_peer
-    cdef readonly dict routers, neighbour_conns
+    cdef readonly dict routers, neighbour_conns, control_counts
     cdef readonly object gone
     cdef readonly long long gone_seq
     cdef readonly object policy_counts

@@ -162,6 +162,9 @@ class RouterCore:
         self.agent_peer = None
         self.routers = {}
         self.neighbour_conns = {}  # router id -> its inter-router Connection with control links
+        # the routing protocol's addresses (relay.CONTROL_LOCAL/FLOOD keys): [to the agent,
+        # from the agent], shown as 1.19's in-process counts (corestate.control_address_views)
+        self.control_counts = {}
         # the final view of what was removed lately (corestate.gone_entry; snapshot["gone"])
         self.gone = deque(maxlen=GONE_MAX)
         self.gone_seq = 0

@@ -234,7 +234,7 @@ class Address:
     __slots__ = ("key", "cls", "phase", "dist", "fwd", "priority", "consumers", "waiting",
                  "queues", "held", "rr", "refs", "container_count", "ingress", "egress",
                  "to_container", "from_container", "remotes", "transit", "announced",
-                 "fallback", "fallback_for", "redirected")
+                 "fallback", "fallback_for", "redirected", "from_proc")
 
     def __init__(self, key: str, dist: int, priority: int) -> None:
         self.key = key
@@ -259,6 +259,7 @@ class Address:
         self.egress = 0
         self.to_container = 0
         self.from_container = 0
+        self.from_proc = 0          # deliveries from the router's own agent (not ingress)
         self.remotes = {}           # interior: router id -> hint, routers with a destination
         self.transit = 0
         self.announced = False      # interior: the agent was told we have a local destination

@@ -164,6 +164,7 @@ def control_in(core: Any, link: Link, dlv_id: Any, settled: bool, key: str, excl
             core._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_ACCEPTED, True, None)))
     if (key in CONTROL_LOCAL or key in CONTROL_FLOOD) and core.agent_peer is not None:
         core._emit(core.agent_peer, ControlIn(link.conn.conn_id, payload))
+        count_control(core, key, 0)
     cls = key[:1]
     if cls == CLASS_TOPOLOGICAL:
         flood_control(core, payload, exclude)
@@ -186,8 +187,18 @@ def control_toward(core: Any, router_id: str, payload: Any, exclude: Any) -> Non
         send_control(core, conn.control_out, payload)
 
 
+def count_control(core: Any, key: str, which: int) -> None:
+    """One routing-protocol message to (0) or from (1) the agent on ``key``."""
+    counts = core.control_counts.get(key)
+    if counts is None:
+        counts = core.control_counts[key] = [0, 0]
+    counts[which] += 1
+
+
 def on_control_send(core: Any, peer: Any, cmd: Any) -> None:
     conn_id, to, payload = cmd
+    if to is not None:
+        count_control(core, key_of(core, to), 1)
     if conn_id >= 0:
         conn = core.conns.get(conn_id)
         if conn is not None:

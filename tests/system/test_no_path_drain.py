@@ -43,16 +43,16 @@ ADDRESSES = """
     """
 
 
-def _one_x_router(tmp_path):
-    """A standalone 1.x router with the same listener and address rules (or a skip)."""
+def _one_x_router(tmp_path, mode: str = "standalone"):
+    """A 1.x router with the same listener and address rules (or a skip)."""
     if not ONE_X or not os.access(os.path.join(ONE_X, "sbin", "qdrouterd"), os.X_OK):
         pytest.skip("set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare")
     from test_mixed_1x import OneXProcess, OneXRouter
     port = free_port()
-    conf = tmp_path / "qdrouterd-1x.conf"
+    conf = tmp_path / f"qdrouterd-1x-{port}.conf"
     conf.write_text(textwrap.dedent(f"""\
         router {{
-            mode: standalone
+            mode: {mode}
             id: Router.X
         }}
         listener {{

@@ -38,7 +38,9 @@ from agent.management.store import ConfigStore
 from common import ipc
 from common.log import LogConfigError, RouterLog
 
-MANAGEMENT_ADDRESSES = ("$management", "_local/$management")
+# (``_local/$_management_internal``: 1.19's agent address ``L$_management_internal``, which
+# answers like the others)
+MANAGEMENT_ADDRESSES = ("$management", "_local/$management", "_local/$_management_internal")
 LINK_WINDOW = 250
 CHANGE_TIMEOUT = 5.0
 QUERY_TIMEOUT = 5.0
