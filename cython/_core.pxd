@@ -191,7 +191,8 @@ cdef drop_stream_link(RouterCore core, Link link)
 
 # --- transfer.py --------------------------------------------------------------------------------
 @cython.locals(out_id=cython.longlong, addr=Address)
-cdef OutDelivery send(RouterCore core, Link link, InDelivery dlv, bint settled, payload)
+cdef OutDelivery send(RouterCore core, Link link, InDelivery dlv, bint settled, payload,
+                      Link origin)
 @cython.locals(out_id=cython.longlong)
 cdef send_router(RouterCore core, Link link, dlv, bint settled, payload, to_override, int phase)
 @cython.locals(out=OutDelivery)

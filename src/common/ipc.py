@@ -257,6 +257,14 @@ class LinkUnstalled(NamedTuple):
     credit: int
 
 
+class DeliverOrigin(NamedTuple):
+    """Core -> agent, just before the Deliver ``dlv_id`` on one of the agent's links: the
+    connection the message came in on (a management request's requesting connection, whose
+    policy decides whether it may change a connection's adminStatus, as in 1.19)."""
+    dlv_id: int
+    conn_id: int
+
+
 class DeliverState(NamedTuple):
     """Set the local state of an outbound delivery (core-numbered) without settling it: the
     sender's state of a link-routed delivery (see SenderState)."""
@@ -638,7 +646,7 @@ MESSAGE_TYPES: tuple = (
     PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable, AttachOut, LinkAttached,
     LinkDrain, InDrained, SenderState, DeliverState,
     StreamTransfer, TransferChunk, StreamDeliver, DeliverChunk, StreamSent, StreamAck,
-    LinkStall, LinkUnstalled,
+    LinkStall, LinkUnstalled, DeliverOrigin,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

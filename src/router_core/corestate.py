@@ -135,7 +135,7 @@ def _connection_view(conn: Any, now: float) -> dict:
         "isAuthenticated": bool(conn.sasl) and conn.sasl.upper() != "ANONYMOUS",
         "isEncrypted": bool(conn.encrypted), "opened": True, "listener": conn.listener,
         "cost": conn.cost, "ssl": bool(conn.encrypted), "sslProto": None, "sslCipher": None,
-        "sslSsf": 0, "properties": {},
+        "sslSsf": 0, "properties": {}, "allowAdminStatusUpdate": True,
     }  # the same keys for every connection (gone_entry keeps one key tuple per kind)
     sec = conn.encrypted
     if isinstance(sec, (list, tuple)) and len(sec) >= 6:
@@ -146,6 +146,8 @@ def _connection_view(conn: Any, now: float) -> dict:
                      "isAuthenticated": bool(sec[5])})
         if len(sec) >= 7 and isinstance(sec[6], dict):  # the peer's open properties
             view["properties"] = sec[6]
+        if len(sec) >= 8:  # its policy group's (not a management attribute: entities.py)
+            view["allowAdminStatusUpdate"] = bool(sec[7])
     return view
 
 

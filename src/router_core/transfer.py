@@ -15,11 +15,11 @@ from collections import deque
 from typing import Any, Optional
 
 from common.ipc import (
-    DIR_OUT, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver, Drained, LinkStall,
-    RouterDeliver, UpdateIn)
+    DIR_OUT, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver, DeliverOrigin, Drained,
+    LinkStall, RouterDeliver, UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import (
-    LINK_CONTROL, LINK_DATA, STALL_NONE, STALL_ON, STALL_RESTORING, Address, InDelivery, Link,
+    LINK_CONTROL, LINK_DATA, ROLE_INTERNAL, STALL_NONE, STALL_ON, STALL_RESTORING, Address, InDelivery, Link,
     OutDelivery, _effect, _fields, _held_queues, _in_delivery, _out_delivery, _own)
 from router_core.linkroute import mirror_credit
 from router_core.settlement import (
@@ -33,8 +33,10 @@ _UNAVAILABLE_REJECT = {"condition": "amqp:not-found",
 
 
 def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
-         payload: Any) -> Optional[OutDelivery]:
-    """``payload`` on the client link ``link`` (which has credit)."""
+         payload: Any, origin: Link) -> Optional[OutDelivery]:
+    """``payload``, which came in on ``origin``, on the client link ``link`` (which has
+    credit). To the agent (the router's internal connection) the origin's connection goes
+    first (DeliverOrigin: management checks the requesting connection's policy)."""
     out_id = core._next_out
     core._next_out = out_id + 1
     link.delivered += 1
@@ -47,6 +49,8 @@ def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
     if link.to_container:
         addr.to_container += 1
         core.egress_container += 1
+    if link.conn.role == ROLE_INTERNAL:
+        core._emit(link.peer, _effect(DeliverOrigin, (out_id, origin.conn.conn_id)))
     if type(payload) is Stream:  # a message still arriving (streaming.py)
         if not payload.done:
             start_copy(core, link, out_id, settled, payload, None, -1)
@@ -95,18 +99,18 @@ def send_copy(core: Any, link: Link, dlv: InDelivery) -> Any:
     if link.router:
         return send_router(core, link, track, dlv.settled, dlv.payload, dlv.to_override,
                            dlv.phase)
-    return send(core, link, track, dlv.settled, dlv.payload)
+    return send(core, link, track, dlv.settled, dlv.payload, dlv.link)
 
 
 def send_local(core: Any, link: Link, target: Link, dlv_id: Any, settled: bool, payload: Any,
                addr: Address) -> None:
     """One anycast delivery to the local consumer ``target`` (which has credit)."""
     if settled:
-        send(core, target, None, True, payload)
+        send(core, target, None, True, payload, link)
     else:
         dlv = _in_delivery(dlv_id, link, False, None, addr, False)
         core.in_unsettled[dlv_id] = dlv
-        dlv.out = send(core, target, dlv, False, payload)
+        dlv.out = send(core, target, dlv, False, payload, link)
     core._replenish(link)
 
 
@@ -281,9 +285,9 @@ def on_flow(core: Any, peer: Any, cmd: Any) -> None:
                     break
             addr.held -= 1
             if dlv.settled:
-                send(core, link, None, True, dlv.payload)
+                send(core, link, None, True, dlv.payload, dlv.link)
             else:
-                dlv.out = send(core, link, dlv, False, dlv.payload)
+                dlv.out = send(core, link, dlv, False, dlv.payload, dlv.link)
             unhold(core, dlv)
     if link.peer_link is not None:  # link-routed: the sender gets this credit and drain
         mirror_credit(core, link, drain)

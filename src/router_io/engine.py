@@ -1161,6 +1161,10 @@ class WorkerEngine:
             security_info.append(_plain_properties(pc.remote_properties))
         except Exception:  # noqa: BLE001 - properties proton cannot decode: show none
             security_info.append({})
+        # (8th item) whether management requests from this connection may change a
+        # connection's adminStatus (its policy group's allowAdminStatusUpdate, as 1.19)
+        security_info.append(conn.policy.allowAdminStatusUpdate if conn.policy is not None
+                             else True)
         conn.max_message_size = self.max_message_size(
             conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
         inter_router = conn.role == INTER_ROUTER

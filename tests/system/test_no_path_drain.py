@@ -43,8 +43,8 @@ ADDRESSES = """
     """
 
 
-def _one_x_router(tmp_path, mode: str = "standalone"):
-    """A 1.x router with the same listener and address rules (or a skip)."""
+def _one_x_router(tmp_path, mode: str = "standalone", extra: str = ADDRESSES):
+    """A 1.x router with the same listener and ``extra`` sections (or a skip)."""
     if not ONE_X or not os.access(os.path.join(ONE_X, "sbin", "qdrouterd"), os.X_OK):
         pytest.skip("set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare")
     from test_mixed_1x import OneXProcess, OneXRouter
@@ -61,7 +61,7 @@ def _one_x_router(tmp_path, mode: str = "standalone"):
             authenticatePeer: no
             saslMechanisms: ANONYMOUS
         }}
-        """) + textwrap.dedent(ADDRESSES))
+        """) + textwrap.dedent(extra))
     proc = OneXProcess(conf)
     proc.wait_for_line("Operational", timeout=START_TIMEOUT)
     return proc, OneXRouter(proc, port, "Router.X")

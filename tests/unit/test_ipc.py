@@ -71,6 +71,7 @@ SAMPLES = {
     ipc.StreamAck: (5, 65536),
     ipc.LinkStall: (12, True),
     ipc.LinkUnstalled: (12, 248),
+    ipc.DeliverOrigin: (9, 4),
 }
 
 

@@ -96,13 +96,22 @@ class ManagementAgent:
         # large requests the core streams (StreamDeliver + DeliverChunk): out id ->
         # [StreamDeliver, the bytes so far], handled as one Deliver once complete
         self.streams: dict[int, list] = {}
+        # out id -> the connection its request came in on (DeliverOrigin, taken by on_deliver;
+        # bounded: an aborted streamed request never takes its entry)
+        self.origins: dict[int, int] = {}
 
     def handlers(self) -> dict:
         return {ipc.Deliver: self.on_deliver, ipc.StreamDeliver: self.on_stream_deliver,
                 ipc.DeliverChunk: self.on_deliver_chunk, ipc.LinkCredit: self.on_credit,
                 ipc.LinkRefuse: self.on_refuse, ipc.CoreState: self.on_core_state,
                 ipc.ConfigResult: self.on_config_result, ipc.LinkOpen: lambda fx, now: None,
-                ipc.UpdateIn: lambda fx, now: None}
+                ipc.UpdateIn: lambda fx, now: None, ipc.DeliverOrigin: self.on_origin}
+
+    def on_origin(self, fx: ipc.DeliverOrigin, now: float) -> None:
+        """The connection the next Deliver (``fx.dlv_id``) came in on."""
+        if len(self.origins) >= MAX_QUEUED_REPLIES:
+            self.origins.pop(next(iter(self.origins)))
+        self.origins[fx.dlv_id] = fx.conn_id
 
     # --- start --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -123,6 +132,7 @@ class ManagementAgent:
 
     # --- requests -----------------------------------------------------------------------------
     def on_deliver(self, fx: ipc.Deliver, now: float) -> None:
+        origin = self.origins.pop(fx.dlv_id, None)
         window = self.in_links.get(fx.link_id)
         if not fx.settled:
             self.send(ipc.Disposition(fx.dlv_id, ipc.STATE_ACCEPTED, True, None))
@@ -140,6 +150,7 @@ class ManagementAgent:
             return
         try:
             request = parse_request(msg)
+            request.origin = origin
         except ManagementError as exc:
             self.log.log("AGENT", "info", f"Bad management request: {exc.description}")
             if msg.reply_to:

@@ -60,6 +60,8 @@ class Request:
     body: Any = None
     reply_to: Optional[str] = None
     correlation_id: Any = None
+    # the connection the request came in on (the core's DeliverOrigin), None if not known
+    origin: Optional[int] = None
 
     def prop(self, name: str) -> Any:
         return self.properties.get(name)
