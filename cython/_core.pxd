@@ -406,7 +406,7 @@ cdef class RouterCore:
     cdef public double al_next_retry
     cdef public list al_logs
     cdef readonly object agent_peer
-    cdef readonly dict routers, neighbour_conns, control_counts
+    cdef readonly dict routers, neighbour_conns, control_counts, test_refusals
     cdef readonly object gone
     cdef readonly long long gone_seq
     cdef readonly object policy_counts

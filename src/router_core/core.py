@@ -89,8 +89,8 @@ from router_core.corestate import DIST_CODES, GONE_MAX, gone_entry, management_s
 from router_core.addrkeys import reapply_rules
 from router_core.ingress import on_router_transfer, on_stream_transfer, on_transfer
 from router_core.lifecycle import (
-    close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened, on_detach,
-    on_hello, on_policy_event, open_link)
+    TEST_REFUSALS, close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened,
+    on_detach, on_hello, on_policy_event, open_link)
 from router_core.linkroute import (
     LinkRouteTable, add_link_route, delete_link_route, on_in_drained, on_sender_state)
 from router_core.records import MODE_CODES, STALL_NONE, Link
@@ -111,7 +111,7 @@ class RouterCore:
     def __init__(self, router_id: str, *, default_distribution: str = "balanced",
                  addresses: Optional[list] = None, area: str = "0",
                  seed: Optional[int] = None, mode: str = "standalone",
-                 link_routes: Optional[list] = None) -> None:
+                 link_routes: Optional[list] = None, test_hooks: bool = False) -> None:
         if default_distribution not in DIST_CODES:
             raise ValueError(f"unknown distribution {default_distribution!r}")
         if mode not in MODE_CODES:
@@ -165,6 +165,8 @@ class RouterCore:
         # the routing protocol's addresses (relay.CONTROL_LOCAL/FLOOD keys): [to the agent,
         # from the agent], shown as 1.19's in-process counts (corestate.control_address_views)
         self.control_counts = {}
+        # qdrouterd -T: the test endpoints' refusals (lifecycle.TEST_REFUSALS), else empty
+        self.test_refusals = dict(TEST_REFUSALS) if test_hooks else {}
         # the final view of what was removed lately (corestate.gone_entry; snapshot["gone"])
         self.gone = deque(maxlen=GONE_MAX)
         self.gone_seq = 0

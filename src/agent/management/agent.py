@@ -35,6 +35,7 @@ from agent.management.protocol import (
     BAD_REQUEST, INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
     encode_message, error_response, parse_request, response)
 from agent.management.store import ConfigStore
+from agent.testhooks import TestHooks
 from common import ipc
 from common.log import LogConfigError, RouterLog
 
@@ -99,13 +100,21 @@ class ManagementAgent:
         # out id -> the connection its request came in on (DeliverOrigin, taken by on_deliver;
         # bounded: an aborted streamed request never takes its entry)
         self.origins: dict[int, int] = {}
+        self.hooks: Optional[TestHooks] = None  # qdrouterd -T (agent/testhooks.py)
 
     def handlers(self) -> dict:
         return {ipc.Deliver: self.on_deliver, ipc.StreamDeliver: self.on_stream_deliver,
                 ipc.DeliverChunk: self.on_deliver_chunk, ipc.LinkCredit: self.on_credit,
                 ipc.LinkRefuse: self.on_refuse, ipc.CoreState: self.on_core_state,
                 ipc.ConfigResult: self.on_config_result, ipc.LinkOpen: lambda fx, now: None,
-                ipc.UpdateIn: lambda fx, now: None, ipc.DeliverOrigin: self.on_origin}
+                ipc.UpdateIn: lambda fx, now: None, ipc.DeliverOrigin: self.on_origin,
+                ipc.LinkStall: self.on_stall}
+
+    def on_stall(self, fx: ipc.LinkStall, now: float) -> None:
+        """A sender of the agent's whose address lost its destination (a test source): the
+        agent keeps no credit unused, so the window comes back whole when asked."""
+        if not fx.on:
+            self.send(ipc.LinkUnstalled(fx.link_id, 0))
 
     def on_origin(self, fx: ipc.DeliverOrigin, now: float) -> None:
         """The connection the next Deliver (``fx.dlv_id``) came in on."""
@@ -128,11 +137,17 @@ class ManagementAgent:
         self.reply_link = self.new_id()
         self.send(ipc.LinkAttach(self.reply_link, self.conn_id, ipc.DIR_IN, "mgmt:replies", None,
                                  False, True, LINK_WINDOW, "endpoint"))
+        if self.spec.get("testHooks"):
+            self.hooks = TestHooks(self.conn_id, self.new_id, self.send)
+            self.hooks.start()
         self.log.log("AGENT", "info", "Management agent started on $management")
 
     # --- requests -----------------------------------------------------------------------------
     def on_deliver(self, fx: ipc.Deliver, now: float) -> None:
         origin = self.origins.pop(fx.dlv_id, None)
+        if self.hooks is not None and self.hooks.handles(fx.link_id):
+            self.hooks.on_deliver(fx)
+            return
         window = self.in_links.get(fx.link_id)
         if not fx.settled:
             self.send(ipc.Disposition(fx.dlv_id, ipc.STATE_ACCEPTED, True, None))
@@ -357,6 +372,8 @@ class ManagementAgent:
         if fx.link_id == self.reply_link:
             self.reply_credit += fx.credit
             self._send_replies()
+        elif self.hooks is not None and self.hooks.handles(fx.link_id):
+            self.hooks.on_credit(fx)
 
     def _send_replies(self) -> None:
         while self.replies and self.reply_credit > 0:
