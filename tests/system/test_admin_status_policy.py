@@ -55,13 +55,13 @@ def router(request, router_factory, tmp_path):
         proc.stop()
 
 
-def request(url: str, vhost, properties: dict, body=None) -> tuple:
-    """(status, description, body) of one management request made on a connection to
-    ``vhost`` (None: the default)."""
+def request(url: str, vhost, properties: dict, body=None, node: str = "$management") -> tuple:
+    """(status, description, body) of one management request to ``node`` made on a
+    connection to ``vhost`` (None: the default)."""
     conn = BlockingConnection(url, timeout=TIMEOUT, virtual_host=vhost)
     try:
         reply = conn.create_receiver(None, dynamic=True)
-        snd = conn.create_sender("$management")
+        snd = conn.create_sender(node)
         snd.send(Message(reply_to=reply.remote_source.address, properties=properties,
                          body=body), timeout=TIMEOUT)
         answer = reply.receive(timeout=TIMEOUT)

@@ -19,6 +19,7 @@ import pytest
 from proton import Message
 from proton.utils import BlockingConnection
 
+from test_admin_status_policy import request
 from test_no_path_drain import _one_x_router
 
 TIMEOUT = 10.0
@@ -93,15 +94,7 @@ def test_management_internal_address_answers(make_router):
     (1.19 answers a QUERY of the core's own entity types there, e.g. router.address, with no
     rows: its core agent only intercepts ``$management``; this router answers them.)"""
     r = make_router("standalone")
-    conn = BlockingConnection(r.url, timeout=TIMEOUT)
-    try:
-        reply = conn.create_receiver(None, dynamic=True)
-        snd = conn.create_sender("_local/$_management_internal")
-        snd.send(Message(reply_to=reply.remote_source.address,
-                         properties={"operation": "GET-TYPES", "type": "org.amqp.management",
-                                     "name": "self"}), timeout=TIMEOUT)
-        answer = reply.receive(timeout=TIMEOUT)
-        assert answer.properties["statusCode"] == 200
-        assert "org.apache.qpid.dispatch.router.address" in answer.body
-    finally:
-        conn.close()
+    status, _, body = request(r.url, None, {"operation": "GET-TYPES",
+                                            "type": "org.amqp.management", "name": "self"},
+                              node="_local/$_management_internal")
+    assert status == 200 and "org.apache.qpid.dispatch.router.address" in body

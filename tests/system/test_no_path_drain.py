@@ -16,7 +16,6 @@ Every router and client is real (loopback); every wait is bounded.
 from __future__ import annotations
 
 import os
-import textwrap
 
 import pytest
 from proton import Delivery, Message
@@ -25,46 +24,22 @@ from proton.utils import BlockingConnection, SendException
 from proton.reactor import AtMostOnce
 
 from clients import pump_for, pump_until
-from conftest import START_TIMEOUT, free_port
-from test_network import Net, remote_seen, wait_for, _remote_count
+from conftest import free_port
+from test_network import ADDRESS_RULES, Net, remote_seen, wait_for, _remote_count
 
 TIMEOUT = 10.0
 WINDOW = 250  # linkCapacity's default: the credit a sender gets
 ONE_X = os.environ.get("QDROUTERD_1X", "")
-ADDRESSES = """
-    address {
-        prefix: multicast
-        distribution: multicast
-    }
-    address {
-        prefix: closest
-        distribution: closest
-    }
-    """
+ADDRESSES = ADDRESS_RULES
 
 
 def _one_x_router(tmp_path, mode: str = "standalone", extra: str = ADDRESSES):
-    """A 1.x router with the same listener and ``extra`` sections (or a skip)."""
+    """(process, router): a 1.x router with ``extra`` sections (or a skip)."""
     if not ONE_X or not os.access(os.path.join(ONE_X, "sbin", "qdrouterd"), os.X_OK):
         pytest.skip("set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare")
-    from test_mixed_1x import OneXProcess, OneXRouter
-    port = free_port()
-    conf = tmp_path / f"qdrouterd-1x-{port}.conf"
-    conf.write_text(textwrap.dedent(f"""\
-        router {{
-            mode: {mode}
-            id: Router.X
-        }}
-        listener {{
-            host: 127.0.0.1
-            port: {port}
-            authenticatePeer: no
-            saslMechanisms: ANONYMOUS
-        }}
-        """) + textwrap.dedent(extra))
-    proc = OneXProcess(conf)
-    proc.wait_for_line("Operational", timeout=START_TIMEOUT)
-    return proc, OneXRouter(proc, port, "Router.X")
+    from test_autolinks_1x import start_1x
+    router = start_1x(tmp_path, f"X{free_port()}", extra, mode)
+    return router.proc, router
 
 
 @pytest.fixture(params=["ours", "1.x"])
