@@ -229,6 +229,14 @@ def next_hop(r, router_id: str):
     return None
 
 
+def valid_origins(r, router_id: str) -> set:
+    """The routers ``r`` forwards balanced deliveries from toward ``router_id``."""
+    for row in _mgmt_query(r, "org.apache.qpid.dispatch.router.node", ["id", "validOrigins"]):
+        if str(row["id"]) == router_id:
+            return {str(o) for o in row["validOrigins"] or []}
+    return set()
+
+
 def _healthy(net: MixedNet) -> None:
     for name, r in net.routers.items():
         out = r.proc.output()
@@ -396,18 +404,27 @@ def test_1x_router_killed_and_restarted(mixed):
         remote_seen(mixed["A"], "fail.q")
         wait_for(lambda: next_hop(mixed["A"], "Router.B") == "Router.X", what="A routes via X")
         remote_seen(mixed["X"], "fail.q")
+        # X forwards A's balanced deliveries to B only once its own route computation makes A
+        # a valid origin for B (a "known" router is not enough: X releases them before)
+        wait_for(lambda: "Router.A" in valid_origins(mixed["X"], "Router.B"),
+                 what="A is a valid origin for B at X")
         snd = sc.create_sender("fail.q")
-        assert transfer([rc, sc], snd, ["before"], [rcv])[0] == [["before"]]
+        got, outcomes = transfer([rc, sc], snd, ["before"], [rcv])
+        assert got == [["before"]], (outcomes, mixed["X"].proc.output()[-3000:])
         mixed["X"].proc.proc.kill()
         wait_for(lambda: next_hop(mixed["A"], "Router.B") == "Router.B", timeout=15,
                  what="A routes to B directly")
-        assert transfer([rc, sc], snd, ["after"], [rcv])[0] == [["after"]]
+        got, outcomes = transfer([rc, sc], snd, ["after"], [rcv])
+        assert got == [["after"]], outcomes
         mixed.routers.pop("X").proc.stop()
         mixed.add_1x("X", connect_to=(("B", 1),))
         wait_for(lambda: next_hop(mixed["A"], "Router.B") == "Router.X", timeout=TIMEOUT,
                  what="A routes through the restarted X")
         remote_seen(mixed["X"], "fail.q")    # X must know B's receiver before A sends via it
-        assert transfer([rc, sc], snd, ["again"], [rcv])[0] == [["again"]]
+        wait_for(lambda: "Router.A" in valid_origins(mixed["X"], "Router.B"),
+                 what="A is a valid origin for B at the restarted X")
+        got, outcomes = transfer([rc, sc], snd, ["again"], [rcv])
+        assert got == [["again"]], (outcomes, mixed["X"].proc.output()[-3000:])
     finally:
         sc.close()
         rc.close()
