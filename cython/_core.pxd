@@ -47,6 +47,7 @@ cdef int STATE_RECEIVED
 cdef int DIST_CLOSEST, DIST_BALANCED, DIST_MULTICAST, DIST_UNAVAILABLE
 cdef int ROLE_NORMAL, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, ROLE_EDGE, ROLE_INTERNAL
 cdef int LINK_ENDPOINT, LINK_CONTROL, LINK_DATA
+cdef int STALL_NONE, STALL_ON, STALL_RESTORING
 cdef int MODE_STANDALONE, MODE_INTERIOR, MODE_EDGE
 cdef int KEY_MOBILE, KEY_LOCAL, KEY_TOPOLOGICAL, KEY_ROUTER, KEY_AREA, KEY_OTHER
 cdef int CONTROL_PRIORITY, PRIORITIES
@@ -95,9 +96,10 @@ cdef class Link:
     cdef public long long delivery_count, presettled_count, dropped_presettled_count
     cdef public long long accepted, rejected, released, modified
     cdef public object source, target, settle, remote_source, remote_target, remote_settle
-    cdef public bint attaching, fallback, mgmt
+    cdef public bint attaching, fallback
     cdef public object owner
     cdef public object peer_link
+    cdef public int stall, stall_offs
 
 
 @cython.final
@@ -111,7 +113,7 @@ cdef class Address:
     cdef public dict remotes
     cdef public bint announced
     cdef public Address fallback, fallback_for
-    cdef public long long redirected
+    cdef public long long redirected, from_proc
 
 
 @cython.final
@@ -189,7 +191,8 @@ cdef drop_stream_link(RouterCore core, Link link)
 
 # --- transfer.py --------------------------------------------------------------------------------
 @cython.locals(out_id=cython.longlong, addr=Address)
-cdef OutDelivery send(RouterCore core, Link link, InDelivery dlv, bint settled, payload)
+cdef OutDelivery send(RouterCore core, Link link, InDelivery dlv, bint settled, payload,
+                      Link origin)
 @cython.locals(out_id=cython.longlong)
 cdef send_router(RouterCore core, Link link, dlv, bint settled, payload, to_override, int phase)
 @cython.locals(out=OutDelivery)
@@ -201,6 +204,10 @@ cdef send_local(RouterCore core, Link link, Link target, dlv_id, bint settled, p
 cdef unroutable(RouterCore core, Link link, dlv_id, bint settled)
 cdef reject_unavailable(RouterCore core, Link link, dlv_id, bint settled)
 cdef end_unrouted(RouterCore core, Link link, dlv_id, bint settled, int state, info)
+cdef stall(RouterCore core, Link link)
+cdef unstall(RouterCore core, Link link)
+@cython.locals(link=Link, credit=cython.longlong, owed=cython.longlong)
+cpdef on_link_unstalled(RouterCore core, peer, cmd)
 @cython.locals(dlv=InDelivery)
 cdef hold(RouterCore core, Link link, dlv_id, bint settled, int priority, payload, Address addr)
 @cython.locals(link=Link, settled=cython.bint, out=OutDelivery)
@@ -228,6 +235,7 @@ cdef route_topo(RouterCore core, Link link, dlv_id, bint settled, int priority, 
                 exclude)
 cdef control_in(RouterCore core, Link link, dlv_id, bint settled, key, exclude, payload)
 cdef control_toward(RouterCore core, router_id, payload, exclude)
+cdef count_control(RouterCore core, key, int which)
 cpdef on_control_send(RouterCore core, peer, cmd)
 cdef flood_control(RouterCore core, payload, exclude)
 cdef send_control(RouterCore core, Link link, payload)
@@ -237,6 +245,7 @@ cpdef on_remote_address(RouterCore core, peer, cmd)
 cdef bint reachable(RouterCore core, Address addr)
 @cython.locals(sender=Link)
 cdef credit_waiting(RouterCore core, Address addr)
+cdef give_window(RouterCore core, Link sender)
 cdef announce(RouterCore core, Address addr, bint present)
 
 # --- forwarders.py ------------------------------------------------------------------------------
@@ -400,7 +409,7 @@ cdef class RouterCore:
     cdef public bint log_info
     cdef public list info_logs
     cdef readonly object agent_peer
-    cdef readonly dict routers, neighbour_conns
+    cdef readonly dict routers, neighbour_conns, control_counts, test_refusals
     cdef readonly object gone
     cdef readonly long long gone_seq
     cdef readonly object policy_counts

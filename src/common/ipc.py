@@ -241,10 +241,29 @@ class LinkDrain(NamedTuple):
     link_id: int
 
 
+class LinkStall(NamedTuple):
+    """The target of an inbound link has no destination and a delivery on it went nowhere
+    (1.19: no path): ``on`` sets the drain flag on the link, keeping the credit the sender
+    has (a flow with drain goes out); off clears it again (the address has a destination),
+    and the worker answers LinkUnstalled."""
+    link_id: int
+    on: bool
+
+
+class LinkUnstalled(NamedTuple):
+    """Answer to LinkStall off: ``credit`` is what the sender of the inbound link may still
+    send (the credit proton shows, a drained sender's 0, plus the deliveries proton holds
+    that the core has not been told about yet); the core gives the rest of the window."""
+    link_id: int
+    credit: int
+
+
 class DeliverOrigin(NamedTuple):
-    """Core -> agent, just before the Deliver (or StreamDeliver) ``dlv_id`` of a management
-    request: the connection it came in on, which connection-scoped entities
-    (``router.connection.linkRoute``) are created on and visible through."""
+    """Core -> agent, just before the Deliver (or StreamDeliver) ``dlv_id`` on one of the
+    agent's links: the connection the message came in on. Management uses the requesting
+    connection as 1.19 does: connection-scoped entities (``router.connection.linkRoute``) are
+    created on it and visible through it, and its policy decides whether it may change a
+    connection's adminStatus."""
     dlv_id: int
     conn_id: int
 
@@ -644,7 +663,7 @@ MESSAGE_TYPES: tuple = (
     PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable, AttachOut, LinkAttached,
     LinkDrain, InDrained, SenderState, DeliverState,
     StreamTransfer, TransferChunk, StreamDeliver, DeliverChunk, StreamSent, StreamAck,
-    LogQuery, LogReport, DeliverOrigin,
+    LogQuery, LogReport, DeliverOrigin, LinkStall, LinkUnstalled,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

@@ -163,13 +163,15 @@ def unref(core: Any, addr: Address) -> None:
 
 
 def new_temp(core: Any, target: bool) -> tuple:
-    """A fresh dynamic address and its key (see addressing.temp_address)."""
+    """A fresh dynamic address and its key (see addressing.temp_address), created balanced
+    as 1.19 creates dynamic addresses (other local addresses are closest)."""
     rng = core._rng
     while True:
         rand = "".join([_TEMP_ALPHABET[rng.getrandbits(6) % 62] for _ in range(16)])
         address = temp_address(core.router_id, rand, target)
         key = key_of(core, address)
         if key not in core.addrs:
+            set_treatment(address_of(core, key), DIST_BALANCED, -1)
             return address, key
 
 

@@ -48,6 +48,10 @@ tables in lifecycle.py)::
                                                      the first consumer attaches (never revoked)
   in-link       a delivery leaves the core           LinkCredit(+1) (coalesced per flush)
                 (forwarded / released / dropped)
+  in-link       targeted, a delivery finds no        LinkStall(on): drain flag, no credit back
+                destination (1.19: no path)          (transfer.stall) until a destination:
+                                                     LinkStall(off) -> LinkUnstalled(credit)
+                                                     -> LinkCredit(capacity - held - credit)
   out-link      attach                               LinkOpen; becomes a consumer of its address
   out-link      LinkFlow(limit)                      may Deliver while delivered < limit
   out-link      LinkFlow(drain), nothing to send     Drained; delivered := limit
@@ -75,7 +79,8 @@ from common.heap import HeapTrimmer
 from router_core.matcher import AddressRules
 from common.ipc import (
     CORE_ID_BASE, ConnClosed, ConnOpened, ControlSend, Disposition, InDrained, IpcError,
-    LinkAttach, LinkAttached, LinkCredit, LinkDetach, LinkFlow, PeerHello, PolicyEvent,
+    LinkAttach, LinkAttached, LinkCredit, LinkDetach, LinkFlow, LinkUnstalled, PeerHello,
+    PolicyEvent,
     RemoteAddress, RouteUpdate, RouterTransfer, SenderState, SettleIn, StreamSent,
     StreamTransfer, Transfer, TransferChunk)
 from router_core.policycount import PolicyCounts
@@ -84,16 +89,16 @@ from router_core.corestate import DIST_CODES, GONE_MAX, gone_entry, management_s
 from router_core.addrkeys import reapply_rules
 from router_core.ingress import on_router_transfer, on_stream_transfer, on_transfer
 from router_core.lifecycle import (
-    close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened, on_detach,
-    on_hello, on_policy_event, open_link)
+    TEST_REFUSALS, close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened,
+    on_detach, on_hello, on_policy_event, open_link)
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
     delete_link_route, on_in_drained, on_sender_state)
-from router_core.records import MODE_CODES, Link
+from router_core.records import MODE_CODES, STALL_NONE, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
 from router_core.streaming import on_stream_chunk, on_stream_sent
-from router_core.transfer import on_flow
+from router_core.transfer import on_flow, on_link_unstalled
 from router_core.autolinks import (
     NEVER, auto_links_conn_opened, auto_links_tick, auto_links_view, create_auto_link,
     remove_auto_link)
@@ -107,7 +112,7 @@ class RouterCore:
     def __init__(self, router_id: str, *, default_distribution: str = "balanced",
                  addresses: Optional[list] = None, area: str = "0",
                  seed: Optional[int] = None, mode: str = "standalone",
-                 link_routes: Optional[list] = None) -> None:
+                 link_routes: Optional[list] = None, test_hooks: bool = False) -> None:
         if default_distribution not in DIST_CODES:
             raise ValueError(f"unknown distribution {default_distribution!r}")
         if mode not in MODE_CODES:
@@ -162,6 +167,11 @@ class RouterCore:
         self.agent_peer = None
         self.routers = {}
         self.neighbour_conns = {}  # router id -> its inter-router Connection with control links
+        # the routing protocol's addresses (relay.CONTROL_LOCAL/FLOOD keys): [to the agent,
+        # from the agent], shown as 1.19's in-process counts (corestate.control_address_views)
+        self.control_counts = {}
+        # qdrouterd -T: the test endpoints' refusals (lifecycle.TEST_REFUSALS), else empty
+        self.test_refusals = dict(TEST_REFUSALS) if test_hooks else {}
         # the final view of what was removed lately (corestate.gone_entry; snapshot["gone"])
         self.gone = deque(maxlen=GONE_MAX)
         self.gone_seq = 0
@@ -172,7 +182,7 @@ class RouterCore:
         # Commands off the per-message path (the per-message ones are tested first in _handle).
         self._dispatch = {LinkAttach: on_attach, LinkDetach: on_detach,
                           LinkAttached: on_attached, InDrained: on_in_drained,
-                          SenderState: on_sender_state,
+                          SenderState: on_sender_state, LinkUnstalled: on_link_unstalled,
                           ConnOpened: _conn_opened, ConnClosed: on_conn_closed,
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,
@@ -350,7 +360,7 @@ class RouterCore:
             self._credited.append(link)
 
     def _replenish(self, link: Link) -> None:
-        if link.credited and not link.closed:
+        if link.credited and not link.closed and link.stall == STALL_NONE:
             owed = link.credit_owed + 1
             if owed >= link.credit_batch:
                 link.credit_owed = 0

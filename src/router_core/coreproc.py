@@ -66,7 +66,8 @@ class CoreProcess:
                              default_distribution=router.get("defaultDistribution", "balanced"),
                              addresses=spec.get("addresses", []),
                              link_routes=spec.get("linkRoutes", []),
-                             mode=router.get("mode", "standalone"))
+                             mode=router.get("mode", "standalone"),
+                             test_hooks=bool(spec.get("testHooks")))
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)

@@ -73,11 +73,35 @@ def _address_view(addr: Any) -> dict:
         "deliveriesTransit": addr.transit,
         # 1.19: to/from "container" are in-process deliveries (the agent adds those), the
         # route-container ones (brokers: auto-links, link routes) have their own counters
-        "deliveriesToContainer": 0, "deliveriesFromContainer": 0,
+        "deliveriesToContainer": 0, "deliveriesFromContainer": addr.from_proc,
         "deliveriesEgressRouteContainer": addr.to_container,
         "deliveriesIngressRouteContainer": addr.from_container, "priority": addr.priority,
         "deliveriesRedirectedToFallback": addr.redirected,
     }
+
+
+# The routing protocol's addresses as 1.19 lists them in interior mode (its routing agent
+# subscribes to them in-process): key -> distribution.
+CONTROL_ADDRESSES = {"Lqdhello": "flood", "Lqdrouter": "flood", "Tqdrouter": "flood",
+                     "Lqdrouter.ma": "multicast", "Tqdrouter.ma": "multicast"}
+
+
+def control_address_views(core: Any) -> list:
+    """router.address rows of the routing protocol's addresses (interior mode): in-process,
+    with the routing messages the core gave the agent (to-proc) and the agent sent
+    (from-proc) on each."""
+    rows = []
+    for key, dist in CONTROL_ADDRESSES.items():
+        to_proc, from_proc = core.control_counts.get(key, (0, 0))
+        rows.append({
+            "identity": key, "name": key, "key": key, "distribution": dist, "inProcess": 1,
+            "subscriberCount": 0, "remoteCount": 0, "remoteHostRouters": [],
+            "containerCount": 0, "deliveriesIngress": 0, "deliveriesEgress": 0,
+            "deliveriesTransit": 0, "deliveriesToContainer": to_proc,
+            "deliveriesFromContainer": from_proc, "deliveriesEgressRouteContainer": 0,
+            "deliveriesIngressRouteContainer": 0, "priority": -1,
+            "deliveriesRedirectedToFallback": 0})
+    return rows
 
 
 def route_status(lr: Any) -> dict:
@@ -120,7 +144,7 @@ def _connection_view(conn: Any, now: float) -> dict:
         "isAuthenticated": bool(conn.sasl) and conn.sasl.upper() != "ANONYMOUS",
         "isEncrypted": bool(conn.encrypted), "opened": True, "listener": conn.listener,
         "cost": conn.cost, "ssl": bool(conn.encrypted), "sslProto": None, "sslCipher": None,
-        "sslSsf": 0, "properties": {},
+        "sslSsf": 0, "properties": {}, "allowAdminStatusUpdate": True,
     }  # the same keys for every connection (gone_entry keeps one key tuple per kind)
     sec = conn.encrypted
     if isinstance(sec, (list, tuple)) and len(sec) >= 6:
@@ -131,6 +155,8 @@ def _connection_view(conn: Any, now: float) -> dict:
                      "isAuthenticated": bool(sec[5])})
         if len(sec) >= 7 and isinstance(sec[6], dict):  # the peer's open properties
             view["properties"] = sec[6]
+        if len(sec) >= 8:  # its policy group's (not a management attribute: entities.py)
+            view["allowAdminStatusUpdate"] = bool(sec[7])
     return view
 
 
@@ -177,23 +203,25 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
     what it has not seen, so a snapshot stays small); reading them does not remove them.
     ``goneSeq``: the newest seq (lower than a reader's last one: the core restarted)."""
     lr = core.lr
+    control = control_address_views(core) if MODE_NAMES[core.mode] == "interior" else []
     router = {"id": core.router_id, "area": core.area, "mode": MODE_NAMES[core.mode],
-              "addrCount": len(core.addrs) + len(lr.addrs), "linkCount": len(core.links),
+              "addrCount": len(core.addrs) + len(lr.addrs) + len(control),
+              "linkCount": len(core.links),
               "connectionCount": len(core.conns)}
     router.update(core.counters)
     return {
         "router": router,
         "links": [_link_view(link) for link in core.links.values()],
         "addresses": ([_address_view(addr) for addr in core.addrs.values()]
-                      + route_address_views(lr)),
+                      + route_address_views(lr) + control),
         # link routes: identity -> operStatus (router.config.linkRoute)
         "linkRoutes": route_status(lr),
         "connLinkRoutes": conn_route_views(lr),
         # connections whose vhost policy forbids connection-scoped link routes
         "noDynamicLinkRoutes": [
             conn.conn_id for conn in core.conns.values()
-            if isinstance(conn.encrypted, (list, tuple)) and len(conn.encrypted) >= 8
-            and conn.encrypted[7] is False],
+            if isinstance(conn.encrypted, (list, tuple)) and len(conn.encrypted) >= 9
+            and conn.encrypted[8] is False],
         "connections": [_connection_view(conn, core.now) for conn in core.conns.values()],
         "gone": ([] if gone_after is None else
                  [gone_view(entry) for entry in core.gone if entry[0] > gone_after]),

@@ -16,7 +16,7 @@ from common.ipc import DIR_IN, STATE_RELEASED, RouterTransfer, Transfer, UpdateI
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import key_of, phase_key, phased, trace_ids, unavailable
 from router_core.forwarders import route
-from router_core.records import LINK_CONTROL, _effect, _fields
+from router_core.records import LINK_CONTROL, ROLE_INTERNAL, _effect, _fields
 from router_core.relay import CONTROL_FLOOD, CONTROL_LOCAL, control_in, reachable
 from router_core.streaming import Stream
 from router_core.transfer import reject_unavailable, unroutable
@@ -54,7 +54,9 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
     else:
         link.in_unsettled += 1
     if addr is not None:
-        if not link.fallback:  # (1.19: what comes back from a fallback store is not ingress)
+        if link.conn.role == ROLE_INTERNAL:  # the agent's (1.19: from an in-process sender)
+            addr.from_proc += 1
+        elif not link.fallback:  # (1.19: what comes back from a fallback store is not ingress)
             addr.ingress += 1
         if link.from_container:
             addr.from_container += 1

@@ -47,6 +47,17 @@ COORDINATOR_REFUSED = ("amqp:precondition-failed",
                        "The router can't coordinate transactions by itself, a linkRoute to a "
                        "coordinator must be configured to use transactions.")
 NODE_NOT_FOUND = ("amqp:not-found", "Node not found")
+# qdrouterd -T: 1.19's test endpoints refuse these attaches (qd:forbidden) from clients; key ->
+# (text for a sender, text for a receiver), None: allowed (agent/testhooks.py serves them)
+_TEST = "M0org.apache.qpid.dispatch.router/test/"
+_DENY = "Connectivity to the deny node is forbidden"
+TEST_REFUSALS = {
+    _TEST + "deny": (_DENY, _DENY),
+    _TEST + "sink": (None, "Sink function only accepts incoming links"),
+    _TEST + "discard": (None, "Discard function only accepts incoming links"),
+    _TEST + "source": ("Source function only accepts outgoing links", None),
+    _TEST + "source_ps": ("Source function only accepts outgoing links", None),
+}
 ERRORS_MAX = 100  # protocol errors kept for the core process to log, at most
 
 # Object states
@@ -343,6 +354,11 @@ def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, n
         if conn.role != ROLE_INTERNAL and unavailable(core, key):
             core._emit(conn.peer, LinkRefuse(link_id, NODE_NOT_FOUND[0], NODE_NOT_FOUND[1]))
             return
+        if core.test_refusals and conn.role != ROLE_INTERNAL and key in core.test_refusals:
+            text = core.test_refusals[key][0 if direction == DIR_IN else 1]
+            if text is not None:
+                core._emit(conn.peer, LinkRefuse(link_id, "qd:forbidden", text))
+                return
         if fallback and direction == DIR_OUT and key[:1] == CLASS_MOBILE:
             key = CLASS_MOBILE + FALLBACK_PHASE + key[2:]  # the fallback destination
     link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)

@@ -53,6 +53,13 @@ LINK_TYPE_CODES = {"endpoint": LINK_ENDPOINT, "router-control": LINK_CONTROL,
                    "inter-router": LINK_DATA}
 LINK_TYPE_NAMES = {code: name for name, code in LINK_TYPE_CODES.items()}
 
+# A targeted sender's stall (transfer.stall; 1.19's drain when its address has no path):
+# none; stalled (drain flag set, no credit given back); restoring (the address has a
+# destination again, drain cleared: the worker's LinkUnstalled says the credit the sender has)
+STALL_NONE = 0
+STALL_ON = 1
+STALL_RESTORING = 2
+
 # Router modes (router.mode)
 MODE_STANDALONE = 0
 MODE_INTERIOR = 1
@@ -173,10 +180,9 @@ class Link:
                  "fallback",
                  # a link-routed link: the other link of its pair (linkroute.py), else None
                  "peer_link",
-                 # a management request link of the agent (internal connection, outbound):
-                 # what is sent on it is preceded by the connection it came in on
-                 # (DeliverOrigin), as 1.19's agent knows a request's connection
-                 "mgmt")
+                 # inbound, targeted: STALL_* (transfer.stall: its address had no path), and
+                 # the LinkStall offs whose LinkUnstalled answer is still due
+                 "stall", "stall_offs")
 
     def __init__(self, link_id: int, conn: Connection, direction: int, name: str,
                  address: Optional[str], presettled: bool, capacity: int) -> None:
@@ -193,7 +199,6 @@ class Link:
         container = conn.role == ROLE_ROUTE_CONTAINER
         self.from_container = container and direction == DIR_IN
         self.to_container = container and direction != DIR_IN
-        self.mgmt = conn.role == ROLE_INTERNAL and direction != DIR_IN
         self.link_type = LINK_ENDPOINT
         self.router = False
         self.priority = -1
@@ -227,13 +232,15 @@ class Link:
         self.owner = None
         self.fallback = False
         self.peer_link = None
+        self.stall = STALL_NONE
+        self.stall_offs = 0
 
 
 class Address:
     __slots__ = ("key", "cls", "phase", "dist", "fwd", "priority", "consumers", "waiting",
                  "queues", "held", "rr", "refs", "container_count", "ingress", "egress",
                  "to_container", "from_container", "remotes", "transit", "announced",
-                 "fallback", "fallback_for", "redirected")
+                 "fallback", "fallback_for", "redirected", "from_proc")
 
     def __init__(self, key: str, dist: int, priority: int) -> None:
         self.key = key
@@ -258,6 +265,7 @@ class Address:
         self.egress = 0
         self.to_container = 0
         self.from_container = 0
+        self.from_proc = 0          # deliveries from the router's own agent (not ingress)
         self.remotes = {}           # interior: router id -> hint, routers with a destination
         self.transit = 0
         self.announced = False      # interior: the agent was told we have a local destination

@@ -21,10 +21,11 @@ from common.ipc import STATE_ACCEPTED, ControlIn, LocalAddress, UpdateIn
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, drop_fallback, key_of
 from router_core.records import (
-    Address, Link, RemoteRouter, _effect, _in_delivery, _own, set_treatment)
+    STALL_ON, Address, Link, RemoteRouter, _effect, _in_delivery, _own, set_treatment)
 from router_core.settlement import count_outcome
 from router_core.streaming import Stream
-from router_core.transfer import forward_multicast, release_queue, send_router, unroutable
+from router_core.transfer import (
+    forward_multicast, release_queue, send_router, unroutable, unstall)
 from router_core.linkroute import is_route_key, remote_route
 # --- end core parts ---
 
@@ -163,6 +164,7 @@ def control_in(core: Any, link: Link, dlv_id: Any, settled: bool, key: str, excl
             core._emit(link.peer, _effect(UpdateIn, (dlv_id, STATE_ACCEPTED, True, None)))
     if (key in CONTROL_LOCAL or key in CONTROL_FLOOD) and core.agent_peer is not None:
         core._emit(core.agent_peer, ControlIn(link.conn.conn_id, payload))
+        count_control(core, key, 0)
     cls = key[:1]
     if cls == CLASS_TOPOLOGICAL:
         flood_control(core, payload, exclude)
@@ -185,8 +187,18 @@ def control_toward(core: Any, router_id: str, payload: Any, exclude: Any) -> Non
         send_control(core, conn.control_out, payload)
 
 
+def count_control(core: Any, key: str, which: int) -> None:
+    """One routing-protocol message to (0) or from (1) the agent on ``key``."""
+    counts = core.control_counts.get(key)
+    if counts is None:
+        counts = core.control_counts[key] = [0, 0]
+    counts[which] += 1
+
+
 def on_control_send(core: Any, peer: Any, cmd: Any) -> None:
     conn_id, to, payload = cmd
+    if to is not None:
+        count_control(core, key_of(core, to), 1)
     if conn_id >= 0:
         conn = core.conns.get(conn_id)
         if conn is not None:
@@ -280,14 +292,14 @@ def reachable(core: Any, addr: Address) -> bool:
 
 
 def credit_waiting(core: Any, addr: Address) -> None:
-    """``addr`` got a destination: its targeted senders get their window. A fallback
-    destination's are its primary address's senders (but the primary's own fallback auto-links,
-    which wait for a real destination of the primary)."""
+    """``addr`` got a destination: its targeted senders get their window (a stalled one
+    its window back: transfer.unstall). A fallback destination's are its primary address's
+    senders (but the primary's own fallback auto-links, which wait for a real destination of
+    the primary)."""
     waiting = addr.waiting
     addr.waiting = []
     for sender in waiting:
-        sender.credited = True
-        core._credit(sender, sender.capacity)
+        give_window(core, sender)
     primary = addr.fallback_for
     if primary is not None and primary.waiting:
         keep = []
@@ -295,9 +307,16 @@ def credit_waiting(core: Any, addr: Address) -> None:
             if sender.fallback:
                 keep.append(sender)
             else:
-                sender.credited = True
-                core._credit(sender, sender.capacity)
+                give_window(core, sender)
         primary.waiting = keep
+
+
+def give_window(core: Any, sender: Link) -> None:
+    if sender.stall == STALL_ON:
+        unstall(core, sender)
+    else:
+        sender.credited = True
+        core._credit(sender, sender.capacity)
 
 
 def announce(core: Any, addr: Address, present: bool) -> None:

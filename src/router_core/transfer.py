@@ -16,11 +16,11 @@ from typing import Any, Optional
 
 from common.ipc import (
     DIR_OUT, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED, Deliver, DeliverOrigin, Drained,
-    RouterDeliver, UpdateIn)
+    LinkStall, RouterDeliver, UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import (
-    LINK_CONTROL, LINK_DATA, Address, InDelivery, Link, OutDelivery, _effect, _fields,
-    _held_queues, _in_delivery, _out_delivery, _own)
+    LINK_CONTROL, LINK_DATA, ROLE_INTERNAL, STALL_NONE, STALL_ON, STALL_RESTORING, Address,
+    InDelivery, Link, OutDelivery, _effect, _fields, _held_queues, _in_delivery, _out_delivery, _own)
 from router_core.linkroute import mirror_credit, routed_sent
 from router_core.settlement import (
     copy_done, copy_unqueued, count_outcome, forget_out, release_waiting, settle_in, unhold)
@@ -33,8 +33,10 @@ _UNAVAILABLE_REJECT = {"condition": "amqp:not-found",
 
 
 def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
-         payload: Any) -> Optional[OutDelivery]:
-    """``payload`` on the client link ``link`` (which has credit)."""
+         payload: Any, origin: Link) -> Optional[OutDelivery]:
+    """``payload``, which came in on ``origin``, on the client link ``link`` (which has
+    credit). To the agent (the router's internal connection) the origin's connection goes
+    first (DeliverOrigin: management checks the requesting connection's policy)."""
     out_id = core._next_out
     core._next_out = out_id + 1
     link.delivered += 1
@@ -47,6 +49,8 @@ def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
     if link.to_container:
         addr.to_container += 1
         core.egress_container += 1
+    if link.conn.role == ROLE_INTERNAL:
+        core._emit(link.peer, _effect(DeliverOrigin, (out_id, origin.conn.conn_id)))
     if type(payload) is Stream:  # a message still arriving (streaming.py)
         if not payload.done:
             start_copy(core, link, out_id, settled, payload, None, -1)
@@ -95,20 +99,18 @@ def send_copy(core: Any, link: Link, dlv: InDelivery) -> Any:
     if link.router:
         return send_router(core, link, track, dlv.settled, dlv.payload, dlv.to_override,
                            dlv.phase)
-    return send(core, link, track, dlv.settled, dlv.payload)
+    return send(core, link, track, dlv.settled, dlv.payload, dlv.link)
 
 
 def send_local(core: Any, link: Link, target: Link, dlv_id: Any, settled: bool, payload: Any,
                addr: Address) -> None:
     """One anycast delivery to the local consumer ``target`` (which has credit)."""
-    if target.mgmt:  # a management request: the agent learns the connection it came on
-        core._emit(target.peer, DeliverOrigin(core._next_out, link.conn.conn_id))
     if settled:
-        send(core, target, None, True, payload)
+        send(core, target, None, True, payload, link)
     else:
         dlv = _in_delivery(dlv_id, link, False, None, addr, False)
         core.in_unsettled[dlv_id] = dlv
-        dlv.out = send(core, target, dlv, False, payload)
+        dlv.out = send(core, target, dlv, False, payload, link)
     core._replenish(link)
 
 
@@ -137,7 +139,55 @@ def end_unrouted(core: Any, link: Link, dlv_id: Any, settled: bool, state: int,
         if not link.closed:
             core._emit(link.peer, _effect(UpdateIn, (dlv_id, state, True,
                                                      None if info is None else dict(info))))
-    core._replenish(link)
+    if link.addr is not None and link.credited and link.peer_link is None:
+        if link.stall != STALL_ON:
+            stall(core, link)
+    else:
+        core._replenish(link)
+
+
+def stall(core: Any, link: Link) -> None:
+    """A delivery on a targeted sender's link went nowhere: its address has no destination
+    (no local consumer, no reachable router with one; 1.19's "no path"). As 1.19 does, the
+    sender is asked to drain (LinkStall on: the drain flag, its credit left as it is) and
+    gets no credit back for this delivery or any other while the address has no
+    destination; it waits with the senders not yet credited (``addr.waiting``) and gets its
+    window back when a destination appears (:func:`unstall`). Nothing happens when the last
+    consumer goes, only when a delivery finds none."""
+    link.addr.waiting.append(link)  # (not there: never stalled, or restoring)
+    link.stall = STALL_ON
+    if not link.closed:
+        core._emit(link.peer, _effect(LinkStall, (link.link_id, True)))
+
+
+def unstall(core: Any, link: Link) -> None:
+    """The stalled link's address (or its fallback) has a destination again: the drain flag
+    is cleared (LinkStall off) and the worker's LinkUnstalled, saying the credit the sender
+    has, brings the window back to its capacity (:func:`on_link_unstalled`), as 1.19 gives
+    a stalled sender its credit back (all of it when it drained)."""
+    link.stall = STALL_RESTORING
+    if not link.closed:
+        link.stall_offs += 1
+        core._emit(link.peer, _effect(LinkStall, (link.link_id, False)))
+
+
+def on_link_unstalled(core: Any, peer: Any, cmd: Any) -> None:
+    """LinkUnstalled(link, credit): the sender's credit when the drain flag was cleared.
+    Only the answer to the latest LinkStall off counts (the link may have stalled again
+    meanwhile: then it waits for its next destination)."""
+    link = core.links.get(cmd[0])
+    if link is None or link.stall_offs <= 0:
+        return
+    link.stall_offs -= 1
+    if link.stall_offs or link.stall != STALL_RESTORING:
+        return
+    link.stall = STALL_NONE
+    credit = cmd[1] if cmd[1] > 0 else 0
+    link.granted = link.received + credit
+    link.credit_owed = 0
+    owed = link.capacity - link.held - credit
+    if owed > 0:
+        core._credit(link, owed)
 
 
 def hold(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
@@ -234,12 +284,10 @@ def on_flow(core: Any, peer: Any, cmd: Any) -> None:
                     dlv = queues[p].popleft()
                     break
             addr.held -= 1
-            if link.mgmt:
-                core._emit(link.peer, DeliverOrigin(core._next_out, dlv.link.conn.conn_id))
             if dlv.settled:
-                send(core, link, None, True, dlv.payload)
+                send(core, link, None, True, dlv.payload, dlv.link)
             else:
-                dlv.out = send(core, link, dlv, False, dlv.payload)
+                dlv.out = send(core, link, dlv, False, dlv.payload, dlv.link)
                 if core.lr.held_states and link.peer_link is not None:
                     routed_sent(core, dlv)  # its sender's state, given while it was held
             unhold(core, dlv)

@@ -730,6 +730,7 @@ class WorkerEngine:
             ipc.Drained: self._fx_drained, ipc.CloseConnection: self._fx_close_connection,
             ipc.DetachLink: self._fx_detach_link, ipc.AttachOut: self._attach_out,
             ipc.LinkDrain: self._fx_link_drain, ipc.DeliverState: self._fx_deliver_state,
+            ipc.LinkStall: self._fx_link_stall,
             StreamDeliver: self._fx_stream_deliver, DeliverChunk: self._fx_deliver_chunk,
             StreamAck: self._fx_stream_ack,
         }
@@ -1185,7 +1186,11 @@ class WorkerEngine:
             security_info.append(_plain_properties(pc.remote_properties))
         except Exception:  # noqa: BLE001 - properties proton cannot decode: show none
             security_info.append({})
-        # 8th: may this connection create connection-scoped link routes (vhost policy's
+        # (8th item) whether management requests from this connection may change a
+        # connection's adminStatus (its policy group's allowAdminStatusUpdate, as 1.19)
+        security_info.append(conn.policy.allowAdminStatusUpdate if conn.policy is not None
+                             else True)
+        # 9th: may this connection create connection-scoped link routes (vhost policy's
         # allowDynamicLinkRoutes; management reads it, 403 when not, as 1.19)
         security_info.append(True if conn.policy is None
                              else bool(getattr(conn.policy, "allowDynamicLinkRoutes", True)))
@@ -2032,6 +2037,18 @@ class WorkerEngine:
             return
         link.draining = True
         lib.pn_link_drain(link.ptr, 0)  # drain flag on, no more credit: a flow frame goes out
+        self.dirty.add(link.conn)
+
+    def _fx_link_stall(self, fx: ipc.LinkStall) -> None:
+        """The drain flag of an inbound link whose address has no destination (on), cleared
+        when it has one again (off: answered with the sender's credit, LinkUnstalled)."""
+        link = self.links.get(fx.link_id)
+        if link is None or link.direction == DIR_OUT:
+            return
+        lib.pn_link_set_drain(link.ptr, bool(fx.on))
+        if not fx.on:
+            self.outbox.append(ipc.LinkUnstalled(
+                link.link_id, lib.pn_link_credit(link.ptr) + lib.pn_link_queued(link.ptr)))
         self.dirty.add(link.conn)
 
     def _fx_credit(self, fx: ipc.LinkCredit) -> None:

@@ -232,11 +232,6 @@ def policy_problem(vhosts: list[dict], connectors: list[dict] = ()) -> tuple[int
             db.add(vhost)
         except vpolicy.PolicyError as exc:
             return index, str(exc)
-        for group in vhost.groups.values():
-            if not group.allowAdminStatusUpdate:
-                return index, (f"vhost '{vhost.name}' user group '{group.name}': "
-                               "allowAdminStatusUpdate false is not enforced by this router "
-                               "(management does not know the requesting user's group)")
     for connector in connectors:
         if connector.get("policyVhost"):
             return -1, ("connector attribute 'policyVhost' (policy for outgoing connections, "

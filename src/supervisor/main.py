@@ -62,6 +62,7 @@ def main(argv: Optional[list] = None) -> int:
     try:
         config = load_config(args.config)
         spec = build_spec(config)
+        spec["testHooks"] = bool(args.test_hooks)  # -T: 1.19's test endpoints (core, agent)
     except ConfigError as exc:
         print(f"qdrouterd: configuration error: {exc}", file=sys.stderr)
         return 1

@@ -26,6 +26,19 @@ TIMEOUT = 30
 IDLE = 5.0
 
 
+# the address rules of every router these tests start (multicast.*, closest.*; else balanced)
+ADDRESS_RULES = """
+    address {
+        prefix: multicast
+        distribution: multicast
+    }
+    address {
+        prefix: closest
+        distribution: closest
+    }
+    """
+
+
 class Net:
     """Builds interior routers with an inter-router listener each; ``link(a, b, cost)`` makes
     ``a`` connect to ``b``."""
@@ -48,16 +61,7 @@ class Net:
                 saslMechanisms: ANONYMOUS
             }}
             """
-        conf += """
-            address {
-                prefix: multicast
-                distribution: multicast
-            }
-            address {
-                prefix: closest
-                distribution: closest
-            }
-            """
+        conf += ADDRESS_RULES
         for peer, cost in connect_to:
             conf += f"""
             connector {{

@@ -247,9 +247,9 @@ def test_vhost_created_at_run_time_is_enforced(router_factory):
                           f"127.0.0.1:{router.port}", "-t", "5", "create", "--type=vhost",
                           "--name=bad.vh", "hostname=bad.vh", "groups=" + json.dumps(
                               {"g": {"users": "u", "remoteHosts": "*",
-                                     "allowAdminStatusUpdate": False}})],
+                                     "allowSomethingElse": False}})],
                          capture_output=True, text=True, timeout=30)
-    assert bad.returncode != 0 and "allowAdminStatusUpdate" in bad.stderr + bad.stdout
+    assert bad.returncode != 0 and "allowSomethingElse" in bad.stderr + bad.stdout
     cli("qdmanage", router.port, "delete", "--type=vhost", "--name=runtime.vh")
     first.close()
 
@@ -286,8 +286,6 @@ def test_qdstat_vhost_tables(router_factory):
 
 
 @pytest.mark.parametrize("section, text", [
-    ("vhost {\n    hostname: x\n    groups: {\"g\": {\"users\": \"u\", \"remoteHosts\": \"*\", "
-     "\"allowAdminStatusUpdate\": false}}\n}\n", "allowAdminStatusUpdate"),
     ("vhost {\n    hostname: x\n    aliases: x\n}\n", "duplicates vhost name"),
     ("vhost {\n    hostname: x\n    groups: {\"g\": {\"users\": \"u\", \"remoteHosts\": \"*\", "
      "\"sources\": \"a\", \"sourcePattern\": \"b\"}}\n}\n", "conflicting"),

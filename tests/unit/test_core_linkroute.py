@@ -247,7 +247,7 @@ def test_local_destination_is_advertised_with_the_link_balanced_hint(core_cls):
 def test_attach_goes_toward_a_router_with_a_destination(net):
     # R1 has no linkRoute of its own: it learns the route address from R4's MAU, as 1.19 does
     net.do(RemoteAddress("Dqueue", "R4", True, 4), peer=AGENT)
-    assert net.core.snapshot()["addresses"][-1]["key"] == "Dqueue"
+    assert "Dqueue" in [a["key"] for a in net.core.snapshot()["addresses"]]
     net.conn(9, peer=0)
     net.do(LinkAttach(50, 9, DIR_OUT, "rx", "queue.z", False, False, 10, "endpoint",
                       terminus(TERMINUS_SOURCE, "queue.z"), terminus(TERMINUS_TARGET, None),

@@ -9,7 +9,10 @@ they were given) and checks every effect the core emits:
 * a receiver never gets more deliveries than the limit its flow allowed;
 * every unsettled inbound delivery gets exactly one settlement back to its (live) sender, and at
   the end, once every receiver is gone, none is left without one (never silently lost);
-* no effect is addressed to a link that is closed.
+* no effect is addressed to a link that is closed;
+* a targeted sender whose address has no destination is stalled (LinkStall on: no credit
+  back, it may drain what it has) and gets its window back, never more, when its address
+  has one again (LinkStall off, answered with its credit as a worker answers: LinkUnstalled).
 """
 import pytest
 from hypothesis import settings, strategies as st
@@ -19,7 +22,7 @@ from hypothesis.stateful import (
 from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED,
     ConnClosed, ConnOpened, Deliver, Disposition, Drained, LinkAttach, LinkCredit, LinkDetach,
-    LinkFlow, LinkOpen, SettleIn, SettleOut, Transfer, UpdateIn)
+    LinkFlow, LinkOpen, LinkStall, LinkUnstalled, SettleIn, SettleOut, Transfer, UpdateIn)
 from test_core import BUILDS
 
 ADDRESSES = ["a", "mc"]
@@ -38,6 +41,7 @@ class CoreMachine(RuleBasedStateMachine):
         self.senders = {}     # link_id -> dict(conn, capacity, granted, sent, anonymous)
         self.receivers = {}   # link_id -> dict(conn, limit, delivered, outstanding={out: dlv})
         self.inbound = {}     # dlv_id -> dict(link, final=bool, sender_settled=bool)
+        self.unstalled = []   # (link, peer): LinkStall off, the LinkUnstalled answer is due
 
     def _id(self):
         self.next_id += 1
@@ -46,6 +50,12 @@ class CoreMachine(RuleBasedStateMachine):
     def _do(self, peer, cmd):
         self.core.handle(peer, cmd, 0.0)
         self._check_effects()
+        while self.unstalled:  # the worker's answers to LinkStall off
+            link, peer = self.unstalled.pop(0)
+            s = self.senders.get(link)
+            if s is not None:
+                self.core.handle(peer, LinkUnstalled(link, s["granted"] - s["sent"]), 0.0)
+                self._check_effects()
 
     def _check_effects(self):
         for peer, effects in self.core.take_effects().items():
@@ -78,6 +88,14 @@ class CoreMachine(RuleBasedStateMachine):
                             break
                     else:
                         raise AssertionError(f"settle for an unknown outbound delivery: {eff}")
+                elif kind is LinkStall:
+                    s = self.senders.get(eff.link_id)
+                    assert s is not None and not s["anonymous"], f"stall of {eff}"
+                    assert self.conns[s["conn"]] == peer
+                    assert s["stalled"] != eff.on, f"stall state repeated: {eff}"
+                    s["stalled"] = eff.on
+                    if not eff.on:
+                        self.unstalled.append((eff.link_id, peer))
                 elif kind is Drained:
                     r = self.receivers[eff.link_id]
                     r["delivered"] = max(r["delivered"], r["limit"])
@@ -124,7 +142,8 @@ class CoreMachine(RuleBasedStateMachine):
     def _attach_sender(self, conn, address, capacity, presettled):
         link = self._id()
         self.senders[link] = dict(conn=conn, capacity=capacity, granted=0, sent=0,
-                                  anonymous=address is None, presettled=presettled)
+                                  anonymous=address is None, presettled=presettled,
+                                  stalled=False)
         self._do(self.conns[conn], LinkAttach(link, conn, DIR_IN, "s", address, False,
                                               presettled, capacity, "endpoint"))
 
@@ -197,6 +216,15 @@ class CoreMachine(RuleBasedStateMachine):
         d["sender_settled"] = True
         self._do(self.conns[self.senders[d["link"]]["conn"]], SettleIn(dlv, state))
 
+    @precondition(lambda self: any(s["stalled"] and s["granted"] > s["sent"]
+                                   for s in self.senders.values()))
+    @rule(data=st.data())
+    def stalled_sender_drains(self, data):
+        """A sender that honours the drain flag uses up its credit without sending."""
+        link = data.draw(st.sampled_from(sorted(
+            k for k, s in self.senders.items() if s["stalled"] and s["granted"] > s["sent"])))
+        self.senders[link]["granted"] = self.senders[link]["sent"]
+
     # ---- runtime configuration ---------------------------------------------------------------
     @rule(multicast=st.booleans(), closest=st.booleans())
     def reconfigure(self, multicast, closest):
@@ -215,7 +243,10 @@ class CoreMachine(RuleBasedStateMachine):
             assert s["granted"] >= s["sent"], "negative credit"
             assert s["granted"] <= s["capacity"] + s["sent"], "credit beyond capacity"
             view = views[link]
-            assert view["creditAvailable"] == s["granted"] - s["sent"]
+            if s["stalled"]:  # a drain is known to the core only when it restores the window
+                assert view["creditAvailable"] >= s["granted"] - s["sent"]
+            else:
+                assert view["creditAvailable"] == s["granted"] - s["sent"]
             assert 0 <= view["undeliveredCount"] <= s["capacity"]
         for link, r in self.receivers.items():
             assert r["delivered"] <= r["limit"]
@@ -231,7 +262,9 @@ class CoreMachine(RuleBasedStateMachine):
             if d["link"] in self.senders and not d["sender_settled"]:
                 assert d["final"], f"delivery {dlv} silently lost"
         for s in self.senders.values():  # nothing held any more: every credit came back
-            assert s["granted"] in (0, s["capacity"] + s["sent"])
+            # (but to a stalled sender: no destination, its credit is not given back)
+            if not s["stalled"]:
+                assert s["granted"] in (0, s["capacity"] + s["sent"])
         assert self.core.snapshot()["router"]["linkCount"] == len(self.senders)
 
 

@@ -73,6 +73,8 @@ SAMPLES = {
     ipc.LogQuery: (4,),
     ipc.LogReport: (4, -1, {"counts": {"SERVER": [0, 0, 2, 1, 0, 0, 0]},
                             "entries": [["SERVER", "info", "[C1] x", "/w.py", 9, 1.5]]}),
+    ipc.LinkStall: (12, True),
+    ipc.LinkUnstalled: (12, 248),
 }
 
 

@@ -276,7 +276,8 @@ def deliver(plane, props, body=None, settled=False):
 def test_agent_attaches_links_and_answers_from_one_snapshot():
     plane = FakePlane()
     attaches = plane.of(ipc.LinkAttach)
-    assert [a.address for a in attaches] == ["$management", "_local/$management", None]
+    assert [a.address for a in attaches] == ["$management", "_local/$management",
+                                             "_local/$_management_internal", None]
     assert plane.of(ipc.ConnOpened)[0].role == "internal"
     deliver(plane, {"operation": "READ", "type": "router", "name": "router/R1"})
     assert plane.of(ipc.Disposition)[0] == ipc.Disposition(77, ipc.STATE_ACCEPTED, True, None)

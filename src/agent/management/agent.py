@@ -37,10 +37,13 @@ from agent.management.protocol import (
     BAD_REQUEST, INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
     encode_message, error_response, parse_request, response)
 from agent.management.store import ConfigStore
+from agent.testhooks import TestHooks
 from common import ipc
 from common.log import LogConfigError, RouterLog
 
-MANAGEMENT_ADDRESSES = ("$management", "_local/$management")
+# (``_local/$_management_internal``: 1.19's agent address ``L$_management_internal``, which
+# answers like the others)
+MANAGEMENT_ADDRESSES = ("$management", "_local/$management", "_local/$_management_internal")
 LINK_WINDOW = 250
 CHANGE_TIMEOUT = 5.0
 QUERY_TIMEOUT = 5.0
@@ -102,6 +105,7 @@ class ManagementAgent:
         self.streams: dict[int, list] = {}
         # out id -> the connection a request came in on (DeliverOrigin, just before its Deliver)
         self.origins: dict[int, int] = {}
+        self.hooks: Optional[TestHooks] = None  # qdrouterd -T (agent/testhooks.py)
 
     def handlers(self) -> dict:
         return {ipc.Deliver: self.on_deliver, ipc.StreamDeliver: self.on_stream_deliver,
@@ -109,7 +113,14 @@ class ManagementAgent:
                 ipc.LinkRefuse: self.on_refuse, ipc.CoreState: self.on_core_state,
                 ipc.ConfigResult: self.on_config_result, ipc.LogReport: self.on_log_report,
                 ipc.LinkOpen: lambda fx, now: None,
-                ipc.UpdateIn: lambda fx, now: None, ipc.DeliverOrigin: self.on_origin}
+                ipc.UpdateIn: lambda fx, now: None, ipc.DeliverOrigin: self.on_origin,
+                ipc.LinkStall: self.on_stall}
+
+    def on_stall(self, fx: ipc.LinkStall, now: float) -> None:
+        """A sender of the agent's whose address lost its destination (a test source): the
+        agent keeps no credit unused, so the window comes back whole when asked."""
+        if not fx.on:
+            self.send(ipc.LinkUnstalled(fx.link_id, 0))
 
     # --- start --------------------------------------------------------------------------------
     def start(self) -> None:
@@ -126,6 +137,9 @@ class ManagementAgent:
         self.reply_link = self.new_id()
         self.send(ipc.LinkAttach(self.reply_link, self.conn_id, ipc.DIR_IN, "mgmt:replies", None,
                                  False, True, LINK_WINDOW, "endpoint"))
+        if self.spec.get("testHooks"):
+            self.hooks = TestHooks(self.conn_id, self.new_id, self.send)
+            self.hooks.start()
         self.log.log("AGENT", "info", "Management agent started on $management")
 
     # --- requests -----------------------------------------------------------------------------
@@ -136,6 +150,9 @@ class ManagementAgent:
 
     def on_deliver(self, fx: ipc.Deliver, now: float) -> None:
         in_conn = self.origins.pop(fx.dlv_id, None)
+        if self.hooks is not None and self.hooks.handles(fx.link_id):
+            self.hooks.on_deliver(fx)
+            return
         window = self.in_links.get(fx.link_id)
         if not fx.settled:
             self.send(ipc.Disposition(fx.dlv_id, ipc.STATE_ACCEPTED, True, None))
@@ -393,6 +410,8 @@ class ManagementAgent:
         if fx.link_id == self.reply_link:
             self.reply_credit += fx.credit
             self._send_replies()
+        elif self.hooks is not None and self.hooks.handles(fx.link_id):
+            self.hooks.on_credit(fx)
 
     def _send_replies(self) -> None:
         while self.replies and self.reply_credit > 0:

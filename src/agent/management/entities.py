@@ -209,8 +209,18 @@ class View:
                       "ssl": bool(conn.get("ssl", conn.get("isEncrypted"))),  # has TLS
                       "tenant": None, "protocol": "amqp",
                       "properties": conn.get("properties") or {}}
+            entity.pop("allowAdminStatusUpdate", None)  # the policy's, not an attribute
             out.append(entity)
         return out
+
+    def admin_status_update_allowed(self, conn_id: Optional[int]) -> Optional[bool]:
+        """Whether management requests from connection ``conn_id`` may change a connection's
+        adminStatus (its vhost policy group's allowAdminStatusUpdate; True without policy);
+        None when the connection is not there (any more)."""
+        for conn in self.snapshot.get("connections", []):
+            if str(conn.get("identity")) == str(conn_id):
+                return bool(conn.get("allowAdminStatusUpdate", True))
+        return None
 
     def _nodes(self) -> list[dict]:
         """``router.node`` entities from the core's node table, this router first."""

@@ -287,6 +287,11 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
         view.store.replace(updated)
         return Reply(OK, updated)
     if short == "connection":
+        if "adminStatus" in changes:  # 1.19 asks the requesting connection's policy first
+            allowed = view.admin_status_update_allowed(request.in_conn)
+            if allowed is False:
+                raise ManagementError(FORBIDDEN,
+                                      "You are not allowed to perform this operation.")
         status = changes.pop("adminStatus", None)
         if changes:
             raise ManagementError(BAD_REQUEST, "only adminStatus can be updated on a connection")
