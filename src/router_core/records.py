@@ -103,7 +103,7 @@ class Connection:
     __slots__ = ("peer", "conn_id", "role", "direction", "host", "container", "listener", "user",
                  "sasl", "encrypted", "link_capacity", "cost", "links", "opened_at",
                  "last_delivery_at", "data_in", "data_out", "control_in", "control_out",
-                 "data_links", "router_up")
+                 "data_links", "router_up", "streaming_links", "stream_links")
 
     def __init__(self, peer: int, conn_id: int, role: int, direction: str, host: str,
                  container: str, listener: str, user: str, sasl: str, encrypted: bool,
@@ -130,6 +130,10 @@ class Connection:
         self.control_out = None
         self.data_links = [None] * PRIORITIES
         self.router_up = False
+        # inter-router: the peer offered qd.streaming-links, and the outbound streaming links
+        # opened on the connection so far, busy or idle (streamlinks.py)
+        self.streaming_links = False
+        self.stream_links = []
         self.opened_at = 0.0         # core time of the open (for uptimeSeconds)
         self.last_delivery_at = -1.0  # core time of the last delivery in or out, -1: none yet
 
@@ -166,7 +170,10 @@ class Link:
                  # in on it is never redirected to the fallback again, nor counted as ingress
                  "fallback",
                  # a link-routed link: the other link of its pair (linkroute.py), else None
-                 "peer_link")
+                 "peer_link",
+                 # an outbound streaming link (streamlinks.py), and whether a message still
+                 # arriving is on it (not idle)
+                 "streaming", "stream_busy")
 
     def __init__(self, link_id: int, conn: Connection, direction: int, name: str,
                  address: Optional[str], presettled: bool, capacity: int) -> None:
@@ -216,6 +223,8 @@ class Link:
         self.owner = None
         self.fallback = False
         self.peer_link = None
+        self.streaming = False
+        self.stream_busy = False
 
 
 class Address:
