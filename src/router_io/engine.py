@@ -2235,11 +2235,19 @@ class WorkerEngine:
             conn.out_queue = deque(e for e in conn.out_queue if len(e) < 10 or e[9] is not rec)
         self._untrack_out(rec.dlv_id)
         if rec.d is not None:
+            # proton drops the bytes of it not yet encoded into frames: they will never be
+            # written to the socket, so they leave the connection's budget now (else the
+            # budget shrinks by them for good, and a later delivery waits forever)
+            dropped = lib.pn_delivery_pending(rec.d)
             lib.pn_delivery_abort(rec.d)
+            room = conn.out_room + dropped
+            conn.out_room = room if room < conn.out_budget else conn.out_budget
             link.sent += 1  # proton gives the credit back: counted as sent, the core's view
         elif rec.started:
             link.sent += 1  # nothing reached proton; the core counted it as delivered
         self._stream_out_end(rec)
+        if conn.out_queue and conn.out_room > 0:
+            self.refill(conn)
 
     def _track_out(self, dlv_id: int, d_ptr: Any, link: Link) -> None:
         """An unsettled delivery ``refill`` handed to proton (``d_ptr`` a cffi pointer)."""
