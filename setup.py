@@ -30,8 +30,8 @@ EXTENSIONS = {
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py
 }
 # The parts of the router core, in dependency order (see src/router_core/core.py).
-CORE_PARTS = ["records", "addrkeys", "settlement", "streaming", "transfer", "relay", "forwarders",
-              "ingress", "linkroute", "lifecycle", "autolinks", "core"]
+CORE_PARTS = ["records", "addrkeys", "settlement", "streaming", "transfer", "streamlinks", "relay",
+              "forwarders", "ingress", "linkroute", "lifecycle", "autolinks", "core"]
 PARTS_BEGIN = ("# --- core parts (the compiled build is one module: setup.py drops these imports)"
                " ---")
 PARTS_END = "# --- end core parts ---"

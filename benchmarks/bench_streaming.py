@@ -35,6 +35,9 @@ sys.path.insert(0, str(HERE.parent / "src"))
 
 import bigmsg  # noqa: E402
 
+sys.path.insert(0, str(HERE.parent / "tests" / "system"))
+from test_mixed_1x import one_x_pythonpath  # noqa: E402 - 1.x's Python path under its prefix
+
 UNITS = {"K": 1000, "M": 1000 ** 2, "G": 1000 ** 3}
 
 
@@ -90,12 +93,7 @@ def start_line(n: int, workdir: Path, prefix_1x: str = "") -> list:
             env["LD_LIBRARY_PATH"] = ":".join(
                 [os.path.join(prefix_1x, d) for d in ("lib", "lib64")]
                 + [env.get("LD_LIBRARY_PATH", "")])
-            pyver = "python3"
-            for base in ("lib", "lib64"):
-                site = Path(prefix_1x) / base
-                for p in site.glob("python3*/site-packages"):
-                    env["PYTHONPATH"] = f"{p}:{env.get('PYTHONPATH', '')}"
-            del pyver
+            env["PYTHONPATH"] = one_x_pythonpath(prefix_1x)
         else:
             cmd = [sys.executable, "-m", "supervisor.main", "-c", str(conf)]
             env["PYTHONPATH"] = f"{HERE.parent / 'src'}:{env.get('PYTHONPATH', '')}"

@@ -75,7 +75,8 @@ cdef class Connection:
     cdef public double opened_at, last_delivery_at
     cdef public object control_in, control_out
     cdef public list data_links
-    cdef public bint router_up
+    cdef public bint router_up, streaming_links
+    cdef public list stream_links
 
 
 @cython.final
@@ -100,6 +101,7 @@ cdef class Link:
     cdef public object owner
     cdef public object peer_link
     cdef public int stall, stall_offs
+    cdef public bint streaming, stream_busy
 
 
 @cython.final
@@ -221,10 +223,17 @@ cdef release_queue(RouterCore core, Link link)
 @cython.locals(out=OutDelivery, dlv=InDelivery)
 cdef fail_outbound(RouterCore core, Link link)
 
+# --- streamlinks.py ----------------------------------------------------------------------------
+@cython.locals(link=Link)
+cdef Link stream_link(RouterCore core, Link out, payload)
+cdef Link open_stream_link(RouterCore core, Connection conn)
+cdef forget_stream_link(Link link)
+cdef list idle_surplus(RouterCore core)
+
 # --- relay.py -----------------------------------------------------------------------------------
 @cython.locals(link=Link)
 cdef Link data_link(conn, int prio)
-cdef list next_hop_links(RouterCore core, router_ids, exclude, int prio)
+cdef list next_hop_links(RouterCore core, router_ids, exclude, int prio, payload)
 @cython.locals(out=Link)
 cdef pick_remote(RouterCore core, Address addr, bint closest, origin, exclude, int prio)
 @cython.locals(dlv=InDelivery)
@@ -359,6 +368,7 @@ cdef Link open_link(RouterCore core, Connection conn, int direction, name, addre
 cpdef on_attached(RouterCore core, peer, cmd)
 cdef attached_out(RouterCore core, Link link)
 cdef detached_out(RouterCore core, Link link, error)
+cdef detach_own(RouterCore core, Link link)
 cdef detach_offending(RouterCore core, Link link, text)
 @cython.locals(other=Link)
 cdef detach_partner(RouterCore core, Link link, condition, description)
@@ -404,7 +414,7 @@ cdef class RouterCore:
     cdef readonly long long modified, ingress, egress, transit, ingress_container
     cdef readonly long long egress_container, redirected
     cdef public dict auto_links
-    cdef public double al_next_retry
+    cdef public double al_next_retry, sl_next_scrub
     cdef public list al_logs
     cdef public bint log_info
     cdef public list info_logs

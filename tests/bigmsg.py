@@ -60,6 +60,9 @@ class Peer:
 
     def io(self, readable: bool) -> None:
         t = self.transport
+        # heartbeats (empty frames) as the router's idle-time-out asks: a receiver of a message
+        # that takes longer than that to cross has nothing else to send meanwhile
+        t.tick(time.monotonic())
         while t.pending() > 0:
             try:
                 n = self.sock.send(t.peek(min(t.pending(), 262144)))

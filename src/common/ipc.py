@@ -108,6 +108,9 @@ class ConnOpened(NamedTuple):
     # ip, vhost maxConnections, max per user, max per host] for the core's router-wide counts
     # (router_core/policycount.py); None: not counted
     policy: Optional[list] = None
+    # the peer offered the qd.streaming-links capability (1.19's: it takes extra inter-router
+    # links for messages still arriving; router_core/streamlinks.py)
+    streaming_links: bool = False
 
 
 class ConnClosed(NamedTuple):

@@ -48,10 +48,10 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from typing import Any
 
 from router_core.addressing import CLASS_MOBILE
-from common.ipc import DIR_IN, DIR_OUT, TERMINUS_SOURCE, TERMINUS_TARGET, DetachLink, terminus
+from common.ipc import DIR_IN, DIR_OUT, TERMINUS_SOURCE, TERMINUS_TARGET, terminus
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import FALLBACK_PHASE, address_of, key_of, unref
-from router_core.lifecycle import bind_endpoint, drop_link, open_link
+from router_core.lifecycle import bind_endpoint, detach_own, open_link
 from router_core.records import ROLE_ROUTE_CONTAINER
 # --- end core parts ---
 
@@ -208,11 +208,7 @@ def remove_auto_link(core: Any, identity: str) -> bool:
     al.link = None
     if link is not None and link.link_id in core.links:
         _log(core, "Auto Link Deactivated", al, link.conn)
-        link.owner = None
-        core._emit(link.peer, DetachLink(link.link_id, "", ""))
-        link.closed = True
-        drop_link(core, link)
-        core._record_gone("link", link)
+        detach_own(core, link)
     al.state = AL_INACTIVE
     if al.addr is not None:
         unref(core, al.addr)

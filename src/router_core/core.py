@@ -11,6 +11,7 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   settlement.py   dispositions, settlement, multicast outcomes; held deliveries let go
   streaming.py    messages routed on their first bytes: chunks, the per-delivery window, aborts
   transfer.py     sending, holding, queueing, receivers' credit; a receiver lost
+  streamlinks.py  interior: extra links toward another router for messages still arriving
   relay.py        interior: other routers, data links, topological addresses, routing messages
   forwarders.py   one forwarder per treatment (closest, balanced, multicast, unavailable)
   ingress.py      where a delivery enters (Transfer, RouterTransfer)
@@ -89,8 +90,8 @@ from router_core.corestate import DIST_CODES, GONE_MAX, gone_entry, management_s
 from router_core.addrkeys import reapply_rules
 from router_core.ingress import on_router_transfer, on_stream_transfer, on_transfer
 from router_core.lifecycle import (
-    TEST_REFUSALS, close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened,
-    on_detach, on_hello, on_policy_event, open_link)
+    TEST_REFUSALS, close_connection_of, detach_own, on_attach, on_attached, on_conn_closed,
+    on_conn_opened, on_detach, on_hello, on_policy_event, open_link)
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
     delete_link_route, on_in_drained, on_sender_state)
@@ -98,6 +99,7 @@ from router_core.records import MODE_CODES, STALL_NONE, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import on_disposition, on_settle_in
 from router_core.streaming import on_stream_chunk, on_stream_sent
+from router_core.streamlinks import SCRUB_INTERVAL, idle_surplus
 from router_core.transfer import on_flow, on_link_unstalled
 from router_core.autolinks import (
     NEVER, auto_links_conn_opened, auto_links_tick, auto_links_view, create_auto_link,
@@ -154,6 +156,8 @@ class RouterCore:
         # closed are kept in info_logs as (LOG_*, record) for it to log (router_core/corelog.py)
         self.log_info = False
         self.info_logs = []
+        # the core time of the streaming-link scrubber's next scan (streamlinks.py)
+        self.sl_next_scrub = SCRUB_INTERVAL
         self._next_out = 1
         self.next_link_id = CORE_ID_BASE  # links the core attaches itself (AttachOut)
         self._key_cache = {}
@@ -243,11 +247,16 @@ class RouterCore:
 
     def tick(self, now: float) -> None:
         """Called by the core process's loop. Once a second, heap memory freed since (closed
-        connections, released deliveries) goes back to the OS (common.heap)."""
+        connections, released deliveries) goes back to the OS (common.heap); auto-link
+        retries that are due; every 30 s the streaming-link scrubber (streamlinks.py)."""
         self.now = now
         self._heap.maybe_trim(now)
         if now >= self.al_next_retry:
             auto_links_tick(self)
+        if now >= self.sl_next_scrub:
+            self.sl_next_scrub = now + SCRUB_INTERVAL
+            for link in idle_surplus(self):
+                detach_own(self, link)
 
     def take_effects(self) -> dict:
         """Every effect queued since the last call, as ``{peer: [effect, ...]}``."""

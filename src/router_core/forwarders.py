@@ -148,7 +148,8 @@ class MulticastForwarder(Forwarder):
         if addr.remotes and core.routers:
             to_override, phase = _remote_fields(link, addr)
             targets = list(addr.consumers)
-            remote = next_hop_links(core, addr.remotes, exclude, _remote_priority(addr, priority))
+            remote = next_hop_links(core, addr.remotes, exclude, _remote_priority(addr, priority),
+                                    payload)
             if remote:
                 addr.transit += 1  # deliveriesTransit: sent on toward other routers
                 targets.extend(remote)

@@ -33,11 +33,12 @@ from router_core.linkroute import (
 from router_core.records import (
     CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
     LINK_TYPE_NAMES, LOG_CONN_CLOSED, LOG_CONN_OPENED, LOG_LINK_ATTACHED, LOG_LINK_DETACHED,
-    LOG_LINK_LOST, MODE_INTERIOR, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL,
-    ROLE_NAMES, ROLE_NORMAL, ROLE_ROUTE_CONTAINER, Connection, Link)
+    LOG_LINK_LOST, MODE_INTERIOR, PRIORITIES, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER,
+    ROLE_INTERNAL, ROLE_NAMES, ROLE_NORMAL, ROLE_ROUTE_CONTAINER, Connection, Link)
 from router_core.ingress import has_destination
 from router_core.relay import announce, credit_waiting, reachable
 from router_core.streaming import drop_stream_link
+from router_core.streamlinks import STREAM_LINK_PRIORITY, forget_stream_link
 from router_core.transfer import fail_outbound, release_held
 # --- end core parts ---
 
@@ -164,6 +165,7 @@ def on_conn_opened(core: Any, peer: Any, cmd: Any) -> None:
             return
     conn = Connection(peer, conn_id, role, *cmd[2:11])
     conn.opened_at = core.now
+    conn.streaming_links = role == ROLE_INTER_ROUTER and bool(cmd[12])
     core.conns[conn_id] = conn
     if core.log_info:
         core.info_logs.append((LOG_CONN_OPENED, conn, None, None))
@@ -406,7 +408,8 @@ def attach_router_link(core: Any, conn: Connection, link_id: Any, direction: int
     """A control or data link on an inter-router connection (interior mode).
 
     Data links get their priority by attach order, per direction (the connecting side
-    creates them in ascending priority order). Inbound router links get their whole
+    creates them in ascending priority order); those past the tenth (the peer's streaming
+    links: streamlinks.py) get priority 4 and carry only what comes on them, as in 1.19. Inbound router links get their whole
     capacity as credit at once, given back in slices as deliveries leave the core (see
     ``credit_batch``). Once both control links are attached the agent hears RouterLinkUp and
     starts its HELLOs on the connection.
@@ -421,9 +424,12 @@ def attach_router_link(core: Any, conn: Connection, link_id: Any, direction: int
         else:
             priority = conn.data_out
             conn.data_out += 1
-        link.priority = priority if priority < 9 else 9
-        if direction == DIR_OUT and conn.data_links[link.priority] is None:
-            conn.data_links[link.priority] = link
+        if priority >= PRIORITIES:
+            link.priority = STREAM_LINK_PRIORITY
+        else:
+            link.priority = priority
+            if direction == DIR_OUT and conn.data_links[priority] is None:
+                conn.data_links[priority] = link
     else:
         link.priority = CONTROL_PRIORITY
         if direction == DIR_IN:
@@ -543,6 +549,16 @@ def detached_out(core: Any, link: Link, error: Any) -> None:
         hook(core, link, error)
 
 
+def detach_own(core: Any, link: Link) -> None:
+    """The router detaches a link it attached itself (an auto-link deleted or gone inactive,
+    an idle streaming link scrubbed): no error; the core drops it."""
+    link.owner = None
+    core._emit(link.peer, DetachLink(link.link_id, "", ""))
+    link.closed = True
+    drop_link(core, link)
+    core._record_gone("link", link)
+
+
 def detach_offending(core: Any, link: Link, text: str) -> None:
     """A protocol error on a link: the peer detaches it with an error, the core drops it."""
     protocol_error(core, text)
@@ -604,6 +620,8 @@ def _drop_router_link(core: Any, link: Link) -> None:
             conn.control_out = None
             link.queue = deque()  # routing messages: raw payloads, nothing to settle
         router_down(core, conn)
+    elif link.streaming:
+        forget_stream_link(link)
     elif link.direction == DIR_OUT and conn.data_links[link.priority] is link:
         conn.data_links[link.priority] = None
     if link.direction == DIR_OUT:

@@ -116,7 +116,7 @@ class Connection:
     __slots__ = ("peer", "conn_id", "role", "direction", "host", "container", "listener", "user",
                  "sasl", "encrypted", "link_capacity", "cost", "links", "opened_at",
                  "last_delivery_at", "data_in", "data_out", "control_in", "control_out",
-                 "data_links", "router_up")
+                 "data_links", "router_up", "streaming_links", "stream_links")
 
     def __init__(self, peer: int, conn_id: int, role: int, direction: str, host: str,
                  container: str, listener: str, user: str, sasl: str, encrypted: bool,
@@ -143,6 +143,10 @@ class Connection:
         self.control_out = None
         self.data_links = [None] * PRIORITIES
         self.router_up = False
+        # inter-router: the peer offered qd.streaming-links, and the outbound streaming links
+        # opened on the connection so far, busy or idle (streamlinks.py)
+        self.streaming_links = False
+        self.stream_links = []
         self.opened_at = 0.0         # core time of the open (for uptimeSeconds)
         self.last_delivery_at = -1.0  # core time of the last delivery in or out, -1: none yet
 
@@ -182,7 +186,10 @@ class Link:
                  "peer_link",
                  # inbound, targeted: STALL_* (transfer.stall: its address had no path), and
                  # the LinkStall offs whose LinkUnstalled answer is still due
-                 "stall", "stall_offs")
+                 "stall", "stall_offs",
+                 # an outbound streaming link (streamlinks.py), and whether a message still
+                 # arriving is on it (not idle)
+                 "streaming", "stream_busy")
 
     def __init__(self, link_id: int, conn: Connection, direction: int, name: str,
                  address: Optional[str], presettled: bool, capacity: int) -> None:
@@ -234,6 +241,8 @@ class Link:
         self.peer_link = None
         self.stall = STALL_NONE
         self.stall_offs = 0
+        self.streaming = False
+        self.stream_busy = False
 
 
 class Address:

@@ -24,6 +24,7 @@ from router_core.records import (
     STALL_ON, Address, Link, RemoteRouter, _effect, _in_delivery, _own, set_treatment)
 from router_core.settlement import count_outcome
 from router_core.streaming import Stream
+from router_core.streamlinks import stream_link
 from router_core.transfer import (
     forward_multicast, release_queue, send_router, unroutable, unstall)
 from router_core.linkroute import is_route_key, remote_route
@@ -55,9 +56,9 @@ def data_link(conn: Any, prio: int) -> Any:
     return None
 
 
-def next_hop_links(core: Any, router_ids: Any, exclude: Any, prio: int) -> list:
+def next_hop_links(core: Any, router_ids: Any, exclude: Any, prio: int, payload: Any) -> list:
     """The data link of every distinct next hop toward ``router_ids``, except next hops in
-    the trace."""
+    the trace (a streaming link instead for a message still arriving: streamlinks.py)."""
     links = []
     done = set()
     for router_id in router_ids:
@@ -69,7 +70,7 @@ def next_hop_links(core: Any, router_ids: Any, exclude: Any, prio: int) -> list:
         done.add(router.conn.conn_id)
         out = data_link(router.conn, prio)
         if out is not None:
-            links.append(out)
+            links.append(stream_link(core, out, payload))
     return links
 
 
@@ -101,7 +102,9 @@ def pick_remote(core: Any, addr: Address, closest: bool, origin: Any, exclude: A
 
 def send_anycast_remote(core: Any, link: Link, dlv_id: Any, settled: bool, payload: Any,
                         addr: Any, out: Link, to_override: Any, phase: int) -> None:
-    """One delivery to another router on ``out``, queued there without credit."""
+    """One delivery to another router on ``out`` (or on a streaming link of its connection:
+    streamlinks.py), queued there without credit."""
+    out = stream_link(core, out, payload)
     dlv = None
     if not settled:
         dlv = _in_delivery(dlv_id, link, False, None, addr, False)
@@ -143,7 +146,7 @@ def route_topo(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int,
             return
         send_anycast_remote(core, link, dlv_id, settled, payload, None, out, to_override, -1)
         return
-    targets = next_hop_links(core, core.routers, exclude, prio)
+    targets = next_hop_links(core, core.routers, exclude, prio, payload)
     if not targets:
         unroutable(core, link, dlv_id, settled)
         return
@@ -251,7 +254,7 @@ def on_route_update(core: Any, peer: Any, cmd: Any) -> None:
     reachable_conns = set(neighbours.values())
     for conn in core.conns.values():
         if conn.router_up and conn.conn_id not in reachable_conns:
-            for link in conn.data_links:
+            for link in conn.data_links + conn.stream_links:
                 if link is not None and link.queue:
                     release_queue(core, link)
     for addr in list(core.addrs.values()):

@@ -79,6 +79,8 @@ def start_copy(core: Any, link: Link, out_id: Any, settled: bool, stream: Stream
     """Start a copy of an unfinished message on ``link`` (``out_id`` minted by the caller)."""
     core._emit(link.peer, _effect(StreamDeliver, (out_id, link.link_id, settled, to_override,
                                                   phase, stream_bytes(stream))))
+    if link.streaming:  # a streaming link takes no other message until this one ends
+        link.stream_busy = True
     copy = StreamCopy(out_id, link, stream)
     stream.copies.append(copy)
     core.stream_outs[out_id] = copy
@@ -105,6 +107,7 @@ def on_stream_chunk(core: Any, peer: Any, cmd: Any) -> None:
         del core.streams[dlv_id]
         for copy in stream.copies:
             core.stream_outs.pop(copy.out_id, None)
+            copy.link.stream_busy = False
         stream.copies = []
         if not pending:
             stream.chunks = None
@@ -144,6 +147,7 @@ def abort_stream(core: Any, stream: Stream) -> None:
     core.streams.pop(stream.dlv_id, None)
     for copy in stream.copies:
         core.stream_outs.pop(copy.out_id, None)
+        copy.link.stream_busy = False
         if not copy.link.closed:
             core._emit(copy.link.peer, _effect(DeliverChunk, (copy.out_id, True, True, b"")))
         out = core.out_unsettled.get(copy.out_id)

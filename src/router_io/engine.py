@@ -65,6 +65,9 @@ from common import security
 PRODUCT = "qpid-dispatch-router"
 VERSION = "1.19.0"
 ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
+# 1.19's connection capability: extra inter-router links for messages still arriving
+# (router_core/streamlinks.py); offered and desired on every connection, as 1.19 does
+STREAMING_LINKS = symbol("qd.streaming-links")
 INTER_ROUTER = "inter-router"
 CAP_ROUTER = "qd.router"            # control links of an inter-router connection
 CAP_ROUTER_DATA = "qd.router-data"  # data links of an inter-router connection
@@ -755,8 +758,8 @@ class WorkerEngine:
     def _open_local(self, conn: Connection) -> None:
         pc = conn.connection
         pc.container = self.router_id
-        pc.offered_capabilities = [ANONYMOUS_RELAY]
-        pc.desired_capabilities = [ANONYMOUS_RELAY]
+        pc.offered_capabilities = [ANONYMOUS_RELAY, STREAMING_LINKS]
+        pc.desired_capabilities = [ANONYMOUS_RELAY, STREAMING_LINKS]
         props = {symbol("product"): PRODUCT, symbol("version"): VERSION,
                  symbol("qd.conn-id"): conn.conn_id}
         if conn.role == INTER_ROUTER:
@@ -1197,7 +1200,17 @@ class WorkerEngine:
         conn.max_message_size = self.max_message_size(
             conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
         inter_router = conn.role == INTER_ROUTER
+        streaming_links = False
         if inter_router:  # the connection's cost: max(mine, the peer's)
+            try:
+                offered = pc.remote_offered_capabilities or ()
+                if isinstance(offered, proton.Array):
+                    offered = offered.elements
+                elif not isinstance(offered, (list, tuple)):
+                    offered = (offered,)  # one symbol
+                streaming_links = any(str(cap) == STREAMING_LINKS for cap in offered)
+            except Exception:  # noqa: BLE001 - undecodable capabilities: none then
+                pass
             try:
                 remote = pc.remote_properties or {}
             except Exception:  # noqa: BLE001 - undecodable properties: none then
@@ -1211,7 +1224,8 @@ class WorkerEngine:
         self.outbox.append(ipc.ConnOpened(
             conn.conn_id, conn.role, conn.direction, conn.host, container,
             conn.settings.get("name", ""), user, mech,
-            security_info, conn.link_capacity, conn.cost, self._policy_info(conn)))
+            security_info, conn.link_capacity, conn.cost, self._policy_info(conn),
+            streaming_links))
         if inter_router and conn.direction == "out":
             self._open_router_links(conn)
 
@@ -1345,6 +1359,9 @@ class WorkerEngine:
                     and not target.get("dynamic"))
         link.local = True
         link.awaiting = True
+        if conn.role == INTER_ROUTER and CAP_ROUTER_DATA in _capabilities(plink.target):
+            link.link_type = LINK_TYPES[CAP_ROUTER_DATA]  # a streaming link (streamlinks.py)
+            link.router = True
         if fx.direction != DIR_OUT and conn.max_message_size:
             link.max_size = conn.max_message_size
             lib.pn_link_set_max_message_size(l_ptr, conn.max_message_size)
@@ -2302,11 +2319,19 @@ class WorkerEngine:
             conn.out_queue = deque(e for e in conn.out_queue if len(e) < 10 or e[9] is not rec)
         self._untrack_out(rec.dlv_id)
         if rec.d is not None:
+            # proton drops the bytes of it not yet encoded into frames: they will never be
+            # written to the socket, so they leave the connection's budget now (else the
+            # budget shrinks by them for good, and a later delivery waits forever)
+            dropped = lib.pn_delivery_pending(rec.d)
             lib.pn_delivery_abort(rec.d)
+            room = conn.out_room + dropped
+            conn.out_room = room if room < conn.out_budget else conn.out_budget
             link.sent += 1  # proton gives the credit back: counted as sent, the core's view
         elif rec.started:
             link.sent += 1  # nothing reached proton; the core counted it as delivered
         self._stream_out_end(rec)
+        if conn.out_queue and conn.out_room > 0:
+            self.refill(conn)
 
     def _track_out(self, dlv_id: int, d_ptr: Any, link: Link) -> None:
         """An unsettled delivery ``refill`` handed to proton (``d_ptr`` a cffi pointer)."""

@@ -254,6 +254,46 @@ def _wait_route(first, last, address: str) -> tuple:
     return rp, rcv, sp
 
 
+def small_passes_large(first, last, wait_known=None) -> None:
+    """While a 100 MB message crosses from ``first`` to ``last`` (routers apart), a small one
+    sent after it by the same client, at the same priority, arrives before the large one is
+    complete: the large one travels on a streaming link of its own (1.19's
+    qd.streaming-links), not on the data link of its priority. ``wait_known()`` waits until
+    every router on the way knows both receivers (else ``first`` gives a sender credit)."""
+    rp, (big_rcv, small_rcv) = _open(last, "big", "small")
+    rp.read_limit = 256 * 1024  # the large message takes many rounds
+    sp = bigmsg.Peer(first.port, "sender")
+    peers = [rp, sp]
+    if wait_known is not None:
+        wait_known()
+    else:
+        probes = [sp.session.sender(f"probe-{a}") for a in ("big", "small")]
+        for probe, address in zip(probes, ("big", "small")):
+            probe.target.address = address
+            probe.open()
+        bigmsg.pump(peers, lambda: all(p.credit > 0 for p in probes), 60)
+    size = 100 * MB
+    big = bigmsg.BigSender(sp, "big", size)
+    bigmsg.pump(peers, lambda: big_rcv.partial > 2 * MB, TIMEOUT, [big, big_rcv])
+    small = bigmsg.BigSender(sp, "small", 100, name="small-sender")
+    workers = [big, small, big_rcv, small_rcv]
+    bigmsg.pump(peers, lambda: bool(small_rcv.messages or big_rcv.messages), TIMEOUT, workers)
+    assert small_rcv.messages, "the large message completed before the small one arrived"
+    assert small_rcv.messages[0][:3] == (100, bigmsg.body_crc(100), False)
+    assert not big_rcv.messages and big_rcv.partial < size
+    bigmsg.pump(peers, lambda: len(big_rcv.messages) >= 1, TIMEOUT, workers)
+    assert big_rcv.messages[0][:3] == (size, bigmsg.body_crc(size), False)
+    bigmsg.pump(peers, lambda: big.outcome() != 0 and small.outcome() != 0, 20, workers)
+    assert (big.outcome(), small.outcome()) == (proton.Delivery.ACCEPTED,) * 2
+    for p in peers:
+        p.close()
+
+
+def test_small_message_passes_large_one_between_routers(router_factory):
+    routers = _line(router_factory, 2)
+    small_passes_large(routers[0], routers[1])
+
+
 def test_large_message_and_abort_router_line(router_factory):
     routers = _line(router_factory, 3)
     rp, rcv, probe = _wait_route(routers[0], routers[2], "big")

@@ -12,7 +12,7 @@ import pytest
 
 import bigmsg
 from test_mixed_1x import TOPOLOGIES, mixed, pytestmark, remote_seen  # noqa: F401 - fixture
-from test_streaming import MB, TIMEOUT, Rss, _open
+from test_streaming import MB, TIMEOUT, Rss, _open, small_passes_large
 
 
 @pytest.mark.parametrize("topology", sorted(TOPOLOGIES))
@@ -45,3 +45,18 @@ def test_large_message_and_abort_mixed_line(mixed, topology):  # noqa: F811 - th
     assert rcv.messages[1][2] is True
     for p in peers:
         p.close()
+
+
+@pytest.mark.parametrize("topology", sorted(TOPOLOGIES))
+def test_small_message_passes_large_one_mixed_line(mixed, topology):  # noqa: F811 - the fixture
+    """Both kinds take streaming links toward each other (each offers qd.streaming-links): a
+    small message passes a 100 MB one on the way through a 1.x router and through ours."""
+    first, last = TOPOLOGIES[topology](mixed)
+
+    def wait_known():
+        for r in mixed.routers.values():
+            if r is not last:
+                remote_seen(r, "big")
+                remote_seen(r, "small")
+
+    small_passes_large(first, last, wait_known)

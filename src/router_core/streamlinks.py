@@ -1,0 +1,103 @@
+"""Streaming links: extra inter-router links for messages still arriving (1.19's qd.streaming-links).
+
+Owns: the outbound streaming links of each inter-router connection whose peer offered the
+``qd.streaming-links`` connection capability (1.19 routers and this one offer it on every
+connection), which link a delivery toward another router goes on, and which idle streaming
+links the scrubber detaches.
+
+Why: a link carries one delivery at a time (the transfers of a delivery are contiguous), so a
+1 GB message on its priority's shared data link would keep every message of that priority
+toward that router behind it until its last byte. As in 1.19, a message still arriving (its
+payload a :class:`streaming.Stream` that is not done) takes an idle streaming link of the
+connection instead, or a new one the core attaches itself: ``qdlink.<16 hex digits>``, a sender
+with capability ``qd.router-data`` on both termini (the peer sees one more inter-router data
+link, as 1.19 attaches them), priority 4. The link is busy from the moment a copy starts on it
+until the message's last chunk or abort, or while a copy waits on it for credit; then it is
+idle (the pool) and takes the next such message. Whole messages, and a message that completed
+while its copy waited elsewhere, keep the data link of their priority.
+
+The scrubber (1.19's streaming_link_scrubber, with its constants): every ``SCRUB_INTERVAL``
+seconds each connection keeps at most ``POOL_MAX`` idle streaming links; beyond that the idle
+ones with nothing unsettled are detached, at most ``SCRUB_BATCH`` per connection per scan.
+
+Part of the core (functions of the RouterCore ``core``; compiled with the other parts, see
+core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
+"""
+from typing import Any
+
+from common.ipc import DIR_OUT, TERMINUS_SOURCE, TERMINUS_TARGET, terminus
+# --- core parts (the compiled build is one module: setup.py drops these imports) ---
+from router_core.records import LINK_DATA, Link
+from router_core.streaming import Stream
+# --- end core parts ---
+
+# the capability symbol of an inter-router data link, AMQP-encoded (sym8) as termini carry it
+ROUTER_DATA_CAPABILITY = b"\xa3\x0eqd.router-data"
+STREAM_LINK_PRIORITY = 4  # 1.19's default priority: streaming links and data links past the 10th
+POOL_MAX = 128            # idle streaming links a connection keeps (1.19: max_free_pool_size)
+SCRUB_INTERVAL = 30.0     # seconds between scrubber scans (1.19: PROD_TIMER_INTERVAL)
+SCRUB_BATCH = 10          # idle links detached per connection per scan at most (MAX_FREE_BATCH)
+
+
+class StreamLinkOwner:
+    """The owner of the links this module attaches (lifecycle.attached_out asks it): a
+    streaming link binds to no address, it carries what the relay puts on it."""
+
+    __slots__ = ()
+
+    def attached(self, core: Any, link: Link) -> bool:
+        return True
+
+
+STREAM_LINK_OWNER = StreamLinkOwner()
+
+
+def stream_link(core: Any, out: Link, payload: Any) -> Link:
+    """The link for a delivery the relay chose the data link ``out`` for: ``out`` itself, or
+    for a message still arriving toward a peer that takes streaming links, an idle streaming
+    link of the same connection (a new one if none is idle)."""
+    if type(payload) is not Stream or payload.done or not out.conn.streaming_links:
+        return out
+    conn = out.conn
+    for link in conn.stream_links:
+        if not link.stream_busy and not link.queue and not link.closed:
+            return link
+    return open_stream_link(core, conn)
+
+
+def open_stream_link(core: Any, conn: Any) -> Link:
+    """Attach one more streaming link on the inter-router connection ``conn``. Until the
+    peer answers and grants credit, what is put on it waits in its queue."""
+    name = "qdlink.%016x" % core._rng.getrandbits(64)
+    source = terminus(TERMINUS_SOURCE, None, False, ROUTER_DATA_CAPABILITY)
+    target = terminus(TERMINUS_TARGET, None, False, ROUTER_DATA_CAPABILITY)
+    link_id = core.attach_out(conn.conn_id, DIR_OUT, name, None, source, target, [2, 0],
+                              STREAM_LINK_OWNER)
+    link = core.links[link_id]
+    link.router = True
+    link.link_type = LINK_DATA
+    link.priority = STREAM_LINK_PRIORITY
+    link.streaming = True
+    conn.stream_links.append(link)
+    return link
+
+
+def forget_stream_link(link: Link) -> None:
+    """A streaming link is gone (detached, its connection closed, scrubbed)."""
+    links = link.conn.stream_links
+    if link in links:
+        links.remove(link)
+
+
+def idle_surplus(core: Any) -> list:
+    """The streaming links the scrubber detaches now: per connection, the idle ones (nothing
+    on them, nothing unsettled) past the first ``POOL_MAX``, at most ``SCRUB_BATCH``."""
+    out = []
+    for conn in core.conns.values():
+        if len(conn.stream_links) <= POOL_MAX:
+            continue
+        idle = [link for link in conn.stream_links
+                if not (link.stream_busy or link.queue or link.unsettled or link.closed
+                        or link.attaching)]
+        out.extend(idle[POOL_MAX:POOL_MAX + SCRUB_BATCH])
+    return out
