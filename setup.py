@@ -28,6 +28,7 @@ EXTENSIONS = {
     "router_io._engine": f"{GENERATED}/router_io/_engine.py",  # = router_io/engine.py + .pxd
     "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: router_core/addrmatch.py
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py
+    "common._ipccodec": "cython/_ipccodec.pyx",  # reference: common/ipccodec.py
 }
 # The parts of the router core, in dependency order (see src/router_core/core.py).
 CORE_PARTS = ["records", "addrkeys", "settlement", "streaming", "transfer", "relay", "forwarders",
