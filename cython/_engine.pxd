@@ -275,6 +275,8 @@ cdef class WorkerEngine:
     cdef _drop_in(self, dlv_id)
     @cython.locals(state=uint64_t, settled=bint, d_key=object)
     cdef _on_outbound_update(self, size_t d_ptr)
+    cpdef apply_all(self, list effects)
+    cpdef apply(self, effect)
     cpdef _fx_credit(self, fx)
     cpdef _fx_deliver(self, fx)
     cpdef _fx_router_deliver(self, fx)

@@ -219,7 +219,7 @@ class Worker(ConnectorsMixin, HttpMixin):
     def _drain_core(self) -> None:
         """Apply every effect batch the core has sent (the poll said there is one); whether
         another waits is asked with EVENTS, not with a receive that fails (zmqcalls)."""
-        apply, core, recv = self.engine.apply, self.core, zmqcalls.recv
+        apply_all, core, recv = self.engine.apply_all, self.core, zmqcalls.recv
         for _ in range(_MAX_BATCHES_PER_LOOP):
             try:
                 frame = recv(core, zmqcalls.NOBLOCK)
@@ -229,11 +229,7 @@ class Worker(ConnectorsMixin, HttpMixin):
             if effects and type(effects[0]) is ipc.ConfigChange:
                 self._config_changes(effects)  # management batches come alone (coreproc.py)
             else:
-                for effect in effects:
-                    try:  # zero cost unless raised
-                        apply(effect)
-                    except Exception as exc:  # noqa: BLE001 - close that connection, not the worker
-                        self.engine.effect_failed(effect, exc)
+                apply_all(effects)  # an effect that raises closes its connection, not the worker
             if not zmqcalls.readable(core):
                 return
 
