@@ -52,6 +52,8 @@ SELECTORS = [
      "router_core._addrmatch", "router_core.addrmatch"),
     ("from router_io import amqpscan_select", "amqpscan_select._impl.__name__",
      "router_io._amqpscan", "router_io.amqpscan"),
+    ("from common import ipc", "type(ipc._CODEC).__module__", "common._ipccodec",
+     "common.ipccodec"),
 ]
 SRC = Path(__file__).resolve().parents[2] / "src"
 
