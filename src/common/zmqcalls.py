@@ -5,7 +5,7 @@ its compiled backend; ``recv_multipart`` asks RCVMORE after every frame, and a n
 ``recv`` that finds nothing raises ``zmq.Again``, whose construction alone costs several µs
 (enum look-ups). Per batch and per hop that was more than the batch's own work at low rates.
 Here: the backend's methods themselves, and "is there more?" asked with EVENTS instead of a
-failing receive. Only the hot loops use these; everything else keeps the ordinary API.
+failing receive (of libzmq directly: common.zmqopt). Only the hot loops use these; everything else keeps the ordinary API.
 """
 from __future__ import annotations
 
@@ -14,24 +14,17 @@ from typing import Any
 import zmq
 from zmq.backend import Socket as _Backend
 
+from common.builds import choose
+
 send = _Backend.send          # send(sock, data, flags=0): copies ``data`` into the message
 recv = _Backend.recv          # recv(sock, flags=0) -> bytes; raises zmq.Again if NOBLOCK finds none
-_get = _Backend.get
 NOBLOCK = int(zmq.NOBLOCK)
 SNDMORE = int(zmq.SNDMORE)
-_EVENTS = int(zmq.EVENTS)
-_RCVMORE = int(zmq.RCVMORE)
-_POLLIN = int(zmq.POLLIN)
-
-
-def readable(sock: Any) -> bool:
-    """A whole message is waiting on ``sock`` (ZMQ_EVENTS has POLLIN)."""
-    return bool(_get(sock, _EVENTS) & _POLLIN)
-
-
-def more(sock: Any) -> bool:
-    """The frame just received is followed by another of the same message (ZMQ_RCVMORE)."""
-    return bool(_get(sock, _RCVMORE))
+# ZMQ_EVENTS / ZMQ_RCVMORE: asked of libzmq directly in the compiled build (pyzmq's get costs
+# 3-4 µs a call); common/zmqopt.py is the reference
+_OPT = choose("common._zmqopt", "common.zmqopt")
+readable = _OPT.readable  # readable(sock): a whole message is waiting (ZMQ_EVENTS has POLLIN)
+more = _OPT.more          # more(sock): the frame just received has another after it (RCVMORE)
 
 
 def send_routed(sock: Any, identity: bytes, frame: bytes) -> None:
