@@ -4,6 +4,7 @@ waiting, between the frames of a multi-part message, after the last frame, close
 import importlib
 
 import pytest
+from hypothesis import given, settings, strategies as st
 import zmq
 
 from common import builds, zmqcalls, zmqopt
@@ -70,3 +71,29 @@ def test_a_closed_socket_raises_as_pyzmq_does(build):
 def test_zmqcalls_takes_the_build_common_builds_chooses():
     chosen = compiled if compiled is not None and builds.extensions_enabled() else zmqopt
     assert zmqcalls.readable is chosen.readable and zmqcalls.more is chosen.more
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(st.binary(max_size=8), min_size=1, max_size=3), min_size=1, max_size=4))
+def test_builds_agree_frame_by_frame(messages):
+    """Any messages of 1-3 frames, read frame by frame: after each frame both builds say
+    ``more`` exactly while frames of the same message remain, ``readable`` while messages do."""
+    ctx = zmq.Context()
+    pull, push = ctx.socket(zmq.PULL), ctx.socket(zmq.PUSH)
+    try:
+        pull.bind("inproc://zmqopt-frames")
+        push.connect("inproc://zmqopt-frames")
+        for frames in messages:
+            push.send_multipart(frames)
+        assert pull.poll(5000, zmq.POLLIN)
+        for i, frames in enumerate(messages):
+            assert answers(pull)[0] is True
+            for j, frame in enumerate(frames):
+                assert zmqcalls.recv(pull, zmqcalls.NOBLOCK) == frame
+                assert answers(pull)[1] is (j < len(frames) - 1)
+            if i == len(messages) - 1:
+                assert answers(pull) == (False, False)
+    finally:
+        pull.close(0)
+        push.close(0)
+        ctx.term()
