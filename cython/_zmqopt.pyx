@@ -48,7 +48,10 @@ def _loaded_libzmq():
 
 def _bind():
     global _getsockopt
-    address = ctypes.cast(_loaded_libzmq().zmq_getsockopt, ctypes.c_void_p).value
+    try:
+        address = ctypes.cast(_loaded_libzmq().zmq_getsockopt, ctypes.c_void_p).value
+    except (OSError, AttributeError, ValueError) as exc:  # unreadable maps, a library gone...
+        raise ImportError(f"common._zmqopt: libzmq not found: {exc}") from exc
     if not address:
         raise ImportError("common._zmqopt: no zmq_getsockopt")
     _getsockopt = <getsockopt_f><size_t>address
