@@ -28,6 +28,8 @@ EXTENSIONS = {
     "router_io._engine": f"{GENERATED}/router_io/_engine.py",  # = router_io/engine.py + .pxd
     "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: router_core/addrmatch.py
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py
+    "common._ipccodec": "cython/_ipccodec.pyx",  # reference: common/ipccodec.py
+    "common._zmqopt": "cython/_zmqopt.pyx",  # reference: common/zmqopt.py
 }
 # The parts of the router core, in dependency order (see src/router_core/core.py).
 CORE_PARTS = ["records", "addrkeys", "settlement", "streaming", "transfer", "streamlinks", "relay",

@@ -252,6 +252,17 @@ cdef inline object _cdata(str ctype, size_t ptr):
 
 
 # --- the engine -----------------------------------------------------------------------------
+# Link: a final cdef class with exactly engine.py's __slots__, every one ``object`` (the values
+# stay what the .py stores). The per-message paths that declare their ``link`` as Link below read
+# and write these at a fixed offset instead of through the type's slot descriptors (each a type
+# look-up and a call); a Link-typed local is only ever used after its ``is None`` test.
+@cython.final
+cdef class Link:
+    cdef public object link_id, ptr, key, conn, direction, anonymous, sent, flow, open, local
+    cdef public object link_type, router, queued, drain_after, max_size, check, capped, awaiting
+    cdef public object draining, routed, settle_for_receiver, stream, out_stream, waiting
+
+
 @cython.final
 cdef class WorkerEngine:
     cdef dict __dict__  # everything not declared here (policy, TLS, the heap trimmer...)
@@ -268,19 +279,25 @@ cdef class WorkerEngine:
 
     @cython.locals(coll=size_t, ev=size_t, etype=int)
     cpdef process_events(self)
+    @cython.locals(link=Link)
     cdef _on_flow(self, size_t l_ptr)
-    cdef _report_flow(self, link)
-    @cython.locals(l_ptr=size_t, settled=bint, d_key=object)
+    cdef _report_flow(self, Link link)
+    @cython.locals(l_ptr=size_t, settled=bint, d_key=object, link=Link)
     cdef _on_delivery(self, size_t d_ptr)
     cdef _drop_aborted(self, size_t d_ptr, size_t l_ptr)
     cdef _drop_in(self, dlv_id)
     @cython.locals(state=uint64_t, settled=bint, d_key=object)
     cdef _on_outbound_update(self, size_t d_ptr)
+    cpdef apply_all(self, list effects)
+    cpdef apply(self, effect)
+    @cython.locals(link=Link)
     cpdef _fx_credit(self, fx)
+    @cython.locals(link=Link)
     cpdef _fx_deliver(self, fx)
+    @cython.locals(link=Link)
     cpdef _fx_router_deliver(self, fx)
     @cython.locals(l_ptr=size_t, d_ptr=size_t)
-    cdef _send(self, link, dlv_id, bint settled, payload)
+    cdef _send(self, Link link, dlv_id, bint settled, payload)
     cdef _settle_for_receiver(self, dlv_id, size_t d_ptr)
     cdef _egress_annotations(self, conn, payload)
     cdef _router_egress(self, payload, to_override, phase)

@@ -39,10 +39,10 @@ from typing import Any, Optional
 
 import zmq
 
-from common import ipc, listenfds
+from common import ipc, listenfds, zmqcalls
 from common.log import RouterLog
 from router_core import corelog
-from common.procutil import child_start, core_endpoint, run_profiled, status_socket
+from common.procutil import child_start, core_endpoint, run_profiled, status_socket, steady_gc
 from router_core.core_select import get_core_class
 from router_core.routetable import TOPOLOGY_TYPES, RouteTable
 
@@ -137,31 +137,36 @@ class CoreProcess:
         sock, core = self.sock, self.core
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
+        recv, more, readable = zmqcalls.recv, zmqcalls.more, zmqcalls.readable
+        NOBLOCK = zmqcalls.NOBLOCK
+        frame = commands = None
         while self.running:
             try:
-                poller.poll(1000)
+                ready = poller.poll(1000)
             except zmq.ZMQError as exc:
                 if exc.errno == errno.EINTR:
                     continue
                 raise
             now = time.monotonic()
-            for _ in range(_MAX_BATCHES_PER_LOOP):
-                # asking the socket (~2 us) instead of a receive that fails (zmq.Again, ~5 us):
-                # one of them ends every loop, whose batches are small when few deliveries
-                # are in flight (a link route: only the receiver's credit)
-                if not sock.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                    break
-                try:
-                    frames = sock.recv_multipart(zmq.NOBLOCK)
+            for _ in range(_MAX_BATCHES_PER_LOOP if ready else 0):
+                try:  # [identity, batch frame]: a ROUTER socket gives both parts or none
+                    identity = recv(sock, NOBLOCK)
+                    frame = recv(sock, NOBLOCK)
                 except zmq.Again:
                     break
+                if more(sock):  # not a batch (ipc.py): drop the whole message
+                    while more(sock):
+                        recv(sock, NOBLOCK)
+                    self.log.log("ROUTER_CORE", "error", "dropping a malformed IPC batch: more "
+                                                         "than one frame")
+                    continue
                 try:
-                    peer, commands = ipc.decode_batch(frames[1:])
+                    peer, commands = ipc.decode_frame(frame)
                 except ipc.IpcError as exc:
                     self.log.log("ROUTER_CORE", "error", f"dropping malformed IPC batch: {exc}")
                     continue
                 if peer != ipc.SUPERVISOR_PEER:
-                    self.identities[peer] = frames[0]
+                    self.identities[peer] = identity
                 if commands and type(commands[0]) in _MANAGEMENT:
                     self.management_batch(peer, commands, now)
                 elif peer == self.agent_peer and self.routes is not None:
@@ -173,9 +178,11 @@ class CoreProcess:
                         core.handle_batch(peer, commands, now)
                     except Exception as exc:  # noqa: BLE001 - the core outlives a bad command
                         self._batch_failed(peer, commands, now, exc)
+                if not readable(sock):  # asked, not found by a failing receive (zmqcalls)
+                    break
             # the last batch's frames (a big message's bytes) must not live on in this frame
             # until the next batch arrives: the core keeps only what it holds on purpose
-            frames = commands = None
+            frame = commands = None
             core.tick(now)
             if core.info_logs:  # connections and links opened and closed (corelog.py)
                 entries, core.info_logs = core.info_logs, []
@@ -204,12 +211,12 @@ class CoreProcess:
             identity = self.identities.get(peer)
             if identity is None or not effects:
                 continue
-            self.sock.send_multipart([identity, *ipc.encode_batch(-1, effects)])
+            zmqcalls.send_routed(self.sock, identity, ipc.encode_frame(-1, effects))
         if self.to_agent:
             answers, self.to_agent = self.to_agent, []
             identity = self.identities.get(self.agent_peer)
             if identity is not None:
-                self.sock.send_multipart([identity, *ipc.encode_batch(-1, answers)])
+                zmqcalls.send_routed(self.sock, identity, ipc.encode_frame(-1, answers))
 
     # --- route computation (interior mode; the agent's batches only) ------------------------------
     def agent_batch(self, peer: int, commands: list, now: float) -> None:
@@ -398,7 +405,7 @@ class CoreProcess:
     def _send_alone(self, peer: int, message: tuple) -> None:
         identity = self.identities.get(peer)
         if identity is not None:
-            self.sock.send_multipart([identity, *ipc.encode_batch(-1, [message])])
+            zmqcalls.send_routed(self.sock, identity, ipc.encode_frame(-1, [message]))
 
     def stop(self, *_: Any) -> None:
         self.running = False
@@ -409,6 +416,7 @@ def main(argv: Optional[list] = None) -> int:
     proc = CoreProcess(spec, args.ipc)
     proc.replay_runtime_changes(args.ipc)
     signal.signal(signal.SIGTERM, proc.stop)
+    steady_gc()
     run_profiled("core", proc.run)
     return 0
 

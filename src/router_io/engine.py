@@ -1937,6 +1937,16 @@ class WorkerEngine:
         _put_condition(cond, name, description)
 
     # --- effects -> engine --------------------------------------------------------------------
+    def apply_all(self, effects: list) -> None:
+        """Apply one batch of effects from the core, in order: one that raises closes the
+        connection it was for (``effect_failed``) and the rest still apply. One call per batch
+        (compiled: the loop and each ``apply`` are C calls)."""
+        for effect in effects:
+            try:  # zero cost unless raised
+                self.apply(effect)
+            except Exception as exc:  # noqa: BLE001 - close that connection, not the worker
+                self.effect_failed(effect, exc)
+
     def apply(self, effect: tuple) -> None:
         t = type(effect)  # the per-message effects first, the rest through the table
         if t is Deliver:

@@ -33,18 +33,18 @@ from typing import Any, Optional
 
 import zmq
 
-from common import ipc
+from common import ipc, zmqcalls
 from common import listenfds
 from common.listenfds import ListenerError
 from common.log import RouterLog
-from common.procutil import child_start, core_endpoint, run_profiled, status_socket
+from common.procutil import child_start, core_endpoint, run_profiled, status_socket, steady_gc
 from router_io.engine import Connection
 from router_io.engine_select import get_engine_class
 from router_io.connectors import Connector, ConnectorsMixin
 from router_io.httpstream import HttpStream
 from router_io.worker_http import HttpMixin
 
-POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
+POLLIN, POLLOUT = int(zmq.POLLIN), int(zmq.POLLOUT)  # ints: enum flags' & is Python code
 _READ_SIZE = 65536
 _MAX_BATCHES_PER_LOOP = 256
 _MANAGEMENT = (ipc.ConfigChange, ipc.LogQuery)  # batches the core sends apart from effects
@@ -199,7 +199,7 @@ class Worker(ConnectorsMixin, HttpMixin):
                                  + "".join(traceback.format_exception(exc)).rstrip())
             commands = engine.take_commands()
             if commands:
-                self.core.send_multipart(ipc.encode_batch(self.index, commands))
+                zmqcalls.send(self.core, ipc.encode_frame(self.index, commands))
             if engine.q2_changed:
                 self._q2_update()
             self._flush()
@@ -230,25 +230,21 @@ class Worker(ConnectorsMixin, HttpMixin):
         return max(0, min(1000, int((self.next_tick - time.monotonic()) * 1000) + 1))
 
     def _drain_core(self) -> None:
-        apply = self.engine.apply
-        core = self.core
+        """Apply every effect batch the core has sent (the poll said there is one); whether
+        another waits is asked with EVENTS, not with a receive that fails (zmqcalls)."""
+        apply_all, core, recv = self.engine.apply_all, self.core, zmqcalls.recv
         for _ in range(_MAX_BATCHES_PER_LOOP):
-            # asking the socket (~2 us) is cheaper than a receive that fails (zmq.Again, ~5 us)
-            if not core.getsockopt(zmq.EVENTS) & zmq.POLLIN:
-                return
             try:
-                frames = core.recv_multipart(zmq.NOBLOCK)
+                frame = recv(core, zmqcalls.NOBLOCK)
             except zmq.Again:
                 return
-            _, effects = ipc.decode_batch(frames)
+            _, effects = ipc.decode_frame(frame)
             if effects and type(effects[0]) in _MANAGEMENT:
                 self._config_changes(effects)  # management batches come alone (coreproc.py)
-                continue
-            for effect in effects:
-                try:  # zero cost unless raised
-                    apply(effect)
-                except Exception as exc:  # noqa: BLE001 - close that connection, not the worker
-                    self.engine.effect_failed(effect, exc)
+            else:
+                apply_all(effects)  # an effect that raises closes its connection, not the worker
+            if not zmqcalls.readable(core):
+                return
 
     # --- runtime configuration changes from management ----------------------------------------
     def _config_changes(self, effects: list) -> None:
@@ -432,7 +428,7 @@ class Worker(ConnectorsMixin, HttpMixin):
         # closing connections can produce commands (ConnClosed)
         commands = engine.take_commands()
         if commands:
-            self.core.send_multipart(ipc.encode_batch(self.index, commands))
+            zmqcalls.send(self.core, ipc.encode_frame(self.index, commands))
 
     def _flush_one(self, sock: socket.socket, conn: Connection) -> None:
         """Write one connection's pending output; close its socket once its transport ends."""
@@ -539,6 +535,7 @@ def main(argv: Optional[list] = None) -> int:
         worker.core.close(0)
         worker.ctx.term()
         return 1
+    steady_gc()
     run_profiled(f"worker{args.index}", worker.run)
     return 0
 

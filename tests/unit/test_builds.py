@@ -52,6 +52,9 @@ SELECTORS = [
      "router_core._addrmatch", "router_core.addrmatch"),
     ("from router_io import amqpscan_select", "amqpscan_select._impl.__name__",
      "router_io._amqpscan", "router_io.amqpscan"),
+    ("from common import ipc", "type(ipc._CODEC).__module__", "common._ipccodec",
+     "common.ipccodec"),
+    ("from common import zmqcalls", "zmqcalls._OPT.__name__", "common._zmqopt", "common.zmqopt"),
 ]
 SRC = Path(__file__).resolve().parents[2] / "src"
 

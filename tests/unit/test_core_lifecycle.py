@@ -281,3 +281,22 @@ def test_core_process_survives_invalid_commands(core_process):
     assert "ChildStatus from peer 0 not handled" in text
     assert "LinkAttach from peer 0 not handled" in text
     assert p.thread.is_alive()
+
+
+def test_core_process_drops_batches_that_are_not_one_frame(core_process):
+    """A message of more than one frame, or a frame that is no batch, is dropped and logged;
+    the batches after it are read from the right frame boundary and handled."""
+    p = core_process
+    p.send(PeerHello(0, "worker", 1))
+    good = ipc.encode_frame(0, [ConnOpened(1, "normal", "in", "h:1", "c1", "l", "u", "", False,
+                                           250)])
+    p.peer.send_multipart([good, good])          # two frames: not a batch, not handled at all
+    p.peer.send_multipart([b"\x01\x00"])         # one frame, not a batch
+    p.send(ConnOpened(2, "normal", "in", "h:2", "c2", "l", "u", "", False, 250),
+           LinkAttach(20, 2, DIR_OUT, "r", "q", False, False, 10, "endpoint"))
+    assert LinkOpen(20, "q") in p.receive(lambda got: LinkOpen(20, "q") in got)
+    assert p.proc.core.snapshot()["router"]["connectionCount"] == 1  # conn 1 never came
+    text = p.log_path.read_text()
+    assert "dropping a malformed IPC batch: more than one frame" in text
+    assert "dropping malformed IPC batch: batch frame shorter than its header length" in text
+    assert p.thread.is_alive()

@@ -97,3 +97,16 @@ def test_the_compiled_module_is_engine_py():
         missing = ref - comp - (cdef_methods if cls == "WorkerEngine" else set())
         assert missing == set(), f"{cls}: {missing}"
     assert engine_c.WorkerEngine.__module__ == "router_io._engine"
+
+
+def test_the_compiled_link_has_exactly_the_reference_slots():
+    """cython/_engine.pxd declares Link as a cdef class: its attributes must stay engine.py's
+    __slots__ (an attribute only one build has would be lost, or refused, in the other)."""
+    if compiled_engine() is None:
+        pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
+    import router_io._engine as engine_c
+    compiled = {n for n in dir(engine_c.Link) if not n.startswith("__")}
+    assert compiled == set(engine_py.Link.__slots__)
+    link = engine_c.Link.__new__(engine_c.Link)
+    with pytest.raises(AttributeError):
+        link.not_a_slot = 1

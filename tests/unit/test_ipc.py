@@ -105,7 +105,8 @@ def test_batches_keep_order_and_payload_bytes(spec):
         else:
             msgs.append(ipc.LinkCredit(i, len(data)))
     frames = ipc.encode_batch(0, msgs)
-    assert len(frames) <= 2  # header plus at most one payload frame, whatever the batch size
+    assert len(frames) == 1  # one frame, whatever the batch size
+    assert ipc.decode_frame(frames[0])[1] == ipc.decode_batch(frames)[1]
     _, out = ipc.decode_batch(frames)
     assert [type(m) for m in out] == [type(m) for m in msgs]
     for got, sent in zip(out, msgs):
@@ -126,14 +127,25 @@ def test_forwarded_slices_reencode_unchanged():
     assert [bytes(m.payload) for m in out] == [b"2nd", b"first"]
 
 
+def _frame(header: list, payloads: bytes = b"") -> bytes:
+    packed = msgpack.packb(header)
+    return len(packed).to_bytes(4, "little") + packed + payloads
+
+
 @pytest.mark.parametrize("frames", [
     [],
-    [b"\xc1"],
-    [msgpack.packb([99, 0, []])],
-    [msgpack.packb([ipc.IPC_VERSION, 0, [[999, 1]]])],
-    [msgpack.packb([ipc.IPC_VERSION, 0, [[ipc.CODE_OF[ipc.Deliver], 1, 2, False, 10]]]), b"short"],
-    [msgpack.packb([ipc.IPC_VERSION, 0, [[ipc.CODE_OF[ipc.LinkCredit], 1]]])],
-    [msgpack.packb([ipc.IPC_VERSION, 0, []]), b"extra"],
+    [b""],
+    [b"\x01\x00"],                                          # shorter than the header length
+    [b"\xff\x00\x00\x00\x93"],                              # header length past the end
+    [b"\x01\x00\x00\x00\xc1"],                              # not msgpack
+    [_frame([99, 0, []])],                                    # another version
+    [_frame([ipc.IPC_VERSION, 0, [[999, 1]]])],               # unknown code
+    [_frame([ipc.IPC_VERSION, 0, [[ipc.CODE_OF[ipc.Deliver], 1, 2, False, 10]]], b"short")],
+    [_frame([ipc.IPC_VERSION, 0, [[ipc.CODE_OF[ipc.Deliver], 1, 2, False, -3]]], b"abc")],
+    [_frame([ipc.IPC_VERSION, 0, [[ipc.CODE_OF[ipc.LinkCredit], 1]]])],
+    [_frame([ipc.IPC_VERSION, 0, []], b"extra")],             # bytes no item accounts for
+    [_frame([ipc.IPC_VERSION, 0, []]), b""],                  # two frames
+    [msgpack.packb([ipc.IPC_VERSION, 0, []])],                # the former two-frame header
 ])
 def test_malformed_batches_raise_ipc_error(frames):
     with pytest.raises(ipc.IpcError):
