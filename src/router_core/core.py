@@ -147,6 +147,9 @@ class RouterCore:
         self.ingress_container = 0
         self.egress_container = 0
         self.redirected = 0  # deliveries sent to a fallback destination (ingress.to_fallback)
+        # inbound deliveries settled more than 1 s / 10 s after they came in (count_delay)
+        self.delayed_1sec = 0
+        self.delayed_10sec = 0
         # auto-links (autolinks.py): identity -> AutoLink, in creation order; the core time of
         # the soonest retry among them
         self.auto_links = {}
@@ -295,7 +298,9 @@ class RouterCore:
                 "deliveriesTransit": self.transit,
                 "deliveriesIngressRouteContainer": self.ingress_container,
                 "deliveriesEgressRouteContainer": self.egress_container,
-                "deliveriesRedirectedToFallback": self.redirected}
+                "deliveriesRedirectedToFallback": self.redirected,
+                "deliveriesDelayed1Sec": self.delayed_1sec,
+                "deliveriesDelayed10Sec": self.delayed_10sec}
 
     def add_auto_link(self, attributes: dict) -> None:
         """A configured auto-link (``router.config.autoLink`` attributes, canonical names),

@@ -10,7 +10,7 @@ the core process turns them into 1.19's lines here, once per loop:
     [C5][L7] Link closed due to connection loss: del=1 ...   (``Link lost``: it ended in an error)
     [C5] Connection Closed
 
-(Delayed/blocked counts: this router does not track them; 0 and ``no``.)
+(``delay1``/``delay10``: the link's deliveriesDelayed1Sec/10Sec; ``blocked``: not tracked, ``no``.)
 The router's own internal connection (the agent's) is not a client connection and is left
 out, as 1.19 does not log its in-process agent. With ROUTER_CORE trace on, the core process
 also writes ``Core action 'NAME'`` for each command it hands the core (:func:`action_name`:
@@ -78,7 +78,7 @@ def lines(entries: Iterable[tuple]) -> list[str]:
                        f"del={link.delivery_count} presett={link.presettled_count} "
                        f"psdrop={link.dropped_presettled_count} acc={link.accepted} "
                        f"rej={link.rejected} rel={link.released} mod={link.modified} "
-                       "delay1=0 delay10=0 blocked=no")
+                       f"delay1={link.delayed_1sec} delay10={link.delayed_10sec} blocked=no")
     return out
 
 

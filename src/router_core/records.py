@@ -173,6 +173,9 @@ class Link:
                  # management counters
                  "delivery_count", "presettled_count", "dropped_presettled_count", "accepted",
                  "rejected", "released", "modified",
+                 # deliveriesDelayed1Sec/10Sec: unsettled deliveries settled more than 1 s
+                 # (10 s) after they came in (settlement.count_delay)
+                 "delayed_1sec", "delayed_10sec",
                  # termini and [snd, rcv] settle modes: of a peer-attached link as the peer
                  # sent them; of a link the router attached (AttachOut) what it asked for,
                  # and the peer's answer in remote_*; attaching: that answer is still due;
@@ -229,6 +232,8 @@ class Link:
         self.rejected = 0
         self.released = 0
         self.modified = 0
+        self.delayed_1sec = 0
+        self.delayed_10sec = 0
         self.source = None
         self.target = None
         self.settle = None
@@ -324,11 +329,11 @@ class InDelivery:
 
     __slots__ = ("dlv_id", "link", "settled", "payload", "addr", "multicast", "priority",
                  "pending", "out", "open", "copies", "outcome", "info", "targets", "to_override",
-                 "phase", "queued_on")
+                 "phase", "queued_on", "at")
 
 
 def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Address,
-                 multicast: bool) -> InDelivery:
+                 multicast: bool, at: float) -> InDelivery:
     dlv = InDelivery.__new__(InDelivery)
     dlv.dlv_id = dlv_id
     dlv.link = link
@@ -347,6 +352,7 @@ def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Add
     dlv.to_override = None  # toward another router: x-opt-qd.to to set (None: keep)
     dlv.phase = -1          # toward another router: x-opt-qd.phase to set (-1: keep)
     dlv.queued_on = None    # anycast toward another router: the data link it waits on
+    dlv.at = at             # core time it came in (deliveriesDelayed1Sec/10Sec)
     return dlv
 
 

@@ -42,6 +42,21 @@ def count_outcome(core: Any, link: Link, state: int, router_wide: bool) -> None:
             core.rejected += 1
 
 
+def count_delay(core: Any, link: Link, dlv: InDelivery, router_wide: bool) -> None:
+    """deliveriesDelayed1Sec/10Sec: an unsettled delivery settled more than 1 s (10 s) after
+    it came in (1.19 qdr_delivery_increment_counters_CT: an outbound copy counts from its
+    inbound delivery's ingress time; the router-wide counters only inbound deliveries)."""
+    delay = core.now - dlv.at
+    if delay > 10.0:
+        link.delayed_10sec += 1
+        if router_wide:
+            core.delayed_10sec += 1
+    elif delay > 1.0:
+        link.delayed_1sec += 1
+        if router_wide:
+            core.delayed_1sec += 1
+
+
 def settle_in(core: Any, dlv: InDelivery, state: int, info: Any) -> None:
     """Final outcome of an unsettled inbound delivery: tell its sender (if still there)."""
     if core.in_unsettled.pop(dlv.dlv_id, None) is None:
@@ -49,6 +64,7 @@ def settle_in(core: Any, dlv: InDelivery, state: int, info: Any) -> None:
     link = dlv.link
     link.in_unsettled -= 1
     count_outcome(core, link, state, True)
+    count_delay(core, link, dlv, True)
     if not link.closed:
         core._emit(link.peer, _effect(UpdateIn, (dlv.dlv_id, state, True, info)))
 
@@ -61,6 +77,7 @@ def forget_out(core: Any, out: OutDelivery) -> None:
         dlv.out = None
     if out.state:
         count_outcome(core, out.link, out.state, False)
+    count_delay(core, out.link, dlv, False)
 
 
 def copy_done(core: Any, dlv: InDelivery, state: int, info: Any) -> None:
@@ -166,6 +183,7 @@ def on_settle_in(core: Any, peer: Any, cmd: Any) -> None:
     link = dlv.link
     link.in_unsettled -= 1
     count_outcome(core, link, state, True)
+    count_delay(core, link, dlv, True)
     if dlv.pending:
         withdraw_held(core, dlv)
     outs = dlv.copies if dlv.multicast else ([dlv.out] if dlv.out is not None else [])
