@@ -58,6 +58,7 @@ def _link_view(link: Any) -> dict:
         "acceptedCount": link.accepted, "rejectedCount": link.rejected,
         "releasedCount": link.released, "modifiedCount": link.modified,
         "deliveriesDelayed1Sec": link.delayed_1sec, "deliveriesDelayed10Sec": link.delayed_10sec,
+        "deliveriesStuck": link.stuck,
         "creditAvailable": credit if credit > 0 else 0,
         "adminStatus": "enabled", "operStatus": "up",
     }

@@ -44,6 +44,7 @@ LOG_CONN_CLOSED = 1
 LOG_LINK_ATTACHED = 2
 LOG_LINK_DETACHED = 3
 LOG_LINK_LOST = 4   # closed with its connection
+LOG_LINK_STUCK = 5  # the link's first stuck delivery (settlement.scan_stuck)
 
 # Link types (LinkAttach.link_type, from the terminus capabilities qd.router / qd.router-data)
 LINK_ENDPOINT = 0
@@ -176,6 +177,10 @@ class Link:
                  # deliveriesDelayed1Sec/10Sec: unsettled deliveries settled more than 1 s
                  # (10 s) after they came in (settlement.count_delay)
                  "delayed_1sec", "delayed_10sec",
+                 # deliveriesStuck: its deliveries found stuck and not settled since; the core
+                 # time of its attach or of its last accepted/rejected settlement (1.19's
+                 # core_ticks: a delivery is stuck when nothing settled for STUCK_AGE)
+                 "stuck", "rate_at",
                  # termini and [snd, rcv] settle modes: of a peer-attached link as the peer
                  # sent them; of a link the router attached (AttachOut) what it asked for,
                  # and the peer's answer in remote_*; attaching: that answer is still due;
@@ -234,6 +239,8 @@ class Link:
         self.modified = 0
         self.delayed_1sec = 0
         self.delayed_10sec = 0
+        self.stuck = 0
+        self.rate_at = 0.0
         self.source = None
         self.target = None
         self.settle = None
@@ -329,7 +336,7 @@ class InDelivery:
 
     __slots__ = ("dlv_id", "link", "settled", "payload", "addr", "multicast", "priority",
                  "pending", "out", "open", "copies", "outcome", "info", "targets", "to_override",
-                 "phase", "queued_on", "at")
+                 "phase", "queued_on", "at", "stuck")
 
 
 def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Address,
@@ -353,13 +360,14 @@ def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Add
     dlv.phase = -1          # toward another router: x-opt-qd.phase to set (-1: keep)
     dlv.queued_on = None    # anycast toward another router: the data link it waits on
     dlv.at = at             # core time it came in (deliveriesDelayed1Sec/10Sec)
+    dlv.stuck = False       # counted in deliveriesStuck (settlement.scan_stuck)
     return dlv
 
 
 class OutDelivery:
     """One copy of an inbound delivery sent on an outbound link. Built by :func:`_out_delivery`."""
 
-    __slots__ = ("out_id", "link", "in_dlv", "state", "info", "done")
+    __slots__ = ("out_id", "link", "in_dlv", "state", "info", "done", "stuck")
 
 
 def _out_delivery(out_id: int, link: Link, in_dlv: InDelivery) -> OutDelivery:
@@ -370,4 +378,5 @@ def _out_delivery(out_id: int, link: Link, in_dlv: InDelivery) -> OutDelivery:
     out.state = 0     # last terminal state from the receiver (0 = none)
     out.info = None
     out.done = False  # multicast: this copy's outcome was already counted
+    out.stuck = False  # counted in deliveriesStuck (settlement.scan_stuck)
     return out

@@ -1,6 +1,7 @@
 """deliveriesDelayed1Sec / deliveriesDelayed10Sec: deliveries settled more than 1 s / 10 s
 after they came in (1.19 qdr_delivery_increment_counters_CT), on both links of the path and,
-for inbound deliveries only, router-wide; both core builds, with the core times given."""
+for inbound deliveries only, router-wide; and deliveriesStuck (1.19's stuck delivery detection
+sweep); both core builds, with the core times given."""
 from common.ipc import (
     STATE_ACCEPTED, ConnClosed, Disposition, LinkDetach, LinkFlow, SettleIn, Transfer)
 from router_core import corelog
@@ -88,3 +89,52 @@ def test_detach_log_line_shows_the_counts(core_cls):  # noqa: F811
     assert texts[0] == ("[C1][L10] Link detached: del=2 presett=0 psdrop=0 acc=2 rej=0 rel=0 "
                         "mod=0 delay1=1 delay10=1 blocked=no")
     assert texts[1].endswith(" acc=2 rej=0 rel=0 mod=0 delay1=1 delay10=1 blocked=no")
+
+
+# ---- deliveriesStuck: 1.19's stuck delivery detection ------------------------------------------
+def stuck(h, link_id):
+    return h.link(link_id)["deliveriesStuck"]
+
+
+def test_unsettled_delivery_on_a_link_idle_for_10s_is_stuck_until_settled(core_cls):  # noqa: F811
+    h = Harness(core_cls)
+    h.core.log_info = True
+    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
+    h.flat()
+    at(h, 0.0, Transfer(1, 10, None, False, 4, b"m"), Transfer(2, 10, None, False, 4, b"m"))
+    h.core.tick(29.0)  # the first sweep is at 30 s
+    assert stuck(h, 10) == stuck(h, 20) == 0
+    h.core.info_logs = []
+    h.core.tick(30.0)
+    assert stuck(h, 10) == stuck(h, 20) == 2 and h.snap()["router"]["deliveriesStuck"] == 4
+    texts = corelog.lines(h.core.info_logs)  # once per link, on its first stuck delivery
+    assert sorted(texts) == [
+        f"[C1][L{link}] Stuck delivery: At least one delivery on this link has been "
+        "undelivered/unsettled for more than 10 seconds" for link in (10, 20)]
+    h.core.tick(60.0)  # counted once
+    assert stuck(h, 10) == stuck(h, 20) == 2
+    at(h, 61.0, Disposition(1, STATE_ACCEPTED, True, None))
+    assert stuck(h, 10) == stuck(h, 20) == 1 and h.snap()["router"]["deliveriesStuck"] == 2
+    at(h, 62.0, SettleIn(2, STATE_ACCEPTED))
+    assert stuck(h, 10) == stuck(h, 20) == 0 and h.snap()["router"]["deliveriesStuck"] == 0
+
+
+def test_a_recent_settlement_on_the_link_means_not_stuck(core_cls):  # noqa: F811
+    h = Harness(core_cls)
+    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
+    h.flat()
+    at(h, 0.0, Transfer(1, 10, None, False, 4, b"m"), Transfer(2, 10, None, False, 4, b"m"))
+    at(h, 25.0, Disposition(1, STATE_ACCEPTED, True, None))
+    h.core.tick(30.0)  # 5 s since the links' last settlement: delivery 2 is not stuck yet
+    assert stuck(h, 10) == stuck(h, 20) == 0
+    h.core.tick(60.0)
+    assert stuck(h, 10) == stuck(h, 20) == 1
+
+
+def test_test_hooks_sweep_every_5s_with_a_3s_age(core_cls):  # noqa: F811
+    h = Harness(core_cls, test_hooks=True)
+    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
+    h.flat()
+    at(h, 0.0, Transfer(1, 10, None, False, 4, b"m"))
+    h.core.tick(5.0)
+    assert stuck(h, 10) == stuck(h, 20) == 1
