@@ -14,6 +14,18 @@ def at(h, now, *cmds):
     h.flat()
 
 
+def one_path(core_cls, credit=5, log=False, sent=0, **kwargs):  # noqa: F811
+    """A core with receiver 20 (``credit``) and sender 10 on ``q``, and ``sent`` unsettled
+    deliveries (ids 1..) sent at core time 0; ``log``: ROUTER_CORE info kept."""
+    h = Harness(core_cls, **kwargs)
+    h.core.log_info = log
+    h.conn(1).receiver(20, 1, "q", credit=credit).sender(10, 1, "q")
+    h.flat()
+    if sent:
+        at(h, 0.0, *[Transfer(i, 10, None, False, 4, b"m") for i in range(1, sent + 1)])
+    return h
+
+
 def delays(h, link_id):
     view = h.link(link_id)
     return view["deliveriesDelayed1Sec"], view["deliveriesDelayed10Sec"]
@@ -25,9 +37,7 @@ def router_delays(h):
 
 
 def test_anycast_counted_by_how_long_settlement_took(core_cls):  # noqa: F811
-    h = Harness(core_cls)
-    h.conn(1).receiver(20, 1, "q", credit=10).sender(10, 1, "q")
-    h.flat()
+    h = one_path(core_cls, credit=10)
     for dlv_id, settled_at in ((1, 0.9), (2, 1.5), (3, 10.5)):
         at(h, 0.0, Transfer(dlv_id, 10, None, False, 4, b"m"))
         at(h, settled_at, Disposition(dlv_id, STATE_ACCEPTED, True, None))
@@ -37,9 +47,7 @@ def test_anycast_counted_by_how_long_settlement_took(core_cls):  # noqa: F811
 
 
 def test_presettled_and_prompt_deliveries_never_count(core_cls):  # noqa: F811
-    h = Harness(core_cls)
-    h.conn(1).receiver(20, 1, "q", credit=10).sender(10, 1, "q")
-    h.flat()
+    h = one_path(core_cls, credit=10)
     at(h, 0.0, Transfer(1, 10, None, True, 4, b"p"))
     at(h, 0.0, Transfer(2, 10, None, False, 4, b"u"))
     at(h, 1.0, Disposition(2, STATE_ACCEPTED, True, None))  # 1 s exactly: not more than 1 s
@@ -47,9 +55,7 @@ def test_presettled_and_prompt_deliveries_never_count(core_cls):  # noqa: F811
 
 
 def test_time_held_for_credit_counts_from_ingress(core_cls):  # noqa: F811
-    h = Harness(core_cls)
-    h.conn(1).receiver(20, 1, "q", credit=0).sender(10, 1, "q")
-    h.flat()
+    h = one_path(core_cls, credit=0)
     at(h, 0.0, Transfer(1, 10, None, False, 4, b"m"))
     at(h, 5.0, LinkFlow(20, 1, False))  # sent after 5 s waiting at the address
     at(h, 5.1, Disposition(1, STATE_ACCEPTED, True, None))
@@ -57,9 +63,7 @@ def test_time_held_for_credit_counts_from_ingress(core_cls):  # noqa: F811
 
 
 def test_sender_settling_first_and_multicast(core_cls):  # noqa: F811
-    h = Harness(core_cls)
-    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
-    h.flat()
+    h = one_path(core_cls)
     at(h, 0.0, Transfer(1, 10, None, False, 4, b"m"))
     at(h, 2.0, SettleIn(1, STATE_ACCEPTED))  # the sender settles: both ends counted
     assert delays(h, 10) == (1, 0) and delays(h, 20) == (1, 0)
@@ -75,11 +79,7 @@ def test_sender_settling_first_and_multicast(core_cls):  # noqa: F811
 
 
 def test_detach_log_line_shows_the_counts(core_cls):  # noqa: F811
-    h = Harness(core_cls)
-    h.core.log_info = True
-    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
-    h.flat()
-    at(h, 0.0, Transfer(1, 10, None, False, 4, b"m"), Transfer(2, 10, None, False, 4, b"m"))
+    h = one_path(core_cls, log=True, sent=2)
     at(h, 3.0, Disposition(1, STATE_ACCEPTED, True, None))
     at(h, 20.0, Disposition(2, STATE_ACCEPTED, True, None))
     h.core.info_logs = []
@@ -97,11 +97,7 @@ def stuck(h, link_id):
 
 
 def test_unsettled_delivery_on_a_link_idle_for_10s_is_stuck_until_settled(core_cls):  # noqa: F811
-    h = Harness(core_cls)
-    h.core.log_info = True
-    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
-    h.flat()
-    at(h, 0.0, Transfer(1, 10, None, False, 4, b"m"), Transfer(2, 10, None, False, 4, b"m"))
+    h = one_path(core_cls, log=True, sent=2)
     h.core.tick(29.0)  # the first sweep is at 30 s
     assert stuck(h, 10) == stuck(h, 20) == 0
     h.core.info_logs = []
@@ -120,10 +116,7 @@ def test_unsettled_delivery_on_a_link_idle_for_10s_is_stuck_until_settled(core_c
 
 
 def test_a_recent_settlement_on_the_link_means_not_stuck(core_cls):  # noqa: F811
-    h = Harness(core_cls)
-    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
-    h.flat()
-    at(h, 0.0, Transfer(1, 10, None, False, 4, b"m"), Transfer(2, 10, None, False, 4, b"m"))
+    h = one_path(core_cls, sent=2)
     at(h, 25.0, Disposition(1, STATE_ACCEPTED, True, None))
     h.core.tick(30.0)  # 5 s since the links' last settlement: delivery 2 is not stuck yet
     assert stuck(h, 10) == stuck(h, 20) == 0
@@ -132,9 +125,6 @@ def test_a_recent_settlement_on_the_link_means_not_stuck(core_cls):  # noqa: F81
 
 
 def test_test_hooks_sweep_every_5s_with_a_3s_age(core_cls):  # noqa: F811
-    h = Harness(core_cls, test_hooks=True)
-    h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
-    h.flat()
-    at(h, 0.0, Transfer(1, 10, None, False, 4, b"m"))
+    h = one_path(core_cls, sent=1, test_hooks=True)
     h.core.tick(5.0)
     assert stuck(h, 10) == stuck(h, 20) == 1
