@@ -60,7 +60,7 @@ cdef object _own(payload)
 cdef set_treatment(Address addr, int dist, int priority)
 @cython.locals(dlv=InDelivery)
 cdef InDelivery _in_delivery(dlv_id, Link link, bint settled, payload, Address addr,
-                             bint multicast)
+                             bint multicast, double at)
 @cython.locals(out=OutDelivery)
 cdef OutDelivery _out_delivery(out_id, Link link, InDelivery in_dlv)
 
@@ -96,6 +96,8 @@ cdef class Link:
     cdef public dict unsettled
     cdef public long long delivery_count, presettled_count, dropped_presettled_count
     cdef public long long accepted, rejected, released, modified
+    cdef public long long delayed_1sec, delayed_10sec, stuck
+    cdef public double rate_at
     cdef public object source, target, settle, remote_source, remote_target, remote_settle
     cdef public bint attaching, fallback
     cdef public object owner
@@ -132,6 +134,8 @@ cdef class InDelivery:
     cdef public object to_override
     cdef public int phase
     cdef public Link queued_on
+    cdef public double at
+    cdef public bint stuck
 
 
 @cython.final
@@ -141,7 +145,7 @@ cdef class OutDelivery:
     cdef public Link link
     cdef public InDelivery in_dlv
     cdef public int state
-    cdef public bint done
+    cdef public bint done, stuck
 
 
 # --- addrkeys.py --------------------------------------------------------------------------------
@@ -168,6 +172,12 @@ cdef count_outcome(RouterCore core, Link link, int state, bint router_wide)
 cdef settle_in(RouterCore core, InDelivery dlv, int state, info)
 @cython.locals(dlv=InDelivery)
 cdef forget_out(RouterCore core, OutDelivery out)
+@cython.locals(delay=double)
+cdef count_delay(RouterCore core, Link link, InDelivery dlv, bint router_wide)
+@cython.locals(now=double, dlv=InDelivery, link=Link, out=OutDelivery)
+cdef scan_stuck(RouterCore core, double age)
+cdef stick(RouterCore core, Link link, double age)
+cdef unstick(RouterCore core, Link link)
 @cython.locals(out=OutDelivery)
 cdef copy_done(RouterCore core, InDelivery dlv, int state, info)
 cdef unhold(RouterCore core, InDelivery dlv)
@@ -412,7 +422,8 @@ cdef class RouterCore:
     cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled, streams, stream_outs
     cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
     cdef readonly long long modified, ingress, egress, transit, ingress_container
-    cdef readonly long long egress_container, redirected
+    cdef readonly long long egress_container, redirected, delayed_1sec, delayed_10sec, stuck
+    cdef public double stuck_interval, stuck_age, stuck_next_scan
     cdef public dict auto_links
     cdef public double al_next_retry, sl_next_scrub
     cdef public list al_logs

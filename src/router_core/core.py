@@ -97,7 +97,8 @@ from router_core.linkroute import (
     delete_link_route, on_in_drained, on_sender_state)
 from router_core.records import MODE_CODES, STALL_NONE, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
-from router_core.settlement import on_disposition, on_settle_in
+from router_core.settlement import (
+    STUCK_PROD, STUCK_TEST, on_disposition, on_settle_in, scan_stuck)
 from router_core.streaming import on_stream_chunk, on_stream_sent
 from router_core.streamlinks import SCRUB_INTERVAL, idle_surplus
 from router_core.transfer import on_flow, on_link_unstalled
@@ -147,6 +148,14 @@ class RouterCore:
         self.ingress_container = 0
         self.egress_container = 0
         self.redirected = 0  # deliveries sent to a fallback destination (ingress.to_fallback)
+        # inbound deliveries settled more than 1 s / 10 s after they came in (count_delay)
+        self.delayed_1sec = 0
+        self.delayed_10sec = 0
+        # deliveries found stuck (settlement.scan_stuck) and not settled since; the sweep's
+        # period and age (1.19's stuck delivery detection: 30 s and 10 s, with -T 5 s and 3 s)
+        self.stuck = 0
+        self.stuck_interval, self.stuck_age = STUCK_TEST if test_hooks else STUCK_PROD
+        self.stuck_next_scan = self.stuck_interval
         # auto-links (autolinks.py): identity -> AutoLink, in creation order; the core time of
         # the soonest retry among them
         self.auto_links = {}
@@ -248,11 +257,15 @@ class RouterCore:
     def tick(self, now: float) -> None:
         """Called by the core process's loop. Once a second, heap memory freed since (closed
         connections, released deliveries) goes back to the OS (common.heap); auto-link
-        retries that are due; every 30 s the streaming-link scrubber (streamlinks.py)."""
+        retries that are due; every 30 s the streaming-link scrubber (streamlinks.py) and the
+        stuck delivery sweep (settlement.scan_stuck; every 5 s with test hooks)."""
         self.now = now
         self._heap.maybe_trim(now)
         if now >= self.al_next_retry:
             auto_links_tick(self)
+        if now >= self.stuck_next_scan:
+            self.stuck_next_scan = now + self.stuck_interval
+            scan_stuck(self, self.stuck_age)
         if now >= self.sl_next_scrub:
             self.sl_next_scrub = now + SCRUB_INTERVAL
             for link in idle_surplus(self):
@@ -295,7 +308,10 @@ class RouterCore:
                 "deliveriesTransit": self.transit,
                 "deliveriesIngressRouteContainer": self.ingress_container,
                 "deliveriesEgressRouteContainer": self.egress_container,
-                "deliveriesRedirectedToFallback": self.redirected}
+                "deliveriesRedirectedToFallback": self.redirected,
+                "deliveriesDelayed1Sec": self.delayed_1sec,
+                "deliveriesDelayed10Sec": self.delayed_10sec,
+                "deliveriesStuck": self.stuck}
 
     def add_auto_link(self, attributes: dict) -> None:
         """A configured auto-link (``router.config.autoLink`` attributes, canonical names),

@@ -9,8 +9,9 @@ the core process turns them into 1.19's lines here, once per loop:
     [C5][L7] Link detached: del=1 presett=0 psdrop=0 acc=1 rej=0 rel=0 mod=0 delay1=0 delay10=0 blocked=no
     [C5][L7] Link closed due to connection loss: del=1 ...   (``Link lost``: it ended in an error)
     [C5] Connection Closed
+    [C5][L7] Stuck delivery: At least one delivery on this link has been undelivered/unsettled for more than 10 seconds
 
-(Delayed/blocked counts: this router does not track them; 0 and ``no``.)
+(``delay1``/``delay10``: the link's deliveriesDelayed1Sec/10Sec; ``blocked``: not tracked, ``no``.)
 The router's own internal connection (the agent's) is not a client connection and is left
 out, as 1.19 does not log its in-process agent. With ROUTER_CORE trace on, the core process
 also writes ``Core action 'NAME'`` for each command it hands the core (:func:`action_name`:
@@ -26,7 +27,7 @@ from typing import Any, Iterable, Optional
 from common import ipc
 from router_core.records import (
     LINK_CONTROL, LINK_DATA, LOG_CONN_CLOSED, LOG_CONN_OPENED, LOG_LINK_ATTACHED,
-    LOG_LINK_DETACHED, LOG_LINK_LOST, ROLE_INTERNAL)
+    LOG_LINK_DETACHED, LOG_LINK_LOST, LOG_LINK_STUCK, ROLE_INTERNAL)
 
 _DURABLE = {1: " dur:config", 2: " dur:deliveries"}
 _EXPIRY = {0: " expire:link", 1: " expire:sess", 2: " expire:conn"}
@@ -64,6 +65,10 @@ def lines(entries: Iterable[tuple]) -> list[str]:
             out.append(_opened(conn))
         elif kind == LOG_CONN_CLOSED:
             out.append(f"[C{conn.conn_id}] Connection Closed")
+        elif kind == LOG_LINK_STUCK:
+            out.append(f"[C{conn.conn_id}][L{record.link_id}] Stuck delivery: At least one "
+                       "delivery on this link has been undelivered/unsettled for more than "
+                       f"{int(source)} seconds")
         elif kind == LOG_LINK_ATTACHED:
             caps = _ROUTER_CAPS.get(record.link_type, "")
             out.append(f"[C{conn.conn_id}][L{record.link_id}] Link attached: "
@@ -78,7 +83,7 @@ def lines(entries: Iterable[tuple]) -> list[str]:
                        f"del={link.delivery_count} presett={link.presettled_count} "
                        f"psdrop={link.dropped_presettled_count} acc={link.accepted} "
                        f"rej={link.rejected} rel={link.released} mod={link.modified} "
-                       "delay1=0 delay10=0 blocked=no")
+                       f"delay1={link.delayed_1sec} delay10={link.delayed_10sec} blocked=no")
     return out
 
 

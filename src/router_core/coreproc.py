@@ -93,6 +93,9 @@ class CoreProcess:
         self.log.listeners.append(self._log_levels_changed)
         self.log.log("ROUTER_CORE", "info",
                      f"Router core started ({core_cls.__module__}), router id {spec['router_id']}")
+        self.log.log("ROUTER_CORE", "info",  # as 1.19's stuck delivery detection module
+                     f"Stuck delivery detection: Scan interval: {int(self.core.stuck_interval)} "
+                     f"seconds, Delivery age threshold: {int(self.core.stuck_age)} seconds")
 
     def _log_levels_changed(self) -> None:
         """What the core and this loop log depends on the levels: recomputed here, read as one

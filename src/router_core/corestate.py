@@ -57,6 +57,8 @@ def _link_view(link: Any) -> dict:
         "droppedPresettledCount": link.dropped_presettled_count,
         "acceptedCount": link.accepted, "rejectedCount": link.rejected,
         "releasedCount": link.released, "modifiedCount": link.modified,
+        "deliveriesDelayed1Sec": link.delayed_1sec, "deliveriesDelayed10Sec": link.delayed_10sec,
+        "deliveriesStuck": link.stuck,
         "creditAvailable": credit if credit > 0 else 0,
         "adminStatus": "enabled", "operStatus": "up",
     }

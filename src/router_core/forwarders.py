@@ -156,7 +156,7 @@ class MulticastForwarder(Forwarder):
             if not targets:
                 unroutable(core, link, dlv_id, settled)
                 return
-            dlv = _in_delivery(dlv_id, link, settled, payload, addr, True)
+            dlv = _in_delivery(dlv_id, link, settled, payload, addr, True, core.now)
             dlv.to_override = to_override
             dlv.phase = phase
             forward_multicast(core, targets, dlv)
@@ -165,7 +165,7 @@ class MulticastForwarder(Forwarder):
             unroutable(core, link, dlv_id, settled)
             return
         forward_multicast(core, addr.consumers, _in_delivery(dlv_id, link, settled, payload, addr,
-                                                             True))
+                                                             True, core.now))
 
 
 class UnavailableForwarder(Forwarder):

@@ -44,6 +44,7 @@ LOG_CONN_CLOSED = 1
 LOG_LINK_ATTACHED = 2
 LOG_LINK_DETACHED = 3
 LOG_LINK_LOST = 4   # closed with its connection
+LOG_LINK_STUCK = 5  # the link's first stuck delivery (settlement.scan_stuck)
 
 # Link types (LinkAttach.link_type, from the terminus capabilities qd.router / qd.router-data)
 LINK_ENDPOINT = 0
@@ -173,6 +174,13 @@ class Link:
                  # management counters
                  "delivery_count", "presettled_count", "dropped_presettled_count", "accepted",
                  "rejected", "released", "modified",
+                 # deliveriesDelayed1Sec/10Sec: unsettled deliveries settled more than 1 s
+                 # (10 s) after they came in (settlement.count_delay)
+                 "delayed_1sec", "delayed_10sec",
+                 # deliveriesStuck: its deliveries found stuck and not settled since; the core
+                 # time of its attach or of its last accepted/rejected settlement (1.19's
+                 # core_ticks: a delivery is stuck when nothing settled for STUCK_AGE)
+                 "stuck", "rate_at",
                  # termini and [snd, rcv] settle modes: of a peer-attached link as the peer
                  # sent them; of a link the router attached (AttachOut) what it asked for,
                  # and the peer's answer in remote_*; attaching: that answer is still due;
@@ -229,6 +237,10 @@ class Link:
         self.rejected = 0
         self.released = 0
         self.modified = 0
+        self.delayed_1sec = 0
+        self.delayed_10sec = 0
+        self.stuck = 0
+        self.rate_at = 0.0
         self.source = None
         self.target = None
         self.settle = None
@@ -324,11 +336,11 @@ class InDelivery:
 
     __slots__ = ("dlv_id", "link", "settled", "payload", "addr", "multicast", "priority",
                  "pending", "out", "open", "copies", "outcome", "info", "targets", "to_override",
-                 "phase", "queued_on")
+                 "phase", "queued_on", "at", "stuck")
 
 
 def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Address,
-                 multicast: bool) -> InDelivery:
+                 multicast: bool, at: float) -> InDelivery:
     dlv = InDelivery.__new__(InDelivery)
     dlv.dlv_id = dlv_id
     dlv.link = link
@@ -347,13 +359,15 @@ def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Add
     dlv.to_override = None  # toward another router: x-opt-qd.to to set (None: keep)
     dlv.phase = -1          # toward another router: x-opt-qd.phase to set (-1: keep)
     dlv.queued_on = None    # anycast toward another router: the data link it waits on
+    dlv.at = at             # core time it came in (deliveriesDelayed1Sec/10Sec)
+    dlv.stuck = False       # counted in deliveriesStuck (settlement.scan_stuck)
     return dlv
 
 
 class OutDelivery:
     """One copy of an inbound delivery sent on an outbound link. Built by :func:`_out_delivery`."""
 
-    __slots__ = ("out_id", "link", "in_dlv", "state", "info", "done")
+    __slots__ = ("out_id", "link", "in_dlv", "state", "info", "done", "stuck")
 
 
 def _out_delivery(out_id: int, link: Link, in_dlv: InDelivery) -> OutDelivery:
@@ -364,4 +378,5 @@ def _out_delivery(out_id: int, link: Link, in_dlv: InDelivery) -> OutDelivery:
     out.state = 0     # last terminal state from the receiver (0 = none)
     out.info = None
     out.done = False  # multicast: this copy's outcome was already counted
+    out.stuck = False  # counted in deliveriesStuck (settlement.scan_stuck)
     return out

@@ -107,7 +107,7 @@ def send_anycast_remote(core: Any, link: Link, dlv_id: Any, settled: bool, paylo
     out = stream_link(core, out, payload)
     dlv = None
     if not settled:
-        dlv = _in_delivery(dlv_id, link, False, None, addr, False)
+        dlv = _in_delivery(dlv_id, link, False, None, addr, False, core.now)
         core.in_unsettled[dlv_id] = dlv
     if not out.queue and out.limit > out.delivered:
         sent = send_router(core, out, dlv, settled, payload, to_override, phase)
@@ -116,7 +116,7 @@ def send_anycast_remote(core: Any, link: Link, dlv_id: Any, settled: bool, paylo
         core._replenish(link)
         return
     if dlv is None:
-        dlv = _in_delivery(dlv_id, link, True, None, addr, False)
+        dlv = _in_delivery(dlv_id, link, True, None, addr, False, core.now)
     dlv.payload = _own(payload)
     dlv.to_override = to_override
     dlv.phase = phase
@@ -150,7 +150,7 @@ def route_topo(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int,
     if not targets:
         unroutable(core, link, dlv_id, settled)
         return
-    dlv = _in_delivery(dlv_id, link, settled, payload, None, True)
+    dlv = _in_delivery(dlv_id, link, settled, payload, None, True, core.now)
     dlv.to_override = to_override
     forward_multicast(core, targets, dlv)
 

@@ -19,13 +19,20 @@ from common.ipc import (
     STATE_ACCEPTED, STATE_MODIFIED, STATE_RECEIVED, STATE_REJECTED, STATE_RELEASED, SettleOut,
     UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.records import InDelivery, Link, OutDelivery, _effect, _fields
+from router_core.records import LOG_LINK_STUCK, InDelivery, Link, OutDelivery, _effect, _fields
 # --- end core parts ---
+
+
+# 1.19's stuck delivery detection (delivery_tracker.c): (sweep period, stuck age) in seconds, in
+# production and with test hooks (-T)
+STUCK_PROD = (30.0, 10.0)
+STUCK_TEST = (5.0, 3.0)
 
 
 def count_outcome(core: Any, link: Link, state: int, router_wide: bool) -> None:
     if state == STATE_ACCEPTED:
         link.accepted += 1
+        link.rate_at = core.now
         if router_wide:
             core.accepted += 1
     elif state == STATE_RELEASED:
@@ -38,8 +45,55 @@ def count_outcome(core: Any, link: Link, state: int, router_wide: bool) -> None:
             core.modified += 1
     elif state == STATE_REJECTED:
         link.rejected += 1
+        link.rate_at = core.now
         if router_wide:
             core.rejected += 1
+
+
+def count_delay(core: Any, link: Link, dlv: InDelivery, router_wide: bool) -> None:
+    """deliveriesDelayed1Sec/10Sec: an unsettled delivery settled more than 1 s (10 s) after
+    it came in (1.19 qdr_delivery_increment_counters_CT: an outbound copy counts from its
+    inbound delivery's ingress time; the router-wide counters only inbound deliveries)."""
+    delay = core.now - dlv.at
+    if delay > 10.0:
+        link.delayed_10sec += 1
+        if router_wide:
+            core.delayed_10sec += 1
+    elif delay > 1.0:
+        link.delayed_1sec += 1
+        if router_wide:
+            core.delayed_1sec += 1
+
+
+def scan_stuck(core: Any, age: float) -> None:
+    """1.19's stuck delivery detection, one sweep: an unsettled delivery on a link where nothing
+    was accepted or rejected for more than ``age`` seconds (since its attach) is stuck, counted
+    once (deliveriesStuck) until it is settled; the link's first one is logged. Deliveries still
+    queued in the core (not sent) are not looked at."""
+    now = core.now
+    for dlv in core.in_unsettled.values():
+        link = dlv.link
+        if not dlv.stuck and not link.closed and now - link.rate_at > age:
+            dlv.stuck = True
+            stick(core, link, age)
+    for link in core.links.values():
+        if link.unsettled and not link.closed and now - link.rate_at > age:
+            for out in link.unsettled.values():
+                if not out.stuck:
+                    out.stuck = True
+                    stick(core, link, age)
+
+
+def stick(core: Any, link: Link, age: float) -> None:
+    link.stuck += 1
+    core.stuck += 1
+    if link.stuck == 1 and core.log_info:
+        core.info_logs.append((LOG_LINK_STUCK, link, age, None))
+
+
+def unstick(core: Any, link: Link) -> None:
+    link.stuck -= 1
+    core.stuck -= 1
 
 
 def settle_in(core: Any, dlv: InDelivery, state: int, info: Any) -> None:
@@ -49,6 +103,9 @@ def settle_in(core: Any, dlv: InDelivery, state: int, info: Any) -> None:
     link = dlv.link
     link.in_unsettled -= 1
     count_outcome(core, link, state, True)
+    count_delay(core, link, dlv, True)
+    if dlv.stuck:
+        unstick(core, link)
     if not link.closed:
         core._emit(link.peer, _effect(UpdateIn, (dlv.dlv_id, state, True, info)))
 
@@ -61,6 +118,9 @@ def forget_out(core: Any, out: OutDelivery) -> None:
         dlv.out = None
     if out.state:
         count_outcome(core, out.link, out.state, False)
+    count_delay(core, out.link, dlv, False)
+    if out.stuck:
+        unstick(core, out.link)
 
 
 def copy_done(core: Any, dlv: InDelivery, state: int, info: Any) -> None:
@@ -166,6 +226,9 @@ def on_settle_in(core: Any, peer: Any, cmd: Any) -> None:
     link = dlv.link
     link.in_unsettled -= 1
     count_outcome(core, link, state, True)
+    count_delay(core, link, dlv, True)
+    if dlv.stuck:
+        unstick(core, link)
     if dlv.pending:
         withdraw_held(core, dlv)
     outs = dlv.copies if dlv.multicast else ([dlv.out] if dlv.out is not None else [])

@@ -108,7 +108,7 @@ def send_local(core: Any, link: Link, target: Link, dlv_id: Any, settled: bool, 
     if settled:
         send(core, target, None, True, payload, link)
     else:
-        dlv = _in_delivery(dlv_id, link, False, None, addr, False)
+        dlv = _in_delivery(dlv_id, link, False, None, addr, False, core.now)
         core.in_unsettled[dlv_id] = dlv
         dlv.out = send(core, target, dlv, False, payload, link)
     core._replenish(link)
@@ -193,7 +193,7 @@ def on_link_unstalled(core: Any, peer: Any, cmd: Any) -> None:
 def hold(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
          addr: Address) -> None:
     """Local consumers, none with credit: hold the delivery at the address."""
-    dlv = _in_delivery(dlv_id, link, settled, _own(payload), addr, False)
+    dlv = _in_delivery(dlv_id, link, settled, _own(payload), addr, False, core.now)
     if not settled:
         core.in_unsettled[dlv_id] = dlv
     if addr.priority >= 0:

@@ -40,15 +40,17 @@ TYPES_1X = ["entity", "org.amqp.management", "management", "configurationEntity"
             "router.connection.linkRoute"]
 
 
-def run(props, body=None):
+def run(props, body=None, in_conn=None):
+    """``in_conn``: the connection the request came in on (None: unknown)."""
     msg = Message(properties=props, body=body, reply_to="r", correlation_id=1)
-    return execute(parse_request(msg), View(SNAPSHOT, ConfigStore(SPEC), version="1.19.0",
-                                            started=0.0))
+    request = parse_request(msg)
+    request.in_conn = in_conn
+    return execute(request, View(SNAPSHOT, ConfigStore(SPEC), version="1.19.0", started=0.0))
 
 
-def refused(props, body=None) -> ManagementError:
+def refused(props, body=None, in_conn=None) -> ManagementError:
     with pytest.raises(ManagementError) as err:
-        run(props, body)
+        run(props, body, in_conn)
     return err.value
 
 
@@ -253,11 +255,26 @@ def test_connection_delete_is_forbidden_and_inter_router_close_too():
                                     "container": "R2", "dir": "out"})
     try:
         err = refused({"operation": "UPDATE", "type": T + "connection", "identity": "9"},
-                      {"adminStatus": "deleted"})
+                      {"adminStatus": "deleted"}, in_conn=5)
         assert err.status == 403
         closing = run({"operation": "UPDATE", "type": T + "connection", "identity": "5"},
-                      {"adminStatus": "deleted"})
+                      {"adminStatus": "deleted"}, in_conn=5)
         assert closing.op == "update" and closing.attributes["connId"] == 5
+    finally:
+        SNAPSHOT["connections"].pop()
+
+
+@pytest.mark.parametrize("in_conn", [None, 77])
+@pytest.mark.parametrize("status", ["deleted", "enabled"])
+def test_admin_status_update_from_an_unknown_or_gone_connection_is_a_bad_request(in_conn, status):
+    """1.19 agent_connection.c: the requesting connection must still exist (its policy
+    decides), whatever adminStatus asks for."""
+    SNAPSHOT["connections"].append({"identity": "9", "role": "normal", "host": "h",
+                                    "container": "c9", "dir": "in"})
+    try:
+        err = refused({"operation": "UPDATE", "type": T + "connection", "identity": "9"},
+                      {"adminStatus": status}, in_conn=in_conn)
+        assert (err.status, err.description) == (400, "Parent connection no longer exists")
     finally:
         SNAPSHOT["connections"].pop()
 

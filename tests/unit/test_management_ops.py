@@ -58,9 +58,12 @@ def request(props, body=None, reply_to="amqp:/_topo/0/R1/temp.1"):
                                  correlation_id=42))
 
 
-def run(props, body=None, store=None):
+def run(props, body=None, store=None, in_conn=None):
+    """``in_conn``: the connection the request came in on (None: unknown)."""
     store = store or ConfigStore(SPEC)
-    return execute(request(props, body), View(SNAPSHOT, store, version="1.19.0", started=0.0))
+    req = request(props, body)
+    req.in_conn = in_conn
+    return execute(req, View(SNAPSHOT, store, version="1.19.0", started=0.0))
 
 
 def status_of(props, body=None):
@@ -197,7 +200,7 @@ def test_log_update_and_default_resolution():
 
 def test_connection_delete_goes_to_the_owner_and_internal_is_hidden():
     change = run({"operation": "UPDATE", "type": "connection", "identity": "5"},
-                 {"adminStatus": "deleted"})
+                 {"adminStatus": "deleted"}, in_conn=5)
     assert change.workers == "any" and change.attributes["connId"] == 5
     assert status_of({"operation": "UPDATE", "type": "connection", "identity": "1"},
                      {"adminStatus": "deleted"}) == 404

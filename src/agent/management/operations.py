@@ -289,6 +289,8 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
     if short == "connection":
         if "adminStatus" in changes:  # 1.19 asks the requesting connection's policy first
             allowed = view.admin_status_update_allowed(request.in_conn)
+            if allowed is None:  # 1.19: the requesting connection is unknown or gone
+                raise ManagementError(BAD_REQUEST, "Parent connection no longer exists")
             if allowed is False:
                 raise ManagementError(FORBIDDEN,
                                       "You are not allowed to perform this operation.")
