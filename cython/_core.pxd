@@ -97,7 +97,8 @@ cdef class Link:
     cdef public long long delivery_count, presettled_count, dropped_presettled_count
     cdef public long long accepted, rejected, released, modified
     cdef public long long delayed_1sec, delayed_10sec, stuck
-    cdef public double rate_at
+    cdef public double rate_at, zero_at
+    cdef public bint blocked
     cdef public object source, target, settle, remote_source, remote_target, remote_settle
     cdef public bint attaching, fallback
     cdef public object owner
@@ -178,6 +179,9 @@ cdef count_delay(RouterCore core, Link link, InDelivery dlv, bint router_wide)
 cdef scan_stuck(RouterCore core, double age)
 cdef stick(RouterCore core, Link link, double age)
 cdef unstick(RouterCore core, Link link)
+@cython.locals(now=double, link=Link, credit=cython.longlong)
+cdef scan_blocked(RouterCore core, double age)
+cdef credit_seen(RouterCore core, Link link)
 @cython.locals(out=OutDelivery)
 cdef copy_done(RouterCore core, InDelivery dlv, int state, info)
 cdef unhold(RouterCore core, InDelivery dlv)
@@ -423,6 +427,7 @@ cdef class RouterCore:
     cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
     cdef readonly long long modified, ingress, egress, transit, ingress_container
     cdef readonly long long egress_container, redirected, delayed_1sec, delayed_10sec, stuck
+    cdef readonly long long links_blocked
     cdef public double stuck_interval, stuck_age, stuck_next_scan
     cdef public dict auto_links
     cdef public double al_next_retry, sl_next_scrub

@@ -98,7 +98,7 @@ from router_core.linkroute import (
 from router_core.records import MODE_CODES, STALL_NONE, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import (
-    STUCK_PROD, STUCK_TEST, on_disposition, on_settle_in, scan_stuck)
+    STUCK_PROD, STUCK_TEST, credit_seen, on_disposition, on_settle_in, scan_blocked, scan_stuck)
 from router_core.streaming import on_stream_chunk, on_stream_sent
 from router_core.streamlinks import SCRUB_INTERVAL, idle_surplus
 from router_core.transfer import on_flow, on_link_unstalled
@@ -156,6 +156,8 @@ class RouterCore:
         self.stuck = 0
         self.stuck_interval, self.stuck_age = STUCK_TEST if test_hooks else STUCK_PROD
         self.stuck_next_scan = self.stuck_interval
+        # links the sweep found blocked with zero credit (settlement.scan_blocked)
+        self.links_blocked = 0
         # auto-links (autolinks.py): identity -> AutoLink, in creation order; the core time of
         # the soonest retry among them
         self.auto_links = {}
@@ -266,6 +268,7 @@ class RouterCore:
         if now >= self.stuck_next_scan:
             self.stuck_next_scan = now + self.stuck_interval
             scan_stuck(self, self.stuck_age)
+            scan_blocked(self, self.stuck_age)
         if now >= self.sl_next_scrub:
             self.sl_next_scrub = now + SCRUB_INTERVAL
             for link in idle_surplus(self):
@@ -278,6 +281,8 @@ class RouterCore:
             effects[link.peer][link.credit_slot] = LinkCredit(link.link_id, link.credit_pending)
             link.credit_pending = 0
             link.credit_slot = -1
+            if link.zero_at >= 0.0:  # granted credit: not (or no longer) blocked
+                credit_seen(self, link)
         self._credited = []
         self._effects = {}
         return effects
@@ -311,7 +316,8 @@ class RouterCore:
                 "deliveriesRedirectedToFallback": self.redirected,
                 "deliveriesDelayed1Sec": self.delayed_1sec,
                 "deliveriesDelayed10Sec": self.delayed_10sec,
-                "deliveriesStuck": self.stuck}
+                "deliveriesStuck": self.stuck, "linksBlocked": self.links_blocked,
+                "blockedLinkCount": self.links_blocked}
 
     def add_auto_link(self, attributes: dict) -> None:
         """A configured auto-link (``router.config.autoLink`` attributes, canonical names),

@@ -10,8 +10,10 @@ the core process turns them into 1.19's lines here, once per loop:
     [C5][L7] Link closed due to connection loss: del=1 ...   (``Link lost``: it ended in an error)
     [C5] Connection Closed
     [C5][L7] Stuck delivery: At least one delivery on this link has been undelivered/unsettled for more than 10 seconds
+    [C5][L7] Link blocked with zero credit for 12 seconds
 
-(``delay1``/``delay10``: the link's deliveriesDelayed1Sec/10Sec; ``blocked``: not tracked, ``no``.)
+(``delay1``/``delay10``: the link's deliveriesDelayed1Sec/10Sec; ``blocked``: whether the sweep
+found it blocked with zero credit, settlement.scan_blocked.)
 The router's own internal connection (the agent's) is not a client connection and is left
 out, as 1.19 does not log its in-process agent. With ROUTER_CORE trace on, the core process
 also writes ``Core action 'NAME'`` for each command it hands the core (:func:`action_name`:
@@ -27,7 +29,7 @@ from typing import Any, Iterable, Optional
 from common import ipc
 from router_core.records import (
     LINK_CONTROL, LINK_DATA, LOG_CONN_CLOSED, LOG_CONN_OPENED, LOG_LINK_ATTACHED,
-    LOG_LINK_DETACHED, LOG_LINK_LOST, LOG_LINK_STUCK, ROLE_INTERNAL)
+    LOG_LINK_BLOCKED, LOG_LINK_DETACHED, LOG_LINK_LOST, LOG_LINK_STUCK, ROLE_INTERNAL)
 
 _DURABLE = {1: " dur:config", 2: " dur:deliveries"}
 _EXPIRY = {0: " expire:link", 1: " expire:sess", 2: " expire:conn"}
@@ -69,6 +71,9 @@ def lines(entries: Iterable[tuple]) -> list[str]:
             out.append(f"[C{conn.conn_id}][L{record.link_id}] Stuck delivery: At least one "
                        "delivery on this link has been undelivered/unsettled for more than "
                        f"{int(source)} seconds")
+        elif kind == LOG_LINK_BLOCKED:
+            out.append(f"[C{conn.conn_id}][L{record.link_id}] Link blocked with zero credit for "
+                       f"{int(source)} seconds")
         elif kind == LOG_LINK_ATTACHED:
             caps = _ROUTER_CAPS.get(record.link_type, "")
             out.append(f"[C{conn.conn_id}][L{record.link_id}] Link attached: "
@@ -83,7 +88,8 @@ def lines(entries: Iterable[tuple]) -> list[str]:
                        f"del={link.delivery_count} presett={link.presettled_count} "
                        f"psdrop={link.dropped_presettled_count} acc={link.accepted} "
                        f"rej={link.rejected} rel={link.released} mod={link.modified} "
-                       f"delay1={link.delayed_1sec} delay10={link.delayed_10sec} blocked=no")
+                       f"delay1={link.delayed_1sec} delay10={link.delayed_10sec} "
+                       f"blocked={'yes' if link.blocked else 'no'}")
     return out
 
 

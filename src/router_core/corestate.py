@@ -29,7 +29,7 @@ MCAST_RANK = {STATE_RELEASED: 1, STATE_MODIFIED: 2, STATE_ACCEPTED: 3, STATE_REJ
 DEFAULT_LINK_PRIORITY = 4
 
 
-def _link_view(link: Any) -> dict:
+def _link_view(link: Any, now: float) -> dict:
     addr = link.addr
     inbound = link.direction == DIR_IN
     if inbound:
@@ -60,6 +60,8 @@ def _link_view(link: Any) -> dict:
         "deliveriesDelayed1Sec": link.delayed_1sec, "deliveriesDelayed10Sec": link.delayed_10sec,
         "deliveriesStuck": link.stuck,
         "creditAvailable": credit if credit > 0 else 0,
+        # since its attach or since the sweep saw it at zero (settlement.scan_blocked)
+        "zeroCreditSeconds": int(now - link.zero_at) if credit <= 0 and link.zero_at >= 0 else 0,
         "adminStatus": "enabled", "operStatus": "up",
     }
 
@@ -177,7 +179,7 @@ def gone_entry(kind: str, obj: Any, seq: int, now: float) -> tuple:
     if kind == "address":
         view = _address_view(obj)
     elif kind == "link":
-        view = _link_view(obj)
+        view = _link_view(obj, now)
     else:
         view = _connection_view(obj, now)
     keys = _GONE_KEYS.get(kind)
@@ -213,7 +215,7 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
     router.update(core.counters)
     return {
         "router": router,
-        "links": [_link_view(link) for link in core.links.values()],
+        "links": [_link_view(link, core.now) for link in core.links.values()],
         "addresses": ([_address_view(addr) for addr in core.addrs.values()]
                       + route_address_views(lr) + control),
         # link routes: identity -> operStatus (router.config.linkRoute)

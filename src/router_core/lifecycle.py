@@ -364,7 +364,7 @@ def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, n
         if fallback and direction == DIR_OUT and key[:1] == CLASS_MOBILE:
             key = CLASS_MOBILE + FALLBACK_PHASE + key[2:]  # the fallback destination
     link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
-    link.rate_at = core.now
+    link.rate_at = link.zero_at = core.now
     link.fallback = fallback
     core.links[link_id] = link
     conn.links[link_id] = link
@@ -416,7 +416,7 @@ def attach_router_link(core: Any, conn: Connection, link_id: Any, direction: int
     starts its HELLOs on the connection.
     """
     link = Link(link_id, conn, direction, name, None, bool(presettled), capacity)
-    link.rate_at = core.now
+    link.rate_at = link.zero_at = core.now
     link.link_type = link_type
     link.router = True
     if link_type == LINK_DATA:
@@ -486,7 +486,7 @@ def open_link(core: Any, conn: Connection, direction: int, name: str, address: A
     link_id = core.next_link_id
     core.next_link_id = link_id + 1
     link = Link(link_id, conn, direction, name, address, settle[0] == 1, conn.link_capacity)
-    link.rate_at = core.now
+    link.rate_at = link.zero_at = core.now
     link.attaching = True
     link.owner = owner
     link.source = source
@@ -586,6 +586,8 @@ def detach_partner(core: Any, link: Link, condition: str, description: str) -> N
 
 
 def drop_link(core: Any, link: Link) -> None:
+    if link.blocked:  # no longer counted; the flag stays for its closing line (corelog)
+        core.links_blocked -= 1
     if core.streams:  # messages still arriving from or going to it (streaming.py)
         drop_stream_link(core, link)
     if link.peer_link is not None:  # link-routed, its connection lost (a detach unpairs first)

@@ -412,7 +412,7 @@ def route_attach(core: Any, conn: Any, link_id: Any, direction: int, name: str, 
         refuse_no_route(core, conn, link_id)
         return True
     link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
-    link.rate_at = core.now
+    link.rate_at = link.zero_at = core.now
     link.source = source
     link.target = target
     link.settle = settle

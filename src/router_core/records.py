@@ -45,6 +45,7 @@ LOG_LINK_ATTACHED = 2
 LOG_LINK_DETACHED = 3
 LOG_LINK_LOST = 4   # closed with its connection
 LOG_LINK_STUCK = 5  # the link's first stuck delivery (settlement.scan_stuck)
+LOG_LINK_BLOCKED = 6  # the link found blocked with zero credit (settlement.scan_blocked)
 
 # Link types (LinkAttach.link_type, from the terminus capabilities qd.router / qd.router-data)
 LINK_ENDPOINT = 0
@@ -181,6 +182,10 @@ class Link:
                  # time of its attach or of its last accepted/rejected settlement (1.19's
                  # core_ticks: a delivery is stuck when nothing settled for STUCK_AGE)
                  "stuck", "rate_at",
+                 # 1.19's blocked links (settlement.scan_blocked): the core time since which
+                 # its credit has been zero (its attach; -1.0: credit seen), and whether the
+                 # sweep found it blocked (counted in the router's linksBlocked)
+                 "zero_at", "blocked",
                  # termini and [snd, rcv] settle modes: of a peer-attached link as the peer
                  # sent them; of a link the router attached (AttachOut) what it asked for,
                  # and the peer's answer in remote_*; attaching: that answer is still due;
@@ -241,6 +246,8 @@ class Link:
         self.delayed_10sec = 0
         self.stuck = 0
         self.rate_at = 0.0
+        self.zero_at = -1.0
+        self.blocked = False
         self.source = None
         self.target = None
         self.settle = None

@@ -16,10 +16,12 @@ from typing import Any
 
 from router_core.corestate import MCAST_RANK
 from common.ipc import (
-    STATE_ACCEPTED, STATE_MODIFIED, STATE_RECEIVED, STATE_REJECTED, STATE_RELEASED, SettleOut,
-    UpdateIn)
+    DIR_IN, STATE_ACCEPTED, STATE_MODIFIED, STATE_RECEIVED, STATE_REJECTED, STATE_RELEASED,
+    SettleOut, UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.records import LOG_LINK_STUCK, InDelivery, Link, OutDelivery, _effect, _fields
+from router_core.records import (
+    LOG_LINK_BLOCKED, LOG_LINK_STUCK, ROLE_INTERNAL, InDelivery, Link, OutDelivery, _effect,
+    _fields)
 # --- end core parts ---
 
 
@@ -94,6 +96,40 @@ def stick(core: Any, link: Link, age: float) -> None:
 def unstick(core: Any, link: Link) -> None:
     link.stuck -= 1
     core.stuck -= 1
+
+
+def scan_blocked(core: Any, age: float) -> None:
+    """1.19's blocked links, in the same sweep: a link whose credit has been zero for more than
+    ``age`` seconds (since its attach, or since the sweep first saw it at zero) is blocked,
+    counted in linksBlocked and logged once, until it has credit again (:func:`credit_seen`).
+    Whether deliveries wait does not matter (1.19: an idle receiver granting no credit is
+    blocked too). The time credit ran out is only looked at here, not per delivery, so a link
+    that spent its credit is found blocked up to one sweep later than 1.19 would."""
+    now = core.now
+    for link in core.links.values():
+        if link.closed or link.conn.role == ROLE_INTERNAL:
+            continue
+        if link.direction == DIR_IN:
+            credit = link.granted - link.received
+        else:
+            credit = link.limit - link.delivered
+        if credit > 0:
+            credit_seen(core, link)
+        elif link.zero_at < 0.0:
+            link.zero_at = now
+        elif not link.blocked and int(now - link.zero_at) > age:  # whole seconds, as 1.19
+            link.blocked = True
+            core.links_blocked += 1
+            if core.log_info:
+                core.info_logs.append((LOG_LINK_BLOCKED, link, now - link.zero_at, None))
+
+
+def credit_seen(core: Any, link: Link) -> None:
+    """``link`` has credit (a receiver's flow, the router's grant, or the sweep saw it)."""
+    link.zero_at = -1.0
+    if link.blocked:
+        link.blocked = False
+        core.links_blocked -= 1
 
 
 def settle_in(core: Any, dlv: InDelivery, state: int, info: Any) -> None:

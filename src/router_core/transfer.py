@@ -23,7 +23,8 @@ from router_core.records import (
     InDelivery, Link, OutDelivery, _effect, _fields, _held_queues, _in_delivery, _out_delivery, _own)
 from router_core.linkroute import mirror_credit, routed_sent
 from router_core.settlement import (
-    copy_done, copy_unqueued, count_outcome, forget_out, release_waiting, settle_in, unhold)
+    copy_done, copy_unqueued, count_outcome, credit_seen, forget_out, release_waiting, settle_in,
+    unhold)
 from router_core.streaming import Stream, start_copy, stream_bytes
 # --- end core parts ---
 
@@ -265,6 +266,8 @@ def on_flow(core: Any, peer: Any, cmd: Any) -> None:
     if link is None or link.direction != DIR_OUT:
         return
     link.limit = limit
+    if link.zero_at >= 0.0 and limit > link.delivered:  # credit again: not blocked
+        credit_seen(core, link)
     addr = link.addr
     if addr is None:  # a router link
         if link.queue:

@@ -128,3 +128,44 @@ def test_test_hooks_sweep_every_5s_with_a_3s_age(core_cls):  # noqa: F811
     h = one_path(core_cls, sent=1, test_hooks=True)
     h.core.tick(5.0)
     assert stuck(h, 10) == stuck(h, 20) == 1
+
+
+# ---- blocked links: 1.19's zero-credit detection in the same sweep --------------------------
+def blocked(h):
+    return h.snap()["router"]["linksBlocked"]
+
+
+def blocked_lines(h):
+    return [text for text in corelog.lines(h.core.info_logs) if "Link blocked" in text]
+
+
+def test_zero_credit_for_more_than_the_age_is_blocked_until_credit(core_cls):  # noqa: F811
+    h = one_path(core_cls, credit=0, log=True, sent=1, test_hooks=True)
+    h.core.info_logs = []
+    h.core.tick(5.0)  # the receiver granted nothing since its attach at 0
+    assert blocked(h) == 1 and h.snap()["router"]["blockedLinkCount"] == 1
+    assert blocked_lines(h) == ["[C1][L20] Link blocked with zero credit for 5 seconds"]
+    assert h.link(20)["zeroCreditSeconds"] == 5 and h.link(10)["zeroCreditSeconds"] == 0
+    h.core.tick(10.0)  # logged once
+    assert blocked(h) == 1 and len(blocked_lines(h)) == 1
+    at(h, 11.0, LinkFlow(20, 1, False))  # credit: no longer blocked (and the delivery goes)
+    assert blocked(h) == 0 and h.link(20)["zeroCreditSeconds"] == 0
+    h.core.tick(15.0)  # the sweep sees its credit spent at 15: blocked from the next one on
+    assert blocked(h) == 0
+    h.core.tick(20.0)
+    assert blocked(h) == 1
+    h.core.info_logs = []
+    at(h, 21.0, LinkDetach(20, True, ""))
+    assert blocked(h) == 0
+    assert corelog.lines(h.core.info_logs)[0].endswith(" blocked=yes")
+
+
+def test_idle_receiver_without_credit_is_blocked_too(core_cls):  # noqa: F811
+    h = one_path(core_cls, credit=0)  # nothing sent: 1.19 does not look at waiting deliveries
+    h.core.tick(29.0)
+    assert blocked(h) == 0
+    h.core.tick(30.0)  # production: sweep every 30 s, blocked after 10 s at zero
+    assert blocked(h) == 1 and h.link(20)["zeroCreditSeconds"] == 30
+    assert h.link(10)["zeroCreditSeconds"] == 0
+    at(h, 31.0, ConnClosed(1, ""))
+    assert blocked(h) == 0
