@@ -90,8 +90,10 @@ class Qdstat:
                  ("Deliveries Delayed > 10sec", r.get("deliveriesDelayed10Sec")),
                  ("Deliveries Stuck > 10sec", r.get("deliveriesStuck")),
                  ("Deliveries to Fallback", r.get("deliveriesRedirectedToFallback"))]
-        if "linksBlocked" in r:
-            rows.append(("Links Blocked", r["linksBlocked"]))
+        # 1.19's agent names it linksBlocked; a schema-named QUERY answers blockedLinkCount
+        blocked = r.get("linksBlocked", r.get("blockedLinkCount"))
+        if blocked is not None:
+            rows.append(("Links Blocked", blocked))
         rows += [("Ingress Count", r.get("deliveriesIngress")),
                  ("Egress Count", r.get("deliveriesEgress")),
                  ("Transit Count", r.get("deliveriesTransit")),

@@ -8,6 +8,8 @@ blocked with zero credit for N seconds"); credit unblocks one, and the other's d
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import time
 
 import pytest
@@ -76,6 +78,11 @@ def test_receivers_without_credit_are_blocked_until_credit(hooked):
             found = re.findall(rf"\[C{conn_id}\]\[L{link_id}\] Link blocked with zero credit "
                                r"for \d+ seconds", proc.output())
             assert len(found) == 1, proc.output()
+
+        general = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b", url[len("amqp://"):],
+                                  "-t", "5", "-g"], capture_output=True, text=True, timeout=30)
+        assert general.returncode == 0, general.stderr
+        assert re.search(r"^\s*Links Blocked\s+2\s*$", general.stdout, re.M), general.stdout
 
         waiting.flow(1)  # credit: no longer blocked, and the message goes
         assert waiting.receive(timeout=TIMEOUT).body == "waits"
