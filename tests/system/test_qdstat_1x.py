@@ -7,6 +7,7 @@ from __future__ import annotations
 import glob
 import os
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -41,13 +42,26 @@ VHOST = textwrap.dedent("""
     """)
 
 
+def _python_with_proton() -> str:
+    """The system python3 when it has proton (Debian's python3-qpid-proton, as a 1.x install
+    expects), else this interpreter (its proton is the one the tests use)."""
+    try:
+        subprocess.run(["/usr/bin/python3", "-c", "import proton"], check=True, timeout=30,
+                       capture_output=True)
+        return "/usr/bin/python3"
+    except (OSError, subprocess.SubprocessError):
+        return sys.executable
+
+
 def qdstat_1x(router, *args: str) -> subprocess.CompletedProcess:
-    """Run 1.x's qdstat with its own Python packages (the system python3, as installed)."""
+    """Run 1.x's qdstat with its own Python packages."""
     paths = glob.glob(f"{ROOT}/lib/python3*/site-packages/*.egg") + glob.glob(
-        f"{ROOT}/lib/python3*/site-packages") + [f"{ROOT}/lib/qpid-dispatch/python",
-                                                  "/usr/lib/python3/dist-packages"]
+        f"{ROOT}/lib/python3*/site-packages") + [f"{ROOT}/lib/qpid-dispatch/python"]
+    python = _python_with_proton()
+    if python == "/usr/bin/python3":
+        paths.append("/usr/lib/python3/dist-packages")
     env = {**os.environ, "PYTHONPATH": ":".join(paths)}
-    return subprocess.run(["/usr/bin/python3", str(QDSTAT), "-b", f"127.0.0.1:{router.port}",
+    return subprocess.run([python, str(QDSTAT), "-b", f"127.0.0.1:{router.port}",
                            "-t", "10", *args], capture_output=True, text=True, timeout=60,
                           env=env)
 
