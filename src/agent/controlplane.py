@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import signal
 import sys
 import time
 from typing import Any, Optional
@@ -27,7 +26,8 @@ from agent.routing import Log
 from supervisor.main import VERSION
 from common import ipc, listenfds
 from common.log import RouterLog
-from common.procutil import child_start, core_endpoint, status_socket
+from common.procutil import (SignalWake, child_start, core_endpoint, status_socket,
+                             watch_sigterm)
 
 #: In the router's runtime directory: the routing protocol's state, for a restarted agent.
 ROUTING_STATE_FILE = "routing-state.json"
@@ -51,6 +51,7 @@ class ControlPlane:
         self.outbox: list = []
         self.control: list = []  # management messages: sent in their own batch (coreproc.py)
         self.running = True
+        self.wake: Optional[SignalWake] = None  # main(): procutil.watch_sigterm
         self.failed = False
         self.handlers: dict = {}  # effect type -> callable, filled by the engines
         workers = int(spec.get("workers", peer_count - 1))
@@ -219,6 +220,9 @@ class ControlPlane:
         poller = self.poller
         poller.register(self.core, zmq.POLLIN)
         poller.register(self.reload_sock, zmq.POLLIN)
+        wake = self.wake
+        if wake is not None:  # registered last, so listed last
+            poller.register(wake.sock, zmq.POLLIN)
         while self.running:
             self._flush()
             try:
@@ -232,6 +236,8 @@ class ControlPlane:
                     self._drain()
                 elif target is self.reload_sock:
                     self._on_reload()
+                elif wake is not None and target is wake.sock:
+                    wake.drain()
                 elif isinstance(target, int):
                     self.metrics.server.handle(target, mask)
             now = time.monotonic()
@@ -290,7 +296,7 @@ class ControlPlane:
 def main(argv: Optional[list] = None) -> int:
     args, spec = child_start("qdrouterd-agent", argv)
     plane = ControlPlane(spec, args.index, args.peers, args.ipc, args.generation)
-    signal.signal(signal.SIGTERM, plane.stop)
+    plane.wake = watch_sigterm(plane.stop)  # SIGTERM ends the poll at once
     plane.run()
     return 1 if plane.failed else 0
 

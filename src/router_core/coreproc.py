@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import sys
 import time
 import traceback
@@ -42,7 +41,8 @@ import zmq
 from common import ipc, listenfds, zmqcalls
 from common.log import RouterLog
 from router_core import corelog
-from common.procutil import child_start, core_endpoint, run_profiled, status_socket, steady_gc
+from common.procutil import (SignalWake, child_start, core_endpoint, run_profiled, status_socket,
+                             steady_gc, watch_sigterm)
 from router_core.core_select import get_core_class
 from router_core.routetable import TOPOLOGY_TYPES, RouteTable
 
@@ -88,6 +88,7 @@ class CoreProcess:
             self.routes = RouteTable(spec["router_id"], str(router.get("area") or "0"))
         self.to_agent: list = []  # Reachable answers, sent after the core's own effects
         self.running = True
+        self.wake: Optional[SignalWake] = None  # main(): procutil.watch_sigterm
         self.trace_actions = False  # ROUTER_CORE trace: "Core action 'NAME'" per command
         self._log_levels_changed()
         self.log.listeners.append(self._log_levels_changed)
@@ -140,6 +141,9 @@ class CoreProcess:
         sock, core = self.sock, self.core
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
+        wake = self.wake
+        if wake is not None:  # registered last, so listed last
+            poller.register(wake.sock, zmq.POLLIN)
         recv, more, readable = zmqcalls.recv, zmqcalls.more, zmqcalls.readable
         NOBLOCK = zmqcalls.NOBLOCK
         frame = commands = None
@@ -150,6 +154,8 @@ class CoreProcess:
                 if exc.errno == errno.EINTR:
                     continue
                 raise
+            if wake is not None and ready and ready[-1][0] is wake.sock:
+                wake.drain()
             now = time.monotonic()
             for _ in range(_MAX_BATCHES_PER_LOOP if ready else 0):
                 try:  # [identity, batch frame]: a ROUTER socket gives both parts or none
@@ -418,7 +424,7 @@ def main(argv: Optional[list] = None) -> int:
     args, spec = child_start("qdrouterd-core", argv, peer=False)
     proc = CoreProcess(spec, args.ipc)
     proc.replay_runtime_changes(args.ipc)
-    signal.signal(signal.SIGTERM, proc.stop)
+    proc.wake = watch_sigterm(proc.stop)  # SIGTERM ends the poll at once
     steady_gc()
     run_profiled("core", proc.run)
     return 0

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import socket
 import sys
 import time
@@ -37,7 +36,8 @@ from common import ipc, zmqcalls
 from common import listenfds
 from common.listenfds import ListenerError
 from common.log import RouterLog
-from common.procutil import child_start, core_endpoint, run_profiled, status_socket, steady_gc
+from common.procutil import (SignalWake, child_start, core_endpoint, run_profiled, status_socket,
+                             steady_gc, watch_sigterm)
 from router_io.engine import Connection
 from router_io.engine_select import get_engine_class
 from router_io.connectors import Connector, ConnectorsMixin
@@ -78,6 +78,7 @@ class Worker(ConnectorsMixin, HttpMixin):
         self.status = status_socket(self.ctx, ipc_dir)
         self.poller = zmq.Poller()
         self.poller.register(self.core, POLLIN)
+        self.wake: Optional[SignalWake] = None  # main(): procutil.watch_sigterm
         self.listeners: dict[int, tuple[socket.socket, dict]] = {}
         self.sockets: dict[int, tuple[socket.socket, Connection]] = {}
         self.sock_of: dict[Connection, socket.socket] = {}
@@ -179,6 +180,8 @@ class Worker(ConnectorsMixin, HttpMixin):
                     self._http_event(target, mask)
                 elif target in self.fetches:
                     self._fetch_event(target)
+                elif self.wake is not None and target is self.wake.sock:
+                    self.wake.drain()  # a signal: its handler has run (self.running)
                 else:
                     entry = self.sockets.get(target)
                     if entry is None:
@@ -529,7 +532,8 @@ class Worker(ConnectorsMixin, HttpMixin):
 def main(argv: Optional[list] = None) -> int:
     args, spec = child_start("qdrouterd-worker", argv)
     worker = Worker(spec, args.index, args.peers, args.ipc, args.generation)
-    signal.signal(signal.SIGTERM, worker.stop)
+    worker.wake = watch_sigterm(worker.stop)  # SIGTERM ends the poll at once
+    worker.poller.register(worker.wake.sock, POLLIN)
     if not worker.start():
         worker.status.close(2000)  # deliver the failure report before exiting
         worker.core.close(0)
