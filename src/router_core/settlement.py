@@ -136,14 +136,21 @@ def settle_in(core: Any, dlv: InDelivery, state: int, info: Any) -> None:
     """Final outcome of an unsettled inbound delivery: tell its sender (if still there)."""
     if core.in_unsettled.pop(dlv.dlv_id, None) is None:
         return
+    count_settled_in(core, dlv, state)
+    link = dlv.link
+    if not link.closed:
+        core._emit(link.peer, _effect(UpdateIn, (dlv.dlv_id, state, True, info)))
+
+
+def count_settled_in(core: Any, dlv: InDelivery, state: int) -> None:
+    """The counts of an unsettled inbound delivery just taken out of ``core.in_unsettled``
+    with its outcome ``state`` (by the router, settle_in, or by its sender, on_settle_in)."""
     link = dlv.link
     link.in_unsettled -= 1
     count_outcome(core, link, state, True)
     count_delay(core, link, dlv, True)
     if dlv.stuck:
         unstick(core, link)
-    if not link.closed:
-        core._emit(link.peer, _effect(UpdateIn, (dlv.dlv_id, state, True, info)))
 
 
 def forget_out(core: Any, out: OutDelivery) -> None:
@@ -259,12 +266,7 @@ def on_settle_in(core: Any, peer: Any, cmd: Any) -> None:
     dlv = core.in_unsettled.pop(dlv_id, None)
     if dlv is None:
         return
-    link = dlv.link
-    link.in_unsettled -= 1
-    count_outcome(core, link, state, True)
-    count_delay(core, link, dlv, True)
-    if dlv.stuck:
-        unstick(core, link)
+    count_settled_in(core, dlv, state)
     if dlv.pending:
         withdraw_held(core, dlv)
     outs = dlv.copies if dlv.multicast else ([dlv.out] if dlv.out is not None else [])
