@@ -16,6 +16,9 @@ SEPARATORS = "./"
 # key class letters by (direction, prefix-like)
 KEY_CLASS = {("in", True): "C", ("out", True): "D", ("in", False): "E", ("out", False): "F"}
 KEY_DIRECTION = {"C": "in", "D": "out", "E": "in", "F": "out"}
+# 1.19's texts for a pattern missing or given twice, in a link route and in an address rule
+NO_PATTERN = "Either a 'prefix' or 'pattern' attribute must be provided"
+BOTH_PATTERNS = "Cannot specify both a 'prefix' and a 'pattern' attribute"
 BOTH_CONNECTION_AND_CONTAINER = ("Both connection and containerId cannot be specified. "
                                  "Specify only one")
 
@@ -56,9 +59,9 @@ def create_problem(attributes: dict) -> Optional[str]:
     if attributes.get("direction") is None:
         return "No 'direction' attribute provided - it is mandatory"
     if prefix is None and pattern is None:
-        return "Either a 'prefix' or 'pattern' attribute must be provided"
+        return NO_PATTERN
     if prefix is not None and pattern is not None:
-        return "Cannot specify both a 'prefix' and a 'pattern' attribute"
+        return BOTH_PATTERNS
     _, problem = normalize(prefix if prefix is not None else pattern, prefix is not None)
     if problem:
         return problem

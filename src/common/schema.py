@@ -32,6 +32,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+from common.linkroutes import BOTH_PATTERNS, NO_PATTERN
 from common.log import LogConfigError, parse_enable
 
 SCHEMA_PATH = Path(__file__).with_name("schema") / "qdrouterd.json"
@@ -422,6 +423,40 @@ def auto_link_problem(attributes: dict[str, Any]) -> str | None:
     if phase is not None and not (isinstance(phase, int) and 0 <= phase <= 9):
         return AUTO_LINK_PHASE_RANGE
     return None
+
+
+ADDRESS_FALLBACK = ("Fallback cannot be specified with waypoint or non-zero ingress and egress "
+                    "phases")
+ADDRESS_PHASES = "Phase values must be between 0 and 9"
+
+
+def address_problem(attributes: dict[str, Any]) -> str | None:
+    """What 1.19 refuses in an ``address`` (canonical attribute names, values converted), with
+    its texts: no or both of ``prefix`` and ``pattern``; ``enableFallback`` with a waypoint or a
+    non-zero phase (1.19 reports this one first); one of ``ingressPhase``/``egressPhase``
+    without the other (1.19 takes the missing one as -1, out of range). Shared by the
+    configuration file and management CREATE."""
+    ingress, egress = attributes.get("ingressPhase"), attributes.get("egressPhase")
+    if attributes.get("enableFallback") and (attributes.get("waypoint") or (ingress or 0) > 0
+                                             or (egress or 0) > 0):
+        return ADDRESS_FALLBACK
+    has_prefix, has_pattern = (attributes.get(k) is not None for k in ("prefix", "pattern"))
+    if not has_prefix and not has_pattern:
+        return NO_PATTERN
+    if has_prefix and has_pattern:
+        return BOTH_PATTERNS
+    if (ingress is None) != (egress is None):
+        return ADDRESS_PHASES
+    return None
+
+
+def address_phases(attributes: dict[str, Any]) -> tuple[int, int]:
+    """(ingress, egress) phase of an ``address`` as 1.19 keeps them: the configured ones, else 0
+    and (1 for a waypoint, else 0)."""
+    ingress, egress = attributes.get("ingressPhase"), attributes.get("egressPhase")
+    if ingress is None and egress is None:
+        return 0, 1 if attributes.get("waypoint") else 0
+    return int(ingress or 0), int(egress or 0)
 
 
 def auto_link_phase(attributes: dict[str, Any]) -> int:

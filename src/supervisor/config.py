@@ -24,9 +24,9 @@ from supervisor.confsyntax import RawSection as _RawSection
 from supervisor.confsyntax import parse_conf as _parse_conf
 from supervisor.confsyntax import parse_json as _parse_json
 from common.linkroutes import create_problem as link_route_problem
-from common.schema import (ROUTER_CONFIG_TYPES, EntityType, SchemaError, auto_link_phase, auto_link_problem,
-                           listen_addresses_clash, load_schema, normalize_attribute_name,
-                           reference_problem)
+from common.schema import (ROUTER_CONFIG_TYPES, EntityType, SchemaError, address_problem,
+                           auto_link_phase, auto_link_problem, listen_addresses_clash, load_schema,
+                           normalize_attribute_name, reference_problem)
 from common.security import connection_problem, ssl_profile_problem
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config",
@@ -331,10 +331,9 @@ def _complete(values: dict[str, Any], etype: EntityType, section: str, line: int
         if problem:
             raise _Problem(f"section '{section}': {problem}", line)
     if short == "router.config.address":
-        given = [k for k in ("prefix", "pattern") if k in values]
-        if len(given) != 1:
-            problem = "cannot have both" if given else "requires one of"
-            raise _Problem(f"section '{section}' {problem} 'prefix' or 'pattern'", line)
+        problem = address_problem(values)
+        if problem:
+            raise _Problem(f"section '{section}': {problem}", line)
     for attr_name, attr in etype.attributes.items():
         if attr.required and attr_name != "type" and attr_name not in values:
             raise _Problem(f"missing required attribute '{attr_name}' in section '{section}'", line)

@@ -376,7 +376,7 @@ RULES = """
 
 def test_waypoint_and_fallback_across_a_line_of_three(router_factory, c_broker):
     """A --1-> B --1-> C, the broker connected to C (its auto-links are C's)."""
-    from test_network import Net, converged  # (same folder: tests/system)
+    from test_network import Net, converged, remote_seen  # (same folder: tests/system)
     broker = c_broker("broker.net")
     net = Net(router_factory)
     net.add("C", extra=RULES + connector("broker", broker)
@@ -400,6 +400,9 @@ def test_waypoint_and_fallback_across_a_line_of_three(router_factory, c_broker):
         snd = conn.create_sender("queue.n")  # credit once A learns phase 0 is at C
         pump_until([conn], lambda: snd.link.credit > 0, timeout=TIMEOUT,
                    what="A learns queue.n phase 0 from C")
+        # and C learns A's receiver (phase 1): before that C has nowhere to send what comes
+        # back from the broker (seen once in CI-like load: fewer than 5 received)
+        remote_seen(net["C"], "queue.n", phase="1")
         sent = [snd.link.send(Message(body=f"w{i}")) for i in range(5)]
         got = collect([conn], [rcv], expect=5, idle=3.0)
         assert sorted(_bodies(got)) == [f"w{i}" for i in range(5)]

@@ -131,19 +131,20 @@ def converged(net: Net, names) -> None:
         wait_for(lambda name=name: want <= known_routers(net[name]), what=f"{name} knows {want}")
 
 
-def remote_seen(r, address: str, count: int = 1) -> None:
-    """Wait until router ``r`` knows ``count`` remote routers with a destination for ``address``."""
-    wait_for(lambda: _remote_count(r, address) >= count,
+def remote_seen(r, address: str, count: int = 1, phase: str | None = None) -> None:
+    """Wait until router ``r`` knows ``count`` remote routers with a destination for ``address``
+    (in ``phase`` if given, e.g. "1" for a waypoint's way back; else its first row)."""
+    wait_for(lambda: _remote_count(r, address, phase) >= count,
              what=f"{r.id} learns {address} from {count} routers")
 
 
-def _remote_count(r, address: str) -> int:
+def _remote_count(r, address: str, phase: str | None = None) -> int:
     rows = qdstat(r.port, "-a")
     head = rows[0]
     col = head.index("remote")
-    addr_col = head.index("addr")
+    addr_col, phase_col = head.index("addr"), head.index("phs")
     for row in rows[1:]:
-        if row[addr_col] == address:
+        if row[addr_col] == address and phase in (None, row[phase_col]):
             return int(row[col] or 0)
     return 0
 

@@ -190,6 +190,49 @@ def test_address_create_needs_prefix_or_pattern():
     assert change.workers == "none" and change.entity_type == T + "router.config.address"
 
 
+@pytest.mark.parametrize("body,text", [
+    ({"distribution": "closest"}, "Either a 'prefix' or 'pattern' attribute must be provided"),
+    ({"prefix": "a", "pattern": "b"}, "Cannot specify both a 'prefix' and a 'pattern' attribute"),
+    ({"prefix": "a", "ingressPhase": 3}, "Phase values must be between 0 and 9"),
+    ({"prefix": "a", "waypoint": True, "enableFallback": True},
+     "Fallback cannot be specified with waypoint or non-zero ingress and egress phases"),
+    # 1.19's core column name; the fallback check comes before the pattern's
+    ({"egressPhase": 2, "ingressPhase": 0, "fallback": True},
+     "Fallback cannot be specified with waypoint or non-zero ingress and egress phases"),
+])
+def test_address_create_is_refused_with_1_19_texts(body, text):
+    with pytest.raises(ManagementError) as err:
+        run({"operation": "CREATE", "type": "address"}, body)
+    assert (err.value.status, err.value.description) == (400, text)
+
+
+def test_address_create_answers_with_1_19_columns():
+    store = ConfigStore(SPEC)
+    change = run({"operation": "CREATE", "type": "address"}, {"prefix": "wp", "waypoint": True},
+                 store=store)
+    assert {k: change.body[k] for k in ("ingressPhase", "egressPhase", "waypoint", "fallback",
+                                        "pattern", "enableFallback")} == {
+        "ingressPhase": 0, "egressPhase": 1, "waypoint": True, "fallback": False,
+        "pattern": None, "enableFallback": False}
+    change = run({"operation": "CREATE", "type": "address"},
+                 {"prefix": "f", "fallback": True}, store=store)  # 1.19's core column name
+    assert change.entity["enableFallback"] is True and change.body["fallback"] is True
+    # explicit phases: a waypoint is what 1.19 shows for phases 0 and 1 only
+    change = run({"operation": "CREATE", "type": "address"},
+                 {"prefix": "p", "waypoint": True, "ingressPhase": 0, "egressPhase": 2})
+    assert (change.body["ingressPhase"], change.body["egressPhase"], change.body["waypoint"]) \
+        == (0, 2, False)
+
+
+def test_auto_link_create_answers_with_every_column():
+    change = run({"operation": "CREATE", "type": "autoLink"},
+                 {"address": "q1", "direction": "in", "connection": "x"})
+    assert {k: change.body[k] for k in ("addr", "dir", "phase", "containerId", "externalAddress",
+                                        "externalAddr", "linkRef", "operStatus", "lastError")} \
+        == {"addr": "q1", "dir": "in", "phase": 1, "containerId": None, "externalAddress": None,
+            "externalAddr": None, "linkRef": None, "operStatus": "inactive", "lastError": None}
+
+
 def test_log_update_and_default_resolution():
     change = run({"operation": "UPDATE", "type": "log", "name": "log/SERVER"},
                  {"enable": "default"})

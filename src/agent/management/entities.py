@@ -39,7 +39,7 @@ from typing import Any, Optional
 from agent.management.loggather import log_stats
 from agent.management.protocol import NOT_FOUND, ManagementError
 from agent.management.store import ConfigStore
-from common.schema import EntityType
+from common.schema import EntityType, address_phases
 
 PREFIX = "org.apache.qpid.dispatch."
 INTERNAL_ROLE = "internal"
@@ -76,25 +76,25 @@ class View:
                 found = builder(self)
             else:
                 found = [dict(e) for e in self.store.of_type(long)]
-            # every attribute of the type is present (null when unset) and a configuration
-            # entity has its defaults filled, as 1.19 answers READ and QUERY
-            fill = {n: (a.default if etype.is_configuration else None)
-                    for n, a in etype.attributes.items()}
-            if etype.short_name in ("log", "dummy"):  # 1.19 shows the settings only
-                fill = {}
-            # 1.19 shows the deprecated names of these beside the new ones (dir, addr, ...)
-            aliases = {old: new for old, new in etype.deprecated_names.items()} \
-                if etype.short_name in _ALIASED else {}
-            for index, entity in enumerate(found):
-                entity["type"] = long
-                entity.setdefault("name", entity.get("identity"))
-                entity = {**fill, **{k: v for k, v in entity.items()
-                                     if v is not None or k not in fill}}
-                for old, new in aliases.items():
-                    entity[old] = entity.get(new)
-                found[index] = entity
-            self._cache[long] = found
+            self._cache[long] = [self.present(etype, entity) for entity in found]
         return self._cache[long]
+
+    @staticmethod
+    def present(etype: EntityType, entity: dict) -> dict:
+        """An entity as 1.19 answers READ, QUERY and CREATE: every attribute of the type present
+        (null when unset; a configuration entity's defaults filled), and the deprecated names
+        of some types beside the new ones (``dir``, ``addr``, ...)."""
+        fill = {n: (a.default if etype.is_configuration else None)
+                for n, a in etype.attributes.items()}
+        if etype.short_name in ("log", "dummy"):  # 1.19 shows the settings only
+            fill = {}
+        entity = {**entity, "type": etype.long_name}
+        entity.setdefault("name", entity.get("identity"))
+        entity = {**fill, **{k: v for k, v in entity.items() if v is not None or k not in fill}}
+        if etype.short_name in _ALIASED:
+            for old, new in etype.deprecated_names.items():
+                entity[old] = entity.get(new)
+        return entity
 
     def find(self, etype: EntityType, name: Optional[str], identity: Optional[str]) -> dict:
         """The entity named by ``identity`` and/or ``name``; 404 if there is none."""
@@ -186,6 +186,12 @@ class View:
                 entity.setdefault(counter, 0)
             out.append(entity)
         return out
+
+    def _config_addresses(self) -> list[dict]:
+        """Address rules as 1.19's core shows them: the phases it keeps (``address_phases``),
+        ``waypoint`` true exactly when they are 0 and 1, and ``enableFallback`` also under the
+        core's column name ``fallback``."""
+        return [address_columns(e) for e in self.store.of_type(PREFIX + "router.config.address")]
 
     def _auto_links(self) -> list[dict]:
         """The configured auto-links with the core's view of each (``snapshot["autoLinks"]``
@@ -398,6 +404,14 @@ def router_memory() -> Optional[int]:
     return total if found else None
 
 
+def address_columns(entity: dict) -> dict:
+    """An address rule with the columns 1.19's core shows (``View._config_addresses``)."""
+    ingress, egress = address_phases(entity)
+    return {**entity, "ingressPhase": ingress, "egressPhase": egress,
+            "waypoint": ingress == 0 and egress == 1,
+            "fallback": bool(entity.get("enableFallback"))}
+
+
 _ALIASED = ("router.config.linkRoute", "router.config.autoLink")
 
 _LOG_DEFAULTS = {"enable": "info+", "includeTimestamp": True, "includeSource": False,
@@ -417,5 +431,6 @@ _BUILDERS: dict[str, Any] = {
     "vhostStats": View._vhost_stats, "policy": View._policy, "allocator": View._allocators,
     "log": View._logs, "logStats": View._log_stats, "router.config.autoLink": View._auto_links,
     "router.config.linkRoute": View._link_routes,
+    "router.config.address": View._config_addresses,
     "router.connection.linkRoute": View._conn_link_routes,
 }

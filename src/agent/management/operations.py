@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
 from agent.management import connroutes, schemaops
-from agent.management.entities import View
+from agent.management.entities import View, address_columns
 from agent.management.protocol import (
     BAD_REQUEST, CREATED, ENTITY_OPERATIONS, FORBIDDEN, GLOBAL_OPERATIONS, INTERNAL_ERROR,
     MANAGEMENT_NODE_TYPES, NO_CONTENT, NOT_FOUND, NOT_IMPLEMENTED, OK, ManagementError, Request)
@@ -227,6 +227,9 @@ def _check_operation(etype: EntityType, op: str) -> None:
         raise ManagementError(NOT_IMPLEMENTED, NOT_BUILT[etype.short_name])
 
 
+_CORE_CONFIG = ("router.config.address", "router.config.linkRoute", "router.config.autoLink")
+
+
 def _create(request: Request, view: View, etype: EntityType) -> Outcome:
     # A CREATE without a map body is refused before anything else: a listener made of
     # defaults alone would listen on every interface.
@@ -244,8 +247,11 @@ def _create(request: Request, view: View, etype: EntityType) -> Outcome:
         if profile is not None:
             attributes["sslProfileAttributes"] = _plain(profile)
     body = dict(entity)
-    if etype.short_name == "router.config.linkRoute":  # 1.19 answers with every column
-        body["dir"] = entity.get("direction")
+    if etype.short_name == "router.config.address":
+        body = address_columns(entity)
+    if etype.short_name == "router.config.autoLink":  # the core has not looked at it yet
+        body.update({"operStatus": "inactive", "linkRef": None, "lastError": None})
+    if etype.short_name == "router.config.linkRoute":
         body["operStatus"] = "active" if any(
             c.get("role") == "route-container"
             and ((entity.get("connection") is not None
@@ -253,6 +259,8 @@ def _create(request: Request, view: View, etype: EntityType) -> Outcome:
                  or (entity.get("containerId") is not None
                      and c.get("container") == entity.get("containerId")))
             for c in view.snapshot.get("connections", [])) else "inactive"
+    if etype.short_name in _CORE_CONFIG:  # 1.19's core answers with every column, as READ
+        body = View.present(etype, body)
     return Change("create", etype.long_name, attributes, entity, CREATED, body,
                   workers=mode, commit="add",
                   summary=f"Created {etype.short_name} {entity['name']}")

@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from agent.management.protocol import BAD_REQUEST, ManagementError
-from common.schema import (ROUTER_CONFIG_TYPES, EntityType, Schema, SchemaError, auto_link_phase, auto_link_problem,
-                           listen_addresses_clash, load_schema,
-                          reference_problem)
+from common.schema import (ROUTER_CONFIG_TYPES, EntityType, Schema, SchemaError, address_problem,
+                           auto_link_phase, auto_link_problem, listen_addresses_clash, load_schema,
+                           reference_problem)
 from common.linkroutes import create_problem as link_route_problem
 from common.security import connection_problem, ssl_profile_problem
 
@@ -108,6 +108,10 @@ class ConfigStore:
             given = name if name is not None else attributes.get("name")
             if given is not None and given in self._names(short):
                 raise ManagementError(BAD_REQUEST, "Name conflicts with an existing entity")
+        if short == "router.config.address" and "fallback" in attributes:
+            # 1.19's core takes its own column name, ``fallback``, in a CREATE
+            attributes = {("enableFallback" if k == "fallback" else k): v
+                          for k, v in attributes.items()}
         values = self._convert(etype, attributes, for_update=False)
         if short == "router.config.autoLink":
             problem = auto_link_problem(values)
@@ -122,10 +126,9 @@ class ConfigStore:
         if short == "vhost" and "hostname" not in values and "name" in values:
             values["hostname"] = values["name"]
         if short == "router.config.address":
-            given = [k for k in ("prefix", "pattern") if k in values]
-            if len(given) != 1:
-                problem = "cannot have both" if given else "requires one of"
-                raise ManagementError(BAD_REQUEST, f"{short} {problem} 'prefix' or 'pattern'")
+            problem = address_problem(values)
+            if problem:
+                raise ManagementError(BAD_REQUEST, problem)
         for attr_name, attr in etype.attributes.items():
             if attr.required and attr_name != "type" and attr_name not in values:
                 raise ManagementError(BAD_REQUEST,
