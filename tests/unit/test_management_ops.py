@@ -233,6 +233,22 @@ def test_auto_link_create_answers_with_every_column():
             "externalAddr": None, "linkRef": None, "operStatus": "inactive", "lastError": None}
 
 
+def test_query_of_core_config_types_without_names_has_1_19_columns():
+    store = ConfigStore(SPEC)
+    store.add(run({"operation": "CREATE", "type": "address"}, {"prefix": "f", "fallback": True},
+                  store=store).entity)
+    body = run({"operation": "QUERY", "type": "address"}, {"attributeNames": []}, store=store).body
+    assert body["attributeNames"] == ["name", "identity", "type", "prefix", "distribution",
+                                      "waypoint", "ingressPhase", "egressPhase", "pattern",
+                                      "priority", "fallback"]
+    assert body["results"][0][3:] == ["f", "balanced", False, 0, 0, None, -1, True]
+    # GET-ATTRIBUTES stays the schema's
+    assert "enableFallback" in run({"operation": "GET-ATTRIBUTES", "entityType": "address"}) \
+        .body[T + "router.config.address"]
+    body = run({"operation": "QUERY", "type": "autoLink"}, {"attributeNames": []}).body
+    assert body["attributeNames"][3:7] == ["address", "addr", "direction", "dir"]
+
+
 def test_log_update_and_default_resolution():
     change = run({"operation": "UPDATE", "type": "log", "name": "log/SERVER"},
                  {"enable": "default"})

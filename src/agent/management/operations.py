@@ -151,7 +151,7 @@ def _query(request: Request, view: View) -> Reply:
     if not names:
         names = []
         for etype in types:
-            names.extend(n for n in schemaops.attribute_names(etype) if n not in names)
+            names.extend(n for n in schemaops.query_columns(etype) if n not in names)
     entities = [e for etype in types for e in view.entities(etype)]
     return Reply(OK, {"attributeNames": names,
                       "results": query_rows(entities, names, offset, count)})

@@ -29,6 +29,26 @@ def _selected(schema: Schema, entity_type: Optional[str]) -> list[EntityType]:
     return list(schema.entity_types.values())
 
 
+# the columns 1.19's core answers a QUERY without attributeNames of its own configuration types
+# with, in its order (deprecated names beside the new ones, ``fallback`` for an address's
+# ``enableFallback``); GET-ATTRIBUTES and GET-SCHEMA answer from the schema
+CORE_COLUMNS = {
+    "router.config.address": ("name", "identity", "type", "prefix", "distribution", "waypoint",
+                              "ingressPhase", "egressPhase", "pattern", "priority", "fallback"),
+    "router.config.linkRoute": ("name", "identity", "type", "prefix", "distribution",
+                                "connection", "containerId", "direction", "dir", "operStatus",
+                                "pattern", "addExternalPrefix", "delExternalPrefix"),
+    "router.config.autoLink": ("name", "identity", "type", "address", "addr", "direction", "dir",
+                               "phase", "connection", "containerId", "externalAddress",
+                               "externalAddr", "linkRef", "operStatus", "lastError", "fallback"),
+}
+
+
+def query_columns(etype: EntityType) -> list[str]:
+    """The columns of a QUERY of ``etype`` that names none."""
+    return list(CORE_COLUMNS.get(etype.short_name, ())) or attribute_names(etype)
+
+
 def attribute_names(etype: EntityType) -> list[str]:
     """The type's attributes in 1.19's order: its own first, then those of the types it
     extends, nearest first (``name``, ``identity``, ``type`` last)."""
