@@ -105,10 +105,14 @@ class BigSender:
     """Sends one message of ``size`` body bytes to ``address`` (a slice at a time)."""
 
     def __init__(self, peer: Peer, address: str, size: int, settled: bool = False,
-                 abort_at: Optional[int] = None, name: str = "big-sender") -> None:
+                 abort_at: Optional[int] = None, name: str = "big-sender",
+                 link: Optional[proton.Sender] = None) -> None:
+        """``link``: a sender the peer answers an attach with (a broker's side of a link the
+        router attached); else a new one to ``address``."""
         self.peer = peer
-        self.link = peer.session.sender(name)
-        self.link.target.address = address
+        self.link = link if link is not None else peer.session.sender(name)
+        if link is None:
+            self.link.target.address = address
         if settled:
             self.link.snd_settle_mode = proton.Link.SND_SETTLED
         self.link.open()

@@ -1362,6 +1362,9 @@ class WorkerEngine:
         if conn.role == INTER_ROUTER and CAP_ROUTER_DATA in _capabilities(plink.target):
             link.link_type = LINK_TYPES[CAP_ROUTER_DATA]  # a streaming link (streamlinks.py)
             link.router = True
+        # what a broker sends on an auto-link or on a link route's far side is streamed as
+        # what a client sends (no policy checks whole messages on links the router attached)
+        link.stream = fx.direction != DIR_OUT
         if fx.direction != DIR_OUT and conn.max_message_size:
             link.max_size = conn.max_message_size
             lib.pn_link_set_max_message_size(l_ptr, conn.max_message_size)

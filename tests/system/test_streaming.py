@@ -77,6 +77,90 @@ def test_large_message_one_router(router, size):
     sp.close()
 
 
+def _answer_attach(peer, others=(), timeout: float = 10.0):
+    """The link the router attached on ``peer``'s connection, answered (opened) with the
+    router's own terminus addresses, as a broker answers (``others``: peers pumped too)."""
+    found = []
+
+    def attached():
+        link = peer.conn.link_head(proton.Endpoint.LOCAL_UNINIT)
+        if link is not None:
+            found.append(link)
+        return bool(found)
+
+    bigmsg.pump([peer, *others], attached, timeout)
+    link = found[0]
+    if link.session.state & proton.Endpoint.LOCAL_UNINIT:
+        link.session.open()
+    link.source.address = link.remote_source.address
+    link.target.address = link.remote_target.address
+    link.open()
+    return link
+
+
+ROUTER_ATTACHED = {
+    # an auto-link in (phase 0: the receiver's phase, no waypoint rule)
+    "auto-link": ("big", """
+        autoLink {
+            address: big
+            direction: in
+            phase: 0
+            connection: brk
+        }
+        """),
+    # the far side of a link route for receivers
+    "link-route": ("lr.big", """
+        linkRoute {
+            prefix: lr
+            direction: out
+            connection: brk
+        }
+        """),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(ROUTER_ATTACHED))
+def test_large_message_from_a_broker_on_a_link_the_router_attached_is_streamed(router_factory,
+                                                                                kind):
+    """What a broker sends on a link the router attached (an auto-link in, a link route's far
+    side) is passed on from its first bytes, as a client's message is: the receiver has
+    megabytes of it while the broker is still sending, and the router holds a window of it,
+    not all of it."""
+    address, section = ROUTER_ATTACHED[kind]
+    port = free_port()
+    router = router_factory(textwrap.dedent(f"""
+        listener {{
+            name: brk
+            host: 127.0.0.1
+            port: {port}
+            role: route-container
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        """) + textwrap.dedent(section))
+    broker = bigmsg.Peer(port, "broker")
+    if kind == "link-route":  # a receiver's attach is routed once the broker is connected
+        bigmsg.pump([broker], lambda: broker.conn.state & proton.Endpoint.REMOTE_ACTIVE, 10)
+        router.proc.wait_for_line("Link Route Activated", timeout=10)
+    rp = bigmsg.Peer(router.port, "receivers")
+    rcv = bigmsg.BigReceiver(rp, address)
+    link = _answer_attach(broker, [rp])
+    assert link.is_sender and link.remote_source.address == address
+    size = 100 * MB
+    snd = bigmsg.BigSender(broker, address, size, link=link)
+    rss = Rss(router)
+    bigmsg.pump([rp, broker], lambda: rcv.partial > 2 * MB or rcv.messages, TIMEOUT,
+                [snd, rcv], rss.sample)
+    assert not snd.done, "the receiver got nothing before the broker had sent it all"
+    bigmsg.pump([rp, broker], lambda: rcv.messages, TIMEOUT, [snd, rcv], rss.sample)
+    assert rcv.messages[0][:3] == (size, bigmsg.body_crc(size), False)
+    bigmsg.pump([rp, broker], lambda: snd.outcome() != 0, 10, [snd, rcv])
+    assert snd.outcome() == proton.Delivery.ACCEPTED
+    assert rss.growth_mb()[0] < 60
+    rp.close()
+    broker.close()
+
+
 def test_sender_abort_half_way(router):
     rp, (rcv,) = _open(router, "big")
     sp, snd = _send(router, [rp], [rcv], 20 * MB, abort_at=10 * MB)
