@@ -397,6 +397,7 @@ cpdef on_hello(RouterCore core, peer, cmd)
 cdef check_router_up(RouterCore core, Connection conn)
 cdef router_down(RouterCore core, Connection conn)
 cpdef on_policy_event(RouterCore core, peer, cmd)
+cpdef on_connector_status(RouterCore core, peer, cmd)
 
 # --- autolinks.py -------------------------------------------------------------------------------
 # (AutoLink stays a Python class: off the per-message path; lifecycle calls its methods)
@@ -441,6 +442,7 @@ cdef class RouterCore:
     cdef readonly object gone
     cdef readonly long long gone_seq
     cdef readonly object policy_counts
+    cdef readonly dict connector_status
     cdef readonly object lr
     cdef readonly list errors
     cdef readonly Py_ssize_t batch_pos

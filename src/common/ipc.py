@@ -418,6 +418,17 @@ class LogQuery(NamedTuple):
     request_id: int
 
 
+class ConnectorStatus(NamedTuple):
+    """Worker -> core: how the worker running connector ``name`` last found it, for management
+    (1.19's connector ``connectionStatus``/``connectionMsg``): ``CONNECTING`` with the text of
+    the last failed attempt or lost connection (``[Cn] Connection to HOST:PORT failed: ...``,
+    "" before any), or "" once the connector is deleted (forgotten). An open connection of the
+    connector is ``SUCCESS``; the core sees that from its ConnOpened."""
+    name: str
+    status: str
+    message: str
+
+
 class LogReport(NamedTuple):
     """Core/worker -> agent: one process's ``common.log.RouterLog.report()`` (``counts``:
     module -> lines per level; ``entries``: the recent ones), relayed by the core process.
@@ -669,7 +680,7 @@ MESSAGE_TYPES: tuple = (
     PolicyEvent, LinkState, RouterGone, TopologyReset, Reachable, AttachOut, LinkAttached,
     LinkDrain, InDrained, SenderState, DeliverState,
     StreamTransfer, TransferChunk, StreamDeliver, DeliverChunk, StreamSent, StreamAck,
-    LogQuery, LogReport, DeliverOrigin, LinkStall, LinkUnstalled,
+    LogQuery, LogReport, DeliverOrigin, LinkStall, LinkUnstalled, ConnectorStatus,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

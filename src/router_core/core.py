@@ -79,7 +79,7 @@ from typing import Any, Optional
 from common.heap import HeapTrimmer
 from router_core.matcher import AddressRules
 from common.ipc import (
-    CORE_ID_BASE, ConnClosed, ConnOpened, ControlSend, Disposition, InDrained, IpcError,
+    CORE_ID_BASE, ConnClosed, ConnectorStatus, ConnOpened, ControlSend, Disposition, InDrained, IpcError,
     LinkAttach, LinkAttached, LinkCredit, LinkDetach, LinkFlow, LinkUnstalled, PeerHello,
     PolicyEvent,
     RemoteAddress, RouteUpdate, RouterTransfer, SenderState, SettleIn, StreamSent,
@@ -91,7 +91,7 @@ from router_core.addrkeys import reapply_rules
 from router_core.ingress import on_router_transfer, on_stream_transfer, on_transfer
 from router_core.lifecycle import (
     TEST_REFUSALS, close_connection_of, detach_own, on_attach, on_attached, on_conn_closed,
-    on_conn_opened, on_detach, on_hello, on_policy_event, open_link)
+    on_conn_opened, on_connector_status, on_detach, on_hello, on_policy_event, open_link)
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
     delete_link_route, on_in_drained, on_sender_state)
@@ -202,7 +202,10 @@ class RouterCore:
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,
                           PolicyEvent: on_policy_event, StreamTransfer: on_stream_transfer,
-                          TransferChunk: on_stream_chunk, StreamSent: on_stream_sent}
+                          TransferChunk: on_stream_chunk, StreamSent: on_stream_sent,
+                          ConnectorStatus: on_connector_status}
+        # connector name -> (status, message) as its worker last reported it (management)
+        self.connector_status = {}
         # router-wide policy connection counts and denial counters (policycount.py)
         self.policy_counts = PolicyCounts()
         # link routes and their addresses (linkroute.py)

@@ -95,13 +95,20 @@ def lines(entries: Iterable[tuple]) -> list[str]:
 
 def _opened(conn: Any) -> str:
     info = conn.encrypted if isinstance(conn.encrypted, (list, tuple)) else []
+    props = info[6] if len(info) > 6 and isinstance(info[6], dict) else {}
+    return f"{opened_text(conn)} props={format_map(props)}"
+
+
+def opened_text(conn: Any) -> str:
+    """1.19's ``Connection Opened`` text without the peer's properties: also what a
+    connector's ``connectionMsg`` says while its connection is open."""
+    info = conn.encrypted if isinstance(conn.encrypted, (list, tuple)) else []
     encrypted = (info[2] or "yes") if len(info) > 2 and info[1] else "no"
     authenticated = bool(info[5]) if len(info) > 5 else bool(conn.sasl)
-    props = info[6] if len(info) > 6 and isinstance(info[6], dict) else {}
     return (f"[C{conn.conn_id}] Connection Opened: dir={conn.direction} host={conn.host} "
             f"vhost= encrypted={encrypted} auth={conn.sasl if authenticated and conn.sasl else 'no'} "
             f"user={conn.user if conn.direction == 'in' else '(null)'} "  # 1.19: no user out
-            f"container_id={conn.container} props={format_map(props)}")
+            f"container_id={conn.container}")
 
 
 def terminus_text(terminus: Optional[dict], caps: str = "") -> str:

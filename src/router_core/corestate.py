@@ -13,7 +13,8 @@ from typing import Any
 
 from common.ipc import (
     DIR_IN, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED)
-from router_core.records import LINK_TYPE_NAMES, MODE_NAMES, ROLE_NAMES
+from router_core.corelog import opened_text
+from router_core.records import LINK_TYPE_NAMES, MODE_NAMES, ROLE_INTERNAL, ROLE_NAMES
 
 DIST_CLOSEST = 0
 DIST_BALANCED = 1
@@ -227,9 +228,23 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
             if isinstance(conn.encrypted, (list, tuple)) and len(conn.encrypted) >= 9
             and conn.encrypted[8] is False],
         "connections": [_connection_view(conn, core.now) for conn in core.conns.values()],
+        "connectors": connector_views(core),
         "gone": ([] if gone_after is None else
                  [gone_view(entry) for entry in core.gone if entry[0] > gone_after]),
         "goneSeq": core.gone_seq,
         "policy": core.policy_counts.view(),  # policy and vhostStats counters
         "now": core.now,  # the core's clock, the one goneAt is read on
     }
+
+
+def connector_views(core: Any) -> dict:
+    """Connector name -> its 1.19 ``connectionStatus`` and ``connectionMsg``: ``SUCCESS`` and
+    the ``Connection Opened`` text while it has an open connection, else what its worker last
+    reported (ConnectorStatus: ``CONNECTING`` and the last failure)."""
+    out = {name: {"connectionStatus": status, "connectionMsg": message or None}
+           for name, (status, message) in core.connector_status.items()}
+    for conn in core.conns.values():
+        if conn.direction == "out" and conn.listener and conn.role != ROLE_INTERNAL:
+            out[conn.listener] = {"connectionStatus": "SUCCESS",
+                                  "connectionMsg": opened_text(conn)}
+    return out

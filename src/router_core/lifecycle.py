@@ -672,3 +672,13 @@ def router_down(core: Any, conn: Connection) -> None:
 
 def on_policy_event(core: Any, peer: Any, cmd: Any) -> None:
     core.policy_counts.event(cmd[0], cmd[1], cmd[2])
+
+
+def on_connector_status(core: Any, peer: Any, cmd: Any) -> None:
+    """ConnectorStatus: what management shows of a connector while it has no open connection
+    (corestate.connector_views); an empty status forgets a deleted connector."""
+    name, status, message = cmd[0], cmd[1], cmd[2]
+    if status:
+        core.connector_status[str(name)] = (str(status), str(message))
+    else:
+        core.connector_status.pop(str(name), None)

@@ -19,6 +19,7 @@ from typing import Optional
 
 import zmq
 
+from common import ipc
 from common.listenfds import resolve_port
 from router_io.engine import Connection
 
@@ -43,13 +44,20 @@ class Connector:
         self.status = "CONNECTING"
         self.message = ""
 
-    def retry_later(self, now: float, why: str) -> None:
+    def retry_later(self, now: float, why: Optional[str]) -> None:
+        """Try again after a back-off; ``why``: the failure (1.19's text), None for a connection
+        that closed in order (the last text stays, as in 1.19)."""
         self.sock = None
         self.conn = None
         self.failures += 1
         self.status = "CONNECTING"
-        self.message = why
+        if why is not None:
+            self.message = why
         self.next_attempt = now + min(8.0, 2.0 ** (self.failures - 1))
+
+    def report(self) -> ipc.ConnectorStatus:
+        """The core's (management's) view of it while it has no open connection."""
+        return ipc.ConnectorStatus(self.name, self.status, self.message)
 
 
 class ConnectorsMixin:
@@ -67,12 +75,14 @@ class ConnectorsMixin:
             return False
         self.connectors[connector.name] = connector
         self.next_tick = 0.0  # attempt at once
+        self.engine.outbox.append(connector.report())
         return True
 
     def close_connector(self, name: str) -> None:
         connector = self.connectors.pop(name, None)
         if connector is None:
             return
+        self.engine.outbox.append(ipc.ConnectorStatus(name, "", ""))  # management forgets it
         if connector.conn is not None:
             connector.conn.connection.close()
             self.engine.dirty.add(connector.conn)
@@ -92,6 +102,7 @@ class ConnectorsMixin:
                 f"{action} {where}")
         self._log_server("info", text)
         connector.retry_later(now, text)
+        self.engine.outbox.append(connector.report())
 
     def _attempt(self, connector: Connector, now: float) -> None:
         try:
@@ -132,8 +143,7 @@ class ConnectorsMixin:
                                           f"{connector.host}:{connector.port}", "out")
         connector.conn = conn
         connector.failures = 0
-        connector.status = "SUCCESS"
-        connector.message = ""
+        connector.status = "SUCCESS"  # the core shows it so once the AMQP open is done
         self.conn_connector[conn] = connector
         self.sockets[fd] = (sock, conn)
         self.sock_of[conn] = sock

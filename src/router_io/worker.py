@@ -483,9 +483,13 @@ class Worker(ConnectorsMixin, HttpMixin):
             self._log_server("error", f"[C{conn.conn_id}] internal error dropping the "
                              "connection: " + "".join(traceback.format_exception(exc)).rstrip())
         connector = self.conn_connector.pop(conn, None)
-        if connector is not None and self.connectors.get(connector.name) is connector:
-            connector.retry_later(time.monotonic(), conn.error_text() or "connection closed")
         error = conn.error_text()
+        if connector is not None and self.connectors.get(connector.name) is connector:
+            name, _, description = error.partition(": ")
+            connector.retry_later(time.monotonic(), (
+                f"[C{conn.conn_id}] Connection to {connector.host}:{connector.port} failed: "
+                f"{name} {description}") if error else None)
+            self.engine.outbox.append(connector.report())
         if conn.direction == "in":  # as 1.19: only a connection that failed, in its words
             if error:
                 name, _, description = error.partition(": ")

@@ -104,3 +104,66 @@ def test_connector_to_nothing_keeps_retrying_and_router_serves(router_factory):
         assert peer.opened.wait(TIMEOUT)
     finally:
         peer.stop()
+
+
+def test_connector_status_in_management_as_1_19_shows_it(router_factory):
+    """READ of a connector shows 1.19's read-only columns: CONNECTING and the last failed
+    attempt while nothing listens, SUCCESS and the Connection Opened text while connected,
+    CONNECTING again after the peer is gone; failoverUrls is the URL it connects to. (Same
+    texts as a real 1.19 router answers.)"""
+    import re
+    from test_management import T, Mgmt  # (same folder: tests/system)
+    port = free_port()
+    router = router_factory(router_id="Router.S", extra=f"""
+        connector {{
+            name: peer
+            host: 127.0.0.1
+            port: {port}
+            role: normal
+        }}
+        """)
+    mgmt = Mgmt(router.url)
+
+    def read() -> dict:
+        status, _, body = mgmt.call({"operation": "READ", "type": T + "connector",
+                                     "name": "peer"})
+        assert status == 200
+        return body
+
+    def wait_status(status: str) -> dict:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            body = read()
+            if body["connectionStatus"] == status:
+                return body
+            assert time.monotonic() < deadline, body
+            time.sleep(0.1)
+
+    peer = None
+    try:
+        body = wait_status("CONNECTING")
+        deadline = time.monotonic() + TIMEOUT
+        while not body["connectionMsg"]:  # the first attempt's failure
+            assert time.monotonic() < deadline, body
+            time.sleep(0.1)
+            body = read()
+        where = f"127.0.0.1:{port}"
+        assert re.fullmatch(rf"\[C\d+\] Connection to {where} failed: proton:io Connection "
+                            rf"refused - disconnected {where}", body["connectionMsg"]), body
+        assert body["failoverUrls"] == f"amqp://{where}"
+        peer = Peer(port)
+        body = wait_status("SUCCESS")
+        assert re.fullmatch(rf"\[C\d+\] Connection Opened: dir=out host={where} vhost= "
+                            r"encrypted=no auth=\S+ user=\(null\) container_id=\S*",
+                            body["connectionMsg"]), body
+        peer.stop()
+        peer = None
+        wait_status("CONNECTING")
+        # a deleted connector is forgotten: one of the same name starts afresh
+        status, _, _ = mgmt.call({"operation": "DELETE", "type": T + "connector",
+                                  "name": "peer"})
+        assert status == 204
+    finally:
+        if peer is not None:
+            peer.stop()
+        mgmt.close()

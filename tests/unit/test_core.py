@@ -774,3 +774,24 @@ def test_an_address_allocates_its_held_queues_only_when_it_holds(h):
     h.flat()
     h.do(LinkFlow(20, 1, False))
     assert [e.payload for e in h.flat() if type(e) is Deliver] == [b"m%d" % first]
+
+
+def test_connector_status_for_management(core_cls):
+    """What a worker reports of a connector shows while it has no open connection; an open
+    outgoing connection of it is SUCCESS with 1.19's Connection Opened text; an empty status
+    forgets a deleted one."""
+    h = Harness(core_cls)
+    failed = "[C7] Connection to h:1 failed: proton:io Connection refused - disconnected h:1"
+    h.do(ipc.ConnectorStatus("c", "CONNECTING", ""), ipc.ConnectorStatus("d", "CONNECTING",
+                                                                         failed))
+    assert h.core.snapshot()["connectors"] == {
+        "c": {"connectionStatus": "CONNECTING", "connectionMsg": None},
+        "d": {"connectionStatus": "CONNECTING", "connectionMsg": failed}}
+    h.do(ConnOpened(9, "normal", "out", "h:1", "peer-c", "c", "", "ANONYMOUS", False, 250))
+    assert h.core.snapshot()["connectors"]["c"] == {
+        "connectionStatus": "SUCCESS",
+        "connectionMsg": "[C9] Connection Opened: dir=out host=h:1 vhost= encrypted=no "
+                         "auth=ANONYMOUS user=(null) container_id=peer-c"}
+    h.do(ConnClosed(9, ""), ipc.ConnectorStatus("d", "", ""))
+    assert h.core.snapshot()["connectors"] == {
+        "c": {"connectionStatus": "CONNECTING", "connectionMsg": None}}

@@ -75,6 +75,8 @@ SAMPLES = {
                             "entries": [["SERVER", "info", "[C1] x", "/w.py", 9, 1.5]]}),
     ipc.LinkStall: (12, True),
     ipc.LinkUnstalled: (12, 248),
+    ipc.ConnectorStatus: ("broker", "CONNECTING", "[C3] Connection to h:5672 failed: proton:io "
+                                                  "Connection refused - disconnected h:5672"),
 }
 
 

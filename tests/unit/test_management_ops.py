@@ -249,6 +249,22 @@ def test_query_of_core_config_types_without_names_has_1_19_columns():
     assert body["attributeNames"][3:7] == ["address", "addr", "direction", "dir"]
 
 
+def test_connector_read_shows_the_cores_status_and_its_url():
+    store = ConfigStore(SPEC)
+    store.add(run({"operation": "CREATE", "type": "connector"},
+                  {"name": "c1", "host": "127.0.0.1", "port": "5673"}, store=store).entity)
+    store.add(run({"operation": "CREATE", "type": "connector"},
+                  {"name": "c2", "host": "h", "port": "5674"}, store=store).entity)
+    snapshot = {**SNAPSHOT, "connectors": {"c1": {"connectionStatus": "SUCCESS",
+                                                  "connectionMsg": "[C3] Connection Opened"}}}
+    view = View(snapshot, store, version="1.19.0", started=0.0)
+    c1 = execute(request({"operation": "READ", "type": "connector", "name": "c1"}), view).body
+    assert (c1["connectionStatus"], c1["connectionMsg"], c1["failoverUrls"]) == (
+        "SUCCESS", "[C3] Connection Opened", "amqp://127.0.0.1:5673")
+    c2 = execute(request({"operation": "READ", "type": "connector", "name": "c2"}), view).body
+    assert (c2["connectionStatus"], c2["connectionMsg"]) == ("INITIALIZING", None)
+
+
 def test_log_update_and_default_resolution():
     change = run({"operation": "UPDATE", "type": "log", "name": "log/SERVER"},
                  {"enable": "default"})

@@ -187,6 +187,23 @@ class View:
             out.append(entity)
         return out
 
+    def _connectors(self) -> list[dict]:
+        """Connectors with 1.19's read-only columns: ``connectionStatus`` and
+        ``connectionMsg`` from the core (``snapshot["connectors"]``: ``SUCCESS`` and the
+        ``Connection Opened`` text while connected, else ``CONNECTING`` and the last failure;
+        ``INITIALIZING`` before its worker said anything), ``failoverUrls`` the URL it connects
+        to (1.19 adds the failover list a peer sent; this router does not follow one)."""
+        status = self.snapshot.get("connectors") or {}
+        out = []
+        for entity in self.store.of_type(PREFIX + "connector"):
+            state = status.get(str(entity.get("name"))) or {}
+            scheme = "amqps" if entity.get("requireSsl") else "amqp"
+            out.append({**entity, "failoverUrls": f"{scheme}://{entity.get('host')}:"
+                                                  f"{entity.get('port')}",
+                        "connectionStatus": state.get("connectionStatus", "INITIALIZING"),
+                        "connectionMsg": state.get("connectionMsg")})
+        return out
+
     def _config_addresses(self) -> list[dict]:
         """Address rules as 1.19's core shows them: the phases it keeps (``address_phases``),
         ``waypoint`` true exactly when they are 0 and 1, and ``enableFallback`` also under the
@@ -431,6 +448,6 @@ _BUILDERS: dict[str, Any] = {
     "vhostStats": View._vhost_stats, "policy": View._policy, "allocator": View._allocators,
     "log": View._logs, "logStats": View._log_stats, "router.config.autoLink": View._auto_links,
     "router.config.linkRoute": View._link_routes,
-    "router.config.address": View._config_addresses,
+    "router.config.address": View._config_addresses, "connector": View._connectors,
     "router.connection.linkRoute": View._conn_link_routes,
 }
