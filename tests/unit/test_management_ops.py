@@ -224,6 +224,24 @@ def test_address_create_answers_with_1_19_columns():
         == (0, 2, False)
 
 
+def test_core_config_entities_created_without_a_name_stay_nameless_as_in_1_19():
+    store = ConfigStore(SPEC)
+    for body in ({"prefix": "a"}, {"prefix": "b"}):  # two nameless ones do not conflict
+        change = run({"operation": "CREATE", "type": "address"}, body, store=store)
+        assert change.body["name"] is None
+        store.add(change.entity)
+    identity = change.entity["identity"]
+    read = run({"operation": "READ", "type": "address", "identity": identity}, store=store)
+    assert (read.body["name"], read.body["prefix"]) == (None, "b")
+    named = run({"operation": "CREATE", "type": "linkRoute", "name": "lr1"},
+                {"prefix": "x", "direction": "in", "connection": "c"}, store=store)
+    assert named.body["name"] == "lr1"
+    # other types are still named by their identity when no name is given
+    listener = run({"operation": "CREATE", "type": "listener"},
+                   {"host": "127.0.0.1", "port": "5999"}, store=store)
+    assert listener.body["name"] == listener.body["identity"]
+
+
 def test_auto_link_create_answers_with_every_column():
     change = run({"operation": "CREATE", "type": "autoLink"},
                  {"address": "q1", "direction": "in", "connection": "x"})

@@ -263,7 +263,7 @@ def _create(request: Request, view: View, etype: EntityType) -> Outcome:
         body = View.present(etype, body)
     return Change("create", etype.long_name, attributes, entity, CREATED, body,
                   workers=mode, commit="add",
-                  summary=f"Created {etype.short_name} {entity['name']}")
+                  summary=f"Created {etype.short_name} {entity['name'] or entity['identity']}")
 
 
 def _delete(etype: EntityType, entity: dict, view: View) -> Outcome:
@@ -282,7 +282,7 @@ def _delete(etype: EntityType, entity: dict, view: View) -> Outcome:
         raise ManagementError(NOT_IMPLEMENTED, f"DELETE of {etype.short_name} is not supported")
     return Change("delete", etype.long_name, _plain(entity), entity, NO_CONTENT, {},
                   workers=mode, commit="remove",
-                  summary=f"Deleted {etype.short_name} {entity['name']}")
+                  summary=f"Deleted {etype.short_name} {entity['name'] or entity['identity']}")
 
 
 def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Outcome:

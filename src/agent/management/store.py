@@ -30,6 +30,10 @@ _DEFAULT_LOG_ENABLE = "info+"
 _CREATE_REQUIRES = {"listener": ("port",), "connector": ("port",)}
 
 
+# types a management CREATE may leave without a name (1.19's core-managed configuration)
+UNNAMED_TYPES = ("router.config.address", "router.config.linkRoute", "router.config.autoLink")
+
+
 class ConfigStore:
     """Configuration entities by long type name, in application order."""
 
@@ -170,9 +174,13 @@ class ConfigStore:
                                                        f"'{other['name']}' ({other.get('host') or '*'}"
                                                        f":{other.get('port')})")
         entity["identity"] = self._new_identity(etype, entity)
-        entity.setdefault("name", entity["identity"])
+        if short in UNNAMED_TYPES:  # 1.19's core keeps these nameless: READ says "name": null
+            entity.setdefault("name", None)
+        else:
+            entity.setdefault("name", entity["identity"])
         entity["type"] = etype.long_name
-        if any(e["name"] == entity["name"] for e in self.of_type(etype.long_name)):
+        if entity["name"] is not None and any(e.get("name") == entity["name"]
+                                              for e in self.of_type(etype.long_name)):
             raise ManagementError(BAD_REQUEST, "Name conflicts with an existing entity")
         return entity
 
