@@ -22,7 +22,7 @@ from agent.management.entities import View, address_columns
 from agent.management.protocol import (
     BAD_REQUEST, CREATED, ENTITY_OPERATIONS, FORBIDDEN, GLOBAL_OPERATIONS, INTERNAL_ERROR,
     MANAGEMENT_NODE_TYPES, NO_CONTENT, NOT_FOUND, NOT_IMPLEMENTED, OK, ManagementError, Request)
-from common.schema import EntityType
+from common.schema import ROUTER_CONFIG_TYPES, EntityType
 from common.log import MODULES as LOG_MODULES
 
 # Mutations of these types need a feature the router does not have yet: answer 501, clearly.
@@ -227,9 +227,6 @@ def _check_operation(etype: EntityType, op: str) -> None:
         raise ManagementError(NOT_IMPLEMENTED, NOT_BUILT[etype.short_name])
 
 
-_CORE_CONFIG = ("router.config.address", "router.config.linkRoute", "router.config.autoLink")
-
-
 def _create(request: Request, view: View, etype: EntityType) -> Outcome:
     # A CREATE without a map body is refused before anything else: a listener made of
     # defaults alone would listen on every interface.
@@ -259,7 +256,7 @@ def _create(request: Request, view: View, etype: EntityType) -> Outcome:
                  or (entity.get("containerId") is not None
                      and c.get("container") == entity.get("containerId")))
             for c in view.snapshot.get("connections", [])) else "inactive"
-    if etype.short_name in _CORE_CONFIG:  # 1.19's core answers with every column, as READ
+    if etype.short_name in ROUTER_CONFIG_TYPES:  # 1.19's core answers with every column, as READ
         body = View.present(etype, body)
     return Change("create", etype.long_name, attributes, entity, CREATED, body,
                   workers=mode, commit="add",

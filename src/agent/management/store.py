@@ -30,10 +30,6 @@ _DEFAULT_LOG_ENABLE = "info+"
 _CREATE_REQUIRES = {"listener": ("port",), "connector": ("port",)}
 
 
-# types a management CREATE may leave without a name (1.19's core-managed configuration)
-UNNAMED_TYPES = ("router.config.address", "router.config.linkRoute", "router.config.autoLink")
-
-
 class ConfigStore:
     """Configuration entities by long type name, in application order."""
 
@@ -174,7 +170,7 @@ class ConfigStore:
                                                        f"'{other['name']}' ({other.get('host') or '*'}"
                                                        f":{other.get('port')})")
         entity["identity"] = self._new_identity(etype, entity)
-        if short in UNNAMED_TYPES:  # 1.19's core keeps these nameless: READ says "name": null
+        if short in ROUTER_CONFIG_TYPES:  # 1.19's core keeps these nameless: "name": null
             entity.setdefault("name", None)
         else:
             entity.setdefault("name", entity["identity"])
