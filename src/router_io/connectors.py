@@ -41,23 +41,22 @@ class Connector:
         self.conn: Optional[Connection] = None
         self.next_attempt = 0.0
         self.failures = 0
-        self.status = "CONNECTING"
-        self.message = ""
+        self.message = ""  # the last failure, 1.19's text (management's connectionMsg)
 
     def retry_later(self, now: float, why: Optional[str]) -> None:
         """Try again after a back-off; ``why``: the failure (1.19's text), None for a connection
-        that closed in order (the last text stays, as in 1.19)."""
+        that closed in order (the last failure's text stays)."""
         self.sock = None
         self.conn = None
         self.failures += 1
-        self.status = "CONNECTING"
         if why is not None:
             self.message = why
         self.next_attempt = now + min(8.0, 2.0 ** (self.failures - 1))
 
     def report(self) -> ipc.ConnectorStatus:
-        """The core's (management's) view of it while it has no open connection."""
-        return ipc.ConnectorStatus(self.name, self.status, self.message)
+        """The core's (management's) view of it while it has no open connection: connecting
+        (the core shows SUCCESS itself while it has one)."""
+        return ipc.ConnectorStatus(self.name, "CONNECTING", self.message)
 
 
 class ConnectorsMixin:
@@ -143,7 +142,6 @@ class ConnectorsMixin:
                                           f"{connector.host}:{connector.port}", "out")
         connector.conn = conn
         connector.failures = 0
-        connector.status = "SUCCESS"  # the core shows it so once the AMQP open is done
         self.conn_connector[conn] = connector
         self.sockets[fd] = (sock, conn)
         self.sock_of[conn] = sock

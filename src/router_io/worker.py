@@ -484,15 +484,14 @@ class Worker(ConnectorsMixin, HttpMixin):
                              "connection: " + "".join(traceback.format_exception(exc)).rstrip())
         connector = self.conn_connector.pop(conn, None)
         error = conn.error_text()
+        name, _, description = error.partition(": ")  # condition and description, 1.19's words
         if connector is not None and self.connectors.get(connector.name) is connector:
-            name, _, description = error.partition(": ")
             connector.retry_later(time.monotonic(), (
                 f"[C{conn.conn_id}] Connection to {connector.host}:{connector.port} failed: "
                 f"{name} {description}") if error else None)
             self.engine.outbox.append(connector.report())
         if conn.direction == "in":  # as 1.19: only a connection that failed, in its words
             if error:
-                name, _, description = error.partition(": ")
                 self._log_server("info", f"[C{conn.conn_id}] Connection from {conn.host} (to "
                                  f"{conn.settings.get('host')}:{conn.settings.get('port')}) "
                                  f"failed: {name} {description}")
