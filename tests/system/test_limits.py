@@ -117,7 +117,7 @@ def test_policy_max_message_size(router_factory):
         }
         """)
     _check(_exchange(router, 1000, 50000), 10000, 1000)
-    assert "maxMessageSize exceeded" in router.proc.output()
+    router.proc.wait_for_line("maxMessageSize exceeded", timeout=10)
 
 
 def test_listener_max_message_size(router_factory):

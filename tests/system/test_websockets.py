@@ -275,7 +275,7 @@ def test_many_pipelined_requests(net):
                   b"Connection: close\r\n\r\n")
     assert answer.count(b"HTTP/1.1 200 OK") == 1501
     assert answer.count(b"console.log('hi');") == 1500 and answer.endswith(b"console index</html>")
-    assert "Listening for HTTP on 127.0.0.1:%d" % net.files in net.proc.output()
+    net.proc.wait_for_line("Listening for HTTP on 127.0.0.1:%d" % net.files, timeout=10)
 
 
 @pytest.mark.parametrize("target", ["/../secret.txt", "/sub/../../secret.txt",
