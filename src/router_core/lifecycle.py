@@ -23,6 +23,7 @@ from router_core.addressing import (
 from common.ipc import (
     DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, AttachOut, CloseConnection, DetachLink, LinkOpen,
     LinkRefuse, RouterLinkDown, RouterLinkUp)
+from router_core.corelog import opened_text
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import (
@@ -191,6 +192,10 @@ def _close(core: Any, conn: Connection, lost: bool = False) -> None:
     or sender), the agent hears RouterLinkDown, its policy counts are released."""
     core.policy_counts.release(conn.conn_id)
     del core.conns[conn.conn_id]
+    if conn.direction == "out" and conn.listener in core.connector_status:
+        # a connector's connection: as 1.19, its connectionMsg stays the Connection Opened text
+        # until an attempt fails (the worker's report after this keeps it, see below)
+        core.connector_status[conn.listener] = ("CONNECTING", opened_text(conn))
     links = list(conn.links.values())
     for link in links:  # first, so no effect goes to a link of this connection
         link.closed = True
@@ -676,9 +681,12 @@ def on_policy_event(core: Any, peer: Any, cmd: Any) -> None:
 
 def on_connector_status(core: Any, peer: Any, cmd: Any) -> None:
     """ConnectorStatus: what management shows of a connector while it has no open connection
-    (corestate.connector_views); an empty status forgets a deleted connector."""
-    name, status, message = cmd[0], cmd[1], cmd[2]
+    (corestate.connector_views); an empty status forgets a deleted connector, an empty message
+    keeps the one shown (a connection that closed in order leaves its Connection Opened text)."""
+    name, status, message = str(cmd[0]), cmd[1], cmd[2]
     if status:
-        core.connector_status[str(name)] = (str(status), str(message))
+        if not message and name in core.connector_status:
+            message = core.connector_status[name][1]
+        core.connector_status[name] = (str(status), str(message))
     else:
-        core.connector_status.pop(str(name), None)
+        core.connector_status.pop(name, None)

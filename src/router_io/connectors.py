@@ -41,16 +41,15 @@ class Connector:
         self.conn: Optional[Connection] = None
         self.next_attempt = 0.0
         self.failures = 0
-        self.message = ""  # the last failure, 1.19's text (management's connectionMsg)
+        self.message = ""  # the last failure, 1.19's text (management's connectionMsg), or ""
 
     def retry_later(self, now: float, why: Optional[str]) -> None:
         """Try again after a back-off; ``why``: the failure (1.19's text), None for a connection
-        that closed in order (the last failure's text stays)."""
+        that closed in order (reported as no text: the core keeps its Connection Opened text)."""
         self.sock = None
         self.conn = None
         self.failures += 1
-        if why is not None:
-            self.message = why
+        self.message = why or ""
         self.next_attempt = now + min(8.0, 2.0 ** (self.failures - 1))
 
     def report(self) -> ipc.ConnectorStatus:

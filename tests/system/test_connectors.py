@@ -25,6 +25,8 @@ class Peer(MessagingHandler):
         c = event.connection
         props = dict(c.remote_properties or {})
         print("OPENED", c.remote_container, props.get("product"), c.remote_hostname, flush=True)
+        if len(sys.argv) > 2 and sys.argv[2] == "close":  # closes it at once, in order
+            c.close()
 
 Container(Peer()).run()
 """
@@ -33,11 +35,12 @@ Container(Peer()).run()
 class Peer:
     """A proton peer in its own process, so killing it really closes its sockets."""
 
-    def __init__(self, port: int) -> None:
-        self.proc = subprocess.Popen([sys.executable, "-c", PEER_SCRIPT, str(port)],
+    def __init__(self, port: int, *how: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", PEER_SCRIPT, str(port), *how],
                                      stdout=subprocess.PIPE, text=True)
         self.lines: list = []
         self.opened = threading.Event()
+        self.listening = threading.Event()
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
@@ -46,6 +49,8 @@ class Peer:
             self.lines.append(line.split())
             if line.startswith("OPENED"):
                 self.opened.set()
+            elif line.startswith("LISTENING"):
+                self.listening.set()
 
     def stop(self) -> None:
         self.proc.kill()
@@ -167,3 +172,41 @@ def test_connector_status_in_management_as_1_19_shows_it(router_factory):
         if peer is not None:
             peer.stop()
         mgmt.close()
+
+
+def test_connector_closed_in_order_keeps_its_connection_opened_text(router_factory):
+    """A peer that closes the connection in order (no error): while the router connects again,
+    READ shows CONNECTING and still the last Connection Opened text, as 1.19 (only a failed
+    attempt replaces it)."""
+    import re
+    from test_management import T, Mgmt  # (same folder: tests/system)
+    port = free_port()
+    peer = Peer(port, "close")
+    mgmt = None
+    try:
+        assert peer.listening.wait(TIMEOUT)  # so no attempt fails (that text would replace it)
+        router = router_factory(router_id="Router.S", extra=f"""
+            connector {{
+                name: closer
+                host: 127.0.0.1
+                port: {port}
+                role: normal
+            }}
+            """)
+        mgmt = Mgmt(router.url)
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            status, _, body = mgmt.call({"operation": "READ", "type": T + "connector",
+                                         "name": "closer"})
+            assert status == 200
+            if body["connectionStatus"] == "CONNECTING" and body["connectionMsg"]:
+                break  # closed by the peer, waiting to connect again
+            assert time.monotonic() < deadline, body
+            time.sleep(0.05)
+        assert re.fullmatch(rf"\[C\d+\] Connection Opened: dir=out host=127.0.0.1:{port} "
+                            r"vhost= encrypted=no auth=\S+ user=\(null\) container_id=\S*",
+                            body["connectionMsg"] or ""), body
+    finally:
+        if mgmt is not None:
+            mgmt.close()
+        peer.stop()

@@ -778,8 +778,9 @@ def test_an_address_allocates_its_held_queues_only_when_it_holds(h):
 
 def test_connector_status_for_management(core_cls):
     """What a worker reports of a connector shows while it has no open connection; an open
-    outgoing connection of it is SUCCESS with 1.19's Connection Opened text; an empty status
-    forgets a deleted one."""
+    outgoing connection of it is SUCCESS with 1.19's Connection Opened text, which stays after
+    the connection closed (until a failure replaces it); an empty status forgets a deleted
+    one."""
     h = Harness(core_cls)
     failed = "[C7] Connection to h:1 failed: proton:io Connection refused - disconnected h:1"
     h.do(ipc.ConnectorStatus("c", "CONNECTING", ""), ipc.ConnectorStatus("d", "CONNECTING",
@@ -792,6 +793,12 @@ def test_connector_status_for_management(core_cls):
         "connectionStatus": "SUCCESS",
         "connectionMsg": "[C9] Connection Opened: dir=out host=h:1 vhost= encrypted=no "
                          "auth=ANONYMOUS user=(null) container_id=peer-c"}
-    h.do(ConnClosed(9, ""), ipc.ConnectorStatus("d", "", ""))
+    opened = h.core.snapshot()["connectors"]["c"]["connectionMsg"]
+    h.do(ConnClosed(9, ""), ipc.ConnectorStatus("c", "CONNECTING", ""),
+         ipc.ConnectorStatus("d", "", ""))
     assert h.core.snapshot()["connectors"] == {
-        "c": {"connectionStatus": "CONNECTING", "connectionMsg": None}}
+        "c": {"connectionStatus": "CONNECTING", "connectionMsg": opened}}
+    refused = failed.replace("C7", "C11")
+    h.do(ipc.ConnectorStatus("c", "CONNECTING", refused))
+    assert h.core.snapshot()["connectors"] == {
+        "c": {"connectionStatus": "CONNECTING", "connectionMsg": refused}}
