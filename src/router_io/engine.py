@@ -555,6 +555,8 @@ class Connection:
         # policed, its vhost, user and remote address; multiTenant: the address space prefix
         self.policy: Optional[vpolicy.GroupSettings] = None
         self.policy_vhost = ""
+        # the open's hostname, which 1.19's Begin/Attach/message policy lines call the vhost
+        self.policy_hostname = ""
         self.policy_user = ""
         self.policy_rhost = ""
         self.n_sessions = 0
@@ -1032,7 +1034,7 @@ class WorkerEngine:
             if settings.max_sessions and conn.n_sessions >= settings.max_sessions:
                 self.policy_log("info", f"[C{conn.conn_id}] DENY AMQP Begin Session due to session "
                                         f"limit. user: {conn.policy_user}, rhost: "
-                                        f"{conn.policy_rhost}, vhost: {conn.policy_vhost}")
+                                        f"{conn.policy_rhost}, vhost: {conn.policy_hostname}")
                 self.outbox.append(ipc.PolicyEvent(conn.policy_vhost, "session", 1))
                 self._set_condition(lib.pn_session_condition(ssn),
                                     vpolicy.RESOURCE_LIMIT_EXCEEDED, vpolicy.SESSION_DISALLOWED)
@@ -1067,6 +1069,7 @@ class WorkerEngine:
         hostname = _text(lib.pn_connection_remote_hostname(c_ptr))
         rhost = vpolicy.remote_ip(conn.host)
         conn.policy_user, conn.policy_rhost = user, rhost
+        conn.policy_hostname = hostname or "(null)"  # 1.19 prints a missing one as C does
         wanted = str(conn.settings.get("policyVhost") or "") or hostname
         vhost, group, settings, logs = db.lookup_user(user, rhost, wanted)
         for level, text in logs:
@@ -1083,8 +1086,9 @@ class WorkerEngine:
             lib.pn_transport_set_max_frame(conn.t_ptr, settings.max_frame)
         if settings.max_sessions:
             lib.pn_transport_set_channel_max(conn.t_ptr, settings.max_sessions - 1)
-        if conn.settings.get("multiTenant"):  # an alias or the default vhost: its own space
-            conn.tenant = hostname if vhost.name in (hostname, wanted) and hostname else vhost.name
+        if conn.settings.get("multiTenant"):  # as 1.19: the open's hostname when that is the
+            # vhost found, else the vhost's name (an alias, policyVhost, the default vhost)
+            conn.tenant = hostname if vhost.name == hostname and hostname else vhost.name
         return True
 
     def _policy_info(self, conn: Connection) -> Optional[list]:
@@ -1197,6 +1201,9 @@ class WorkerEngine:
         # allowDynamicLinkRoutes; management reads it, 403 when not, as 1.19)
         security_info.append(True if conn.policy is None
                              else bool(getattr(conn.policy, "allowDynamicLinkRoutes", True)))
+        # 10th: the vhost of a multiTenant listener's connection (its address space: the
+        # matched vhost's name, or the open's hostname), shown in 1.19's Connection Opened
+        security_info.append(conn.tenant)
         conn.max_message_size = self.max_message_size(
             conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
         inter_router = conn.role == INTER_ROUTER
@@ -1396,7 +1403,7 @@ class WorkerEngine:
         with amqp:unauthorized-access (or resource-limit-exceeded for a count)."""
         settings = conn.policy
         who = (f"for user '{conn.policy_user}', rhost '{conn.policy_rhost}', vhost "
-               f"'{conn.policy_vhost}'")
+               f"'{conn.policy_hostname}'")
         sender = direction == ipc.DIR_IN  # the client sends
         kind = "sender" if sender else "receiver"
         count = sum(1 for lk in conn.links.values() if lk.direction == direction)
@@ -1451,7 +1458,7 @@ class WorkerEngine:
                 self.policy_log("trace" if ok else "info",
                                 f"[C{conn.conn_id}] {'ALLOW' if ok else 'DENY'} AMQP message to "
                                 f"'{to}' for user '{conn.policy_user}', rhost "
-                                f"'{conn.policy_rhost}', vhost '{conn.policy_vhost}' based on "
+                                f"'{conn.policy_rhost}', vhost '{conn.policy_hostname}' based on "
                                 "target address")
                 if not ok:
                     description = "policy violation on target"

@@ -41,5 +41,7 @@ def test_two_tenants_on_one_listener(router_factory):
                           f"127.0.0.1:{router.port}", "-t", "5", "-a"],
                          capture_output=True, text=True, timeout=30).stdout
     assert "tenant.a/orders" in out and "tenant.b/orders" in out
+    for vhost in ("tenant.a", "tenant.b"):  # 1.19's Connection Opened names the tenant
+        router.proc.wait_for_line(f"vhost={vhost} encrypted=no auth=", timeout=T)
     a.close()
     b.close()

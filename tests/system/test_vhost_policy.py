@@ -154,6 +154,45 @@ def test_links_by_sources_and_targets(router_factory):
     assert row[5:7] == ["2", "1"]  # senderDenied, receiverDenied
 
 
+def test_policy_lines_name_the_open_hostname_and_multitenant_spaces_the_vhost(router_factory):
+    """As 1.19: Begin/Attach/message policy lines say the vhost the client asked for (its
+    open's hostname, here an alias), while a multiTenant listener's address space and its
+    Connection Opened line use the vhost found (alias -> tenant.a; a listener's policyVhost
+    -> tenant.a whatever the hostname)."""
+    port = free_port()
+    router = router_factory(policy() + TENANT + OPEN_DEFAULT + f"""
+listener {{
+    host: 127.0.0.1
+    port: {port}
+    multiTenant: yes
+    policyVhost: tenant.a
+    authenticatePeer: no
+    saslMechanisms: ANONYMOUS
+}}
+log {{
+    module: ROUTER_CORE
+    enable: info+
+}}
+""")
+    alias, err = connect(router.port, "alias.a")
+    assert err is None
+    with pytest.raises(LinkDetached):
+        alias.create_receiver("private")
+    _logged(router, "DENY AMQP Attach receiver link 'private' for user 'anonymous', rhost "
+            "'127.0.0.1', vhost 'alias.a' based on link source name")
+    spaced, err = connect(port, "whatever")
+    assert err is None
+    spaced.create_receiver("public")
+    _logged(router, "vhost=tenant.a encrypted=no")
+    deadline = time.monotonic() + T
+    while "tenant.a/public" not in (table := cli("qdstat", router.port, "-a")):
+        assert time.monotonic() < deadline, table
+        time.sleep(0.1)
+    assert "whatever/public" not in table
+    for c in (alias, spaced):
+        c.close()
+
+
 def test_global_max_connections(router_factory):
     router = router_factory(policy(max_connections=2) + OPEN_DEFAULT, workers=2)
     kept = [connect(router.port)[0] for _ in range(2)]
