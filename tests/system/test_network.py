@@ -219,6 +219,9 @@ def test_line_of_three_multicast_closest_and_balanced(net):
         # multicast: exactly one copy for each receiver, wherever it is
         mc = [conns[n].create_receiver("multicast.news", credit=50) for n in "ABC"]
         remote_seen(net["A"], "multicast.news", 2)
+        # and B, which forwards A's copy on to C: a MAU is flooded by the cores, so A's agent
+        # can take C's before B's does, and B does not send C a copy of what comes before
+        remote_seen(net["B"], "multicast.news", 2)
         snd = conns["A"].create_sender("multicast.news")
         got, outcomes = transfer(conns.values(), snd, [f"n{i}" for i in range(5)], mc, expect=15)
         assert all(g == [f"n{i}" for i in range(5)] for g in got), got
@@ -233,12 +236,14 @@ def test_line_of_three_multicast_closest_and_balanced(net):
         near.close()
         wait_for(lambda: _remote_count(net["A"], "closest.work") == 1,
                  what="A forgets B's receiver")
+        remote_seen(net["B"], "closest.work")  # B, the transit router, knows C's receiver
         got, _ = transfer(conns.values(), snd, [f"d{i}" for i in range(3)], [far])
         assert got == [[f"d{i}" for i in range(3)]]
         # balanced (the default): both remote consumers get a share
         r1 = conns["B"].create_receiver("work", credit=100)
         r2 = conns["C"].create_receiver("work", credit=100)
         remote_seen(net["A"], "work", 2)
+        remote_seen(net["B"], "work")  # B forwards C's share: until it knows r2 it releases it
         snd = conns["A"].create_sender("work")
         got, _ = transfer(conns.values(), snd, list(range(40)), [r1, r2])
         assert sorted(got[0] + got[1]) == list(range(40))
@@ -259,6 +264,7 @@ def test_triangle_failover_when_a_router_dies_and_rejoin(net, router_factory):
     try:
         rcv = rc.create_receiver("fail.q", credit=100)
         remote_seen(net["A"], "fail.q")
+        remote_seen(net["B"], "fail.q")  # the transit router too (it releases until then)
         assert _next_hop(net["A"], "Router.C") == "Router.B"
         snd = sc.create_sender("fail.q")
         assert transfer([rc, sc], snd, ["before"], [rcv])[0] == [["before"]]
@@ -367,6 +373,9 @@ def test_mesh_of_four_follows_costs(net):
     try:
         rcv = rc.create_receiver("mesh.q", credit=10)
         remote_seen(net["A"], "mesh.q")
+        # C forwards A's message to D: A can learn D's address (flooded through C's core)
+        # before C's own agent does, and C releases what comes before that
+        remote_seen(net["C"], "mesh.q")
         snd = sc.create_sender("mesh.q")
         got, outcomes = transfer([rc, sc], snd, ["via C"], [rcv])
         assert got == [["via C"]] and outcomes == [Delivery.ACCEPTED], (outcomes, nodes(net["C"]))
@@ -421,6 +430,7 @@ def test_node_table_next_hops_costs_and_origins_come_from_the_core(net):
     try:
         rcv = rc.create_receiver("line.end", credit=10)
         remote_seen(net["A"], "line.end")
+        remote_seen(net["B"], "line.end")  # the transit router too (it releases until then)
         snd = sc.create_sender("line.end")
         got, outcomes = transfer([rc, sc], snd, ["over two hops"], [rcv])
         assert got[0] == ["over two hops"] and outcomes == [Delivery.ACCEPTED]
