@@ -103,6 +103,9 @@ def test_killed_agent_in_the_middle_resumes_routing_without_an_outage(router_fac
         loop.connect(c.url, receiver)
         assert loop.run_until(lambda: receiver.opened, TIMEOUT)
         remote_seen(a, "resume.q")
+        # B forwards A's messages to C: A's agent can take C's MAU (flooded through B's core)
+        # before B's agent does, and B releases what comes before that
+        remote_seen(b, "resume.q")
         sender = PacedSender("resume.q")
         loop.connect(a.url, sender)
         assert loop.run_until(lambda: receiver.count >= 20, TIMEOUT), receiver.count

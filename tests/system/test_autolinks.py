@@ -403,6 +403,10 @@ def test_waypoint_and_fallback_across_a_line_of_three(router_factory, c_broker):
         # and C learns A's receiver (phase 1): before that C has nowhere to send what comes
         # back from the broker (seen once in CI-like load: fewer than 5 received)
         remote_seen(net["C"], "queue.n", phase="1")
+        # B forwards both ways: phase 0 to C, phase 1 back to A. A's and C's agents can take
+        # a MAU (flooded through B's core) before B's agent does, and B releases until then
+        remote_seen(net["B"], "queue.n", phase="0")
+        remote_seen(net["B"], "queue.n", phase="1")
         sent = [snd.link.send(Message(body=f"w{i}")) for i in range(5)]
         got = collect([conn], [rcv], expect=5, idle=3.0)
         assert sorted(_bodies(got)) == [f"w{i}" for i in range(5)]
@@ -411,6 +415,7 @@ def test_waypoint_and_fallback_across_a_line_of_three(router_factory, c_broker):
         # fallback: nobody consumes fb.n, so A sends to C's fallback store ...
         snd = conn.create_sender("fb.n")
         pump_until([conn], lambda: snd.link.credit > 0, what="credit from the fallback")
+        remote_seen(net["B"], "fb.n", phase="F")  # B forwards to C's fallback destination
         sent = [snd.link.send(Message(body=f"f{i}")) for i in range(3)]
         pump_until([conn], lambda: all(d.remote_state for d in sent), what="outcomes back")
         assert [d.remote_state for d in sent] == [Delivery.ACCEPTED] * 3
@@ -422,6 +427,10 @@ def test_waypoint_and_fallback_across_a_line_of_three(router_factory, c_broker):
             amgmt.close()
         # ... and a consumer on A gets them back from the broker behind C
         rcv = conn.create_receiver("fb.n", credit=10)
+        # C gives its fallback in auto-link credit once it knows a consumer, and B must know
+        # it too to forward what comes: collect() waits only idle=3.0 for the first message
+        remote_seen(net["C"], "fb.n", phase="0")
+        remote_seen(net["B"], "fb.n", phase="0")
         got = collect([conn], [rcv], expect=3, idle=3.0)
         assert sorted(_bodies(got)) == ["f0", "f1", "f2"]
     finally:

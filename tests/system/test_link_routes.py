@@ -244,18 +244,22 @@ def test_across_a_three_router_line(router_factory, c_broker):
     net.add("C", extra=route_config(broker))
     net.add("B", connect_to=(("C", 1),))
     net.add("A", connect_to=(("B", 1),))
-    deadline = time.monotonic() + 30
-    while True:  # A knows a router with a destination for both route addresses
-        client = Mgmt(net["A"].url)
-        try:
-            remote = {a["key"]: a["remoteCount"]
-                      for a in client.query("router.address", ["key", "remoteCount"])}
-        finally:
-            client.close()
-        if remote.get("Cqueue") and remote.get("Dqueue"):
-            break
-        assert time.monotonic() < deadline, f"A did not learn the link routes: {remote}"
-        time.sleep(0.2)
+    # A knows a router with a destination for both route addresses, and so does B, which
+    # routes A's attaches on to C: A's agent can take C's address update (flooded through B's
+    # core) before B's agent does, and B refuses a routed attach until then (no route)
+    for name in "AB":
+        deadline = time.monotonic() + 30
+        while True:
+            client = Mgmt(net[name].url)
+            try:
+                remote = {a["key"]: a["remoteCount"]
+                          for a in client.query("router.address", ["key", "remoteCount"])}
+            finally:
+                client.close()
+            if remote.get("Cqueue") and remote.get("Dqueue"):
+                break
+            assert time.monotonic() < deadline, f"{name} did not learn the link routes: {remote}"
+            time.sleep(0.2)
     conn = BlockingConnection(net["A"].url, timeout=TIMEOUT)
     try:
         snd = conn.create_sender("queue.far")

@@ -15,6 +15,7 @@ import pytest
 
 import bigmsg
 from conftest import free_port
+from test_network import remote_seen
 
 TIMEOUT = 120.0
 MB = 1000 * 1000
@@ -381,6 +382,9 @@ def test_small_message_passes_large_one_between_routers(router_factory):
 def test_large_message_and_abort_router_line(router_factory):
     routers = _line(router_factory, 3)
     rp, rcv, probe = _wait_route(routers[0], routers[2], "big")
+    # credit at R0 says R0 knows the receiver; R1, which forwards the message, must know it
+    # too (R0's agent can take the flooded MAU before R1's does; R1 releases until then)
+    remote_seen(routers[1], "big")
     rss = Rss(*routers)
     size = 100 * MB
     sp, snd = _send(routers[0], [rp, probe], [rcv], size, sample=rss.sample)
