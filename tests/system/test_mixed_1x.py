@@ -323,7 +323,9 @@ def test_closest_balanced_and_multicast(mixed, topology):
         # multicast: one copy for each receiver, on every router
         mc = [c.create_receiver("multicast.news", credit=50) for c in conns]
         remote_seen(first, "multicast.news", 2)
-        remote_seen(middle, "multicast.news")
+        # the middle router copies to the last one: it must know the last router's receiver,
+        # and the first router's receiver alone makes a count of 1 there
+        remote_seen(middle, "multicast.news", 2)
         snd = conns[0].create_sender("multicast.news")
         got, outcomes = transfer(conns, snd, [f"n{i}" for i in range(5)], mc, expect=15)
         assert got == [[f"n{i}" for i in range(5)]] * 3
