@@ -19,7 +19,7 @@ from proton.handlers import MessagingHandler
 from proton.utils import BlockingConnection, SyncRequestResponse
 
 from clients import CountingReceiver, Loop
-from test_network import Net, remote_seen
+from test_network import Net, remote_seen, valid_origin
 
 TIMEOUT = 10
 NODE = "org.apache.qpid.dispatch.router.node"
@@ -106,6 +106,7 @@ def test_killed_agent_in_the_middle_resumes_routing_without_an_outage(router_fac
         # B forwards A's messages to C: A's agent can take C's MAU (flooded through B's core)
         # before B's agent does, and B releases what comes before that
         remote_seen(b, "resume.q")
+        valid_origin(b, "Router.A", "Router.C")  # B's own core takes A's deliveries toward C
         sender = PacedSender("resume.q")
         loop.connect(a.url, sender)
         assert loop.run_until(lambda: receiver.count >= 20, TIMEOUT), receiver.count

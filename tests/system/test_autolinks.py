@@ -376,7 +376,7 @@ RULES = """
 
 def test_waypoint_and_fallback_across_a_line_of_three(router_factory, c_broker):
     """A --1-> B --1-> C, the broker connected to C (its auto-links are C's)."""
-    from test_network import Net, converged, remote_seen  # (same folder: tests/system)
+    from test_network import Net, converged, remote_seen, valid_origin  # (tests/system)
     broker = c_broker("broker.net")
     net = Net(router_factory)
     net.add("C", extra=RULES + connector("broker", broker)
@@ -407,6 +407,9 @@ def test_waypoint_and_fallback_across_a_line_of_three(router_factory, c_broker):
         # a MAU (flooded through B's core) before B's agent does, and B releases until then
         remote_seen(net["B"], "queue.n", phase="0")
         remote_seen(net["B"], "queue.n", phase="1")
+        # and B's own core takes balanced deliveries from A toward C and back (valid origins)
+        valid_origin(net["B"], "Router.A", "Router.C")
+        valid_origin(net["B"], "Router.C", "Router.A")
         sent = [snd.link.send(Message(body=f"w{i}")) for i in range(5)]
         got = collect([conn], [rcv], expect=5, idle=3.0)
         assert sorted(_bodies(got)) == [f"w{i}" for i in range(5)]

@@ -138,6 +138,15 @@ def remote_seen(r, address: str, count: int = 1, phase: str | None = None) -> No
              what=f"{r.id} learns {address} from {count} routers")
 
 
+def valid_origin(r, origin: str, dest: str) -> None:
+    """Wait until router ``r`` takes balanced deliveries that entered the network at router id
+    ``origin`` on toward router id ``dest`` (``origin`` in its valid origins for ``dest``). A
+    transit router releases them until its own core has computed that from the link states,
+    which its neighbours may have done before it (each router's agent and core run apart)."""
+    wait_for(lambda: f"'{origin}'" in nodes(r).get(dest, {}).get("valid-origins", ""),
+             what=f"{origin} a valid origin toward {dest} at {r.id}")
+
+
 def _remote_count(r, address: str, phase: str | None = None) -> int:
     rows = qdstat(r.port, "-a")
     head = rows[0]
@@ -244,6 +253,7 @@ def test_line_of_three_multicast_closest_and_balanced(net):
         r2 = conns["C"].create_receiver("work", credit=100)
         remote_seen(net["A"], "work", 2)
         remote_seen(net["B"], "work")  # B forwards C's share: until it knows r2 it releases it
+        valid_origin(net["B"], "Router.A", "Router.C")
         snd = conns["A"].create_sender("work")
         got, _ = transfer(conns.values(), snd, list(range(40)), [r1, r2])
         assert sorted(got[0] + got[1]) == list(range(40))
@@ -265,6 +275,7 @@ def test_triangle_failover_when_a_router_dies_and_rejoin(net, router_factory):
         rcv = rc.create_receiver("fail.q", credit=100)
         remote_seen(net["A"], "fail.q")
         remote_seen(net["B"], "fail.q")  # the transit router too (it releases until then)
+        valid_origin(net["B"], "Router.A", "Router.C")
         assert _next_hop(net["A"], "Router.C") == "Router.B"
         snd = sc.create_sender("fail.q")
         assert transfer([rc, sc], snd, ["before"], [rcv])[0] == [["before"]]
@@ -282,6 +293,9 @@ def test_triangle_failover_when_a_router_dies_and_rejoin(net, router_factory):
                  what="A routes through the restarted B")
         # until the new B has C's mobile addresses it releases what A sends it (as 1.19 does)
         remote_seen(net["B"], "fail.q")
+        # and takes what comes from A toward C once its own core has A's new link state (A may
+        # route through B before B's core has computed that: B releases A's deliveries until then)
+        valid_origin(net["B"], "Router.A", "Router.C")
         assert transfer([rc, sc], snd, ["again"], [rcv])[0] == [["again"]]
     finally:
         sc.close()
@@ -413,6 +427,10 @@ def test_node_table_next_hops_costs_and_origins_come_from_the_core(net):
              what="A's core has a path to C")
     wait_for(lambda: nodes(net["C"]).get("Router.A", {}).get("cost") == "5",
              what="C's core has a path to A")
+    # B's core computes its valid origins from the same link states, on its own time: A's and
+    # C's paths do not say B's table is done
+    valid_origin(net["B"], "Router.A", "Router.C")
+    valid_origin(net["B"], "Router.C", "Router.A")
     a, b, c = nodes(net["A"]), nodes(net["B"]), nodes(net["C"])
     assert a["Router.A"]["next-hop"] == "(self)"
     assert a["Router.B"]["next-hop"] == "-" and a["Router.B"]["link"] not in ("", "-")

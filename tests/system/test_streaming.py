@@ -15,7 +15,7 @@ import pytest
 
 import bigmsg
 from conftest import free_port
-from test_network import remote_seen
+from test_network import remote_seen, valid_origin
 
 TIMEOUT = 120.0
 MB = 1000 * 1000
@@ -385,6 +385,7 @@ def test_large_message_and_abort_router_line(router_factory):
     # credit at R0 says R0 knows the receiver; R1, which forwards the message, must know it
     # too (R0's agent can take the flooded MAU before R1's does; R1 releases until then)
     remote_seen(routers[1], "big")
+    valid_origin(routers[1], "R0", "R2")  # and R1's core takes R0's deliveries toward R2
     rss = Rss(*routers)
     size = 100 * MB
     sp, snd = _send(routers[0], [rp, probe], [rcv], size, sample=rss.sample)
