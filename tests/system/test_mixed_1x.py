@@ -475,8 +475,16 @@ def test_late_joiner_learns_every_address(mixed, joiner):
         else:
             mixed.add_1x("J", connect_to=(("A", 1),))
         converged(mixed, "AXJ")
+        # J's deliveries to the far router's receivers cross the router J joined: that one must
+        # take J as a valid origin and know the far receivers itself (J learning them says
+        # neither), as in the line topologies' line_ready and seen_on_the_way
+        line = "JXA" if joiner == "ours" else "JAX"
+        line_ready(mixed, line)
+        middle, far = mixed[line[1]], 0 if line[2] == "A" else 1
         for i in range(6):
             remote_seen(mixed["J"], f"late.{i}")
+            if i % 2 == far:
+                remote_seen(middle, f"late.{i}")
         jc = BlockingConnection(mixed["J"].url, timeout=TIMEOUT)
         try:
             for i in range(6):
