@@ -1055,17 +1055,23 @@ class WorkerEngine:
             conn.n_sessions -= 1
         lib.pn_session_close(ssn)
 
+    def _peer_user(self, conn: Connection) -> tuple:
+        """(SASL mechanism or "", user) of an opened connection, as 1.19 names the user:
+        the transport's user (the SASL user; "anonymous" for a peer that did no SASL at all),
+        or the certificate's for EXTERNAL."""
+        mech = _text(lib.pn_sasl_get_mech(lib.pn_sasl(conn.t_ptr)))
+        user = _text(lib.pn_transport_get_user(conn.t_ptr)) or ("anonymous" if mech == "ANONYMOUS"
+                                                               else "")
+        if mech == "EXTERNAL" and getattr(conn, "ssl", None) is not None:
+            user = self._cert_user(conn) or user
+        return mech, user
+
     def _policy_open(self, conn: Connection, c_ptr: Any) -> bool:
         """Vhost policy at an accepted connection's open (before this router's open goes out,
         so max-frame-size and channel-max follow the user group). False: refused here
         (amqp:resource-limit-exceeded, as 1.19). The connection counts are the core's."""
         db = self.policy_db
-        sasl_ptr = lib.pn_sasl(conn.t_ptr)
-        mech = _text(lib.pn_sasl_get_mech(sasl_ptr))
-        user = _text(lib.pn_sasl_get_user(sasl_ptr)) or ("anonymous" if mech == "ANONYMOUS"
-                                                          else "")
-        if mech == "EXTERNAL" and getattr(conn, "ssl", None) is not None:
-            user = self._cert_user(conn) or user
+        _, user = self._peer_user(conn)
         hostname = _text(lib.pn_connection_remote_hostname(c_ptr))
         rhost = vpolicy.remote_ip(conn.host)
         conn.policy_user, conn.policy_rhost = user, rhost
@@ -1178,12 +1184,7 @@ class WorkerEngine:
         if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:
             self._open_local(conn)
         conn.reported_open = True
-        sasl_ptr = lib.pn_sasl(conn.t_ptr)
-        mech = _text(lib.pn_sasl_get_mech(sasl_ptr))
-        user = _text(lib.pn_sasl_get_user(sasl_ptr)) or ("anonymous" if mech == "ANONYMOUS"
-                                                          else "")
-        if mech == "EXTERNAL" and conn.ssl is not None:
-            user = self._cert_user(conn) or user
+        mech, user = self._peer_user(conn)
         # what management shows (isEncrypted, sslProto, sslCipher, sslSsf, ssl,
         # isAuthenticated): [has TLS, encrypted, protocol, cipher, ssf, authenticated]
         security_info = self._security_info(conn)

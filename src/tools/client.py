@@ -158,8 +158,13 @@ class ManagementClient:
             kwargs["password"] = password
             kwargs["allow_insecure_mechs"] = True
         self.timeout = opts.timeout
+        domain = ssl_domain(opts)
+        # as 1.x's tools: no SASL layer at all unless TLS or a SASL option (or a user or password
+        # in the URL) asks for one, so the router shows the connection as no-auth
+        sasl = bool(domain or opts.sasl_mechanisms or "user" in kwargs or password
+                    or getattr(opts, "sasl_password_file", None))
         self.conn = BlockingConnection(bus_url(opts.bus, uses_ssl(opts)), timeout=opts.timeout,
-                                       ssl_domain=ssl_domain(opts), **kwargs)
+                                       ssl_domain=domain, sasl_enabled=sasl, **kwargs)
         self.address = management_address(opts.router)
         self.rr = SyncRequestResponse(self.conn, self.address)
 

@@ -165,6 +165,33 @@ EXPECTED_FRAMES = {(d, p) for d in ("<-", "->") for p in
                                  ("->", "sasl-outcome")}
 
 
+def test_a_peer_without_sasl_is_the_anonymous_user_not_authenticated(router_factory):
+    """As 1.19 (the transport's user): a client that does no SASL at all is user 'anonymous'
+    with auth=no in its Connection Opened line, and qdstat -c shows it no-auth; one that does
+    SASL ANONYMOUS is authenticated as ANONYMOUS. (Our qdstat, like 1.19's, does no SASL
+    unless an option asks for it.)"""
+    router = router_factory()
+    plain = BlockingConnection(router.url, timeout=TIMEOUT, sasl_enabled=False,
+                               container_id="nosasl")
+    anon = BlockingConnection(router.url, timeout=TIMEOUT, container_id="anonsasl")
+    try:
+        opened = {c: router.proc.wait_for_line(f"container_id={c}", timeout=TIMEOUT)
+                  for c in ("nosasl", "anonsasl")}
+        assert "encrypted=no auth=no user=anonymous container_id=nosasl" in opened["nosasl"]
+        assert ("encrypted=no auth=ANONYMOUS user=anonymous container_id=anonsasl"
+                in opened["anonsasl"])
+        out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b",
+                              router.url[len("amqp://"):], "-c"],
+                             capture_output=True, text=True, timeout=60).stdout
+        rows = {line.split()[2]: line.split()[7] for line in out.splitlines()
+                if len(line.split()) > 7 and line.split()[0].isdigit()}
+        assert rows["nosasl"] == "no-auth" and rows["anonsasl"] == "anonymous-user", out
+        assert sum(auth == "no-auth" for auth in rows.values()) == 2, out  # and qdstat's own
+    finally:
+        plain.close()
+        anon.close()
+
+
 # --- trace ----------------------------------------------------------------------------------------
 def test_trace_writes_the_frame_trace_and_the_core_lines_of_1_19(router_factory):
     router = router_factory(TRACE)
