@@ -95,6 +95,7 @@ class RouteTable:
         self.published: Optional[tuple] = None       # the last RouteUpdate's fields
         self.reachable_sent: Optional[List[str]] = None
         self.last_change = 0                         # wall-clock seconds of the last change
+        self.last_graph: Dict[str, Dict[str, int]] = {my_id: {}}  # (0 until it first changes)
 
     # ---- input ---------------------------------------------------------------------------------
 
@@ -131,10 +132,13 @@ class RouteTable:
             return None, None
         self.dirty = False
         reset, self.reset = self.reset, False
-        self.routes = self.compute_routes(self.my_id, self.graph())
+        graph = self.graph()
+        self.routes = self.compute_routes(self.my_id, graph)
         mine = self.routers.get(self.my_id)
         self.neighbours = dict(mine.conns) if mine else {}
-        self.last_change = int(round(wall_now))
+        if graph != self.last_graph:  # as 1.19: a router alone never had a topology change
+            self.last_graph = graph
+            self.last_change = int(round(wall_now))
         fields = (dict(self.routes.next_hop), dict(self.routes.cost),
                   {r: list(o) for r, o in self.routes.valid_origins.items()},
                   dict(self.neighbours))
@@ -161,7 +165,7 @@ class RouteTable:
                  "instance": mine.instance if mine else None,
                  "linkState": sorted(mine.peers) if mine else [], "nextHop": "(self)",
                  "validOrigins": [], "address": address + self.my_id, "routerLink": None,
-                 "cost": 0, "index": 0, "lastTopoChange": last}]
+                 "cost": None, "index": 0, "lastTopoChange": last}]  # 1.19: no cost to itself
         for router in sorted(self.routers):
             if router == self.my_id:
                 continue

@@ -191,7 +191,7 @@ class Qdstat:
                 hop, link = "-", _dash(n.get("routerLink"))
             row = [n.get("id"), hop, link]
             if self.opts.verbose:
-                row += [_dash(n.get("protocolVersion")), _dash(n.get("cost")),
+                row += [_dash(n.get("protocolVersion")), n.get("cost") or "",  # 1.x: none, 0: ""
                         repr([str(r) for r in n.get("linkState") or []]),
                         repr([str(r) for r in n.get("validOrigins") or []])]
             rows.append(row)

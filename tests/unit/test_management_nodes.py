@@ -54,7 +54,7 @@ class FakeRouting:
         me, *others = self.ids
         rows = [{"id": me, "protocolVersion": 1, "instance": 100, "linkState": others[:1],
                  "nextHop": "(self)", "validOrigins": [], "address": f"amqp:/_topo/0/{me}",
-                 "routerLink": None, "cost": 0, "index": 0, "lastTopoChange": TOPO_CHANGE}]
+                 "routerLink": None, "cost": None, "index": 0, "lastTopoChange": TOPO_CHANGE}]
         for i, router in enumerate(others, 1):
             neighbour = i == 1
             rows.append({"id": router, "protocolVersion": 1, "instance": 100 + i,
@@ -304,7 +304,7 @@ def test_qdstat_nodes_verbose_and_csv():
     text = "\n".join(stat(client, "-n", "-v")).splitlines()
     assert text[5].split() == ["router-id", "next-hop", "link", "ver", "cost", "neighbors",
                                "valid-origins"]
-    assert text[7].split() == ["R1", "(self)", "-", "1", "0", "['R2']", "[]"]
+    assert text[7].split() == ["R1", "(self)", "-", "1", "['R2']", "[]"]  # no cost, as 1.19
     assert text[9].split() == ["R3", "R2", "-", "1", "2", "['R2']", "['R1']"]
     csv = "\n".join(stat(client, "-n", "--csv")).splitlines()
     assert csv[-4:] == ['"router-id","next-hop","link"', '"R1","(self)","-"', '"R2","-","7"',

@@ -59,11 +59,20 @@ def test_line_routes_update_reachable_and_view(compute):
     assert list(rows) == ["A", "B", "C"]
     assert rows["A"] == {"id": "A", "protocolVersion": 1, "instance": 100, "linkState": ["B"],
                          "nextHop": "(self)", "validOrigins": [], "address": "amqp:/_topo/0/A",
-                         "routerLink": None, "cost": 0, "index": 0,
+                         "routerLink": None, "cost": None, "index": 0,
                          "lastTopoChange": 1_700_000_000}
     assert rows["B"]["nextHop"] is None and rows["B"]["routerLink"] == "11"
     assert rows["B"]["cost"] == 2 and rows["B"]["linkState"] == ["A", "C"]
     assert rows["C"]["nextHop"] == "B" and rows["C"]["cost"] == 5 and rows["C"]["index"] == 2
+    # the same link states again (a reset and the same reports): not a topology change
+    line(table)
+    table.compute(1_700_000_050.0)
+    assert table.view()[0]["lastTopoChange"] == 1_700_000_000
+    # as 1.19: a router alone has never had a topology change (0), however often computed
+    alone = RouteTable("Z", path_computer=compute)
+    alone.apply(ls("Z", {}, index=0))
+    alone.compute(1_700_000_000.0)
+    assert alone.view()[0]["lastTopoChange"] == 0 and alone.view()[0]["cost"] is None
     # B's view of the same network: A's tree reaches C through B
     b = RouteTable("B", path_computer=compute)
     b.apply(ls("B", {"A": 2, "C": 3}, {"A": 1, "C": 2}, index=0))
