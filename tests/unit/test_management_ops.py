@@ -265,6 +265,13 @@ def test_query_of_core_config_types_without_names_has_1_19_columns():
         .body[T + "router.config.address"]
     body = run({"operation": "QUERY", "type": "autoLink"}, {"attributeNames": []}).body
     assert body["attributeNames"][3:7] == ["address", "addr", "direction", "dir"]
+    # the router: 1.19's core columns, linksBlocked (what 1.x's qdstat -g prints) among them
+    body = run({"operation": "QUERY", "type": "router"}, {"attributeNames": []}).body
+    names = body["attributeNames"]
+    assert names[:4] == ["name", "identity", "id", "type"] and names[-4:] == [
+        "linksBlocked", "uptimeSeconds", "memoryUsage", "workerThreads"]
+    assert "helloIntervalSeconds" not in names and "blockedLinkCount" not in names
+    assert body["results"][0][names.index("linksBlocked")] == 0
 
 
 def test_connector_read_shows_the_cores_status_and_its_url():

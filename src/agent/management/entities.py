@@ -283,7 +283,7 @@ class View:
         })
         for counter in ("deliveriesDelayed1Sec", "deliveriesDelayed10Sec", "deliveriesStuck",
                         "deletedOnDetach", "deliveriesTransit", "blockedLinkCount",
-                        "deliveriesRedirectedToFallback"):
+                        "linksBlocked", "deliveriesRedirectedToFallback"):
             config.setdefault(counter, 0)
         return [config]
 

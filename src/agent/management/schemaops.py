@@ -29,10 +29,21 @@ def _selected(schema: Schema, entity_type: Optional[str]) -> list[EntityType]:
     return list(schema.entity_types.values())
 
 
-# the columns 1.19's core answers a QUERY without attributeNames of its own configuration types
-# with, in its order (deprecated names beside the new ones, ``fallback`` for an address's
+# the columns 1.19's core answers a QUERY without attributeNames of the router and of its own
+# configuration types with, in its order (deprecated names beside the new ones, ``fallback`` for an address's
 # ``enableFallback``); GET-ATTRIBUTES and GET-SCHEMA answer from the schema
 CORE_COLUMNS = {
+    # the router's counters as 1.19's core agent answers them (linksBlocked, which 1.x's
+    # qdstat -g reads, is not in the schema: blockedLinkCount is its schema name)
+    "router": ("name", "identity", "id", "type", "mode", "area", "version", "metadata",
+               "addrCount", "linkCount", "nodeCount", "linkRouteCount", "autoLinkCount",
+               "connectionCount", "presettledDeliveries", "droppedPresettledDeliveries",
+               "acceptedDeliveries", "rejectedDeliveries", "releasedDeliveries",
+               "modifiedDeliveries", "deliveriesDelayed1Sec", "deliveriesDelayed10Sec",
+               "deliveriesStuck", "deliveriesIngress", "deliveriesEgress", "deliveriesTransit",
+               "deliveriesIngressRouteContainer", "deliveriesEgressRouteContainer",
+               "deliveriesRedirectedToFallback", "linksBlocked", "uptimeSeconds", "memoryUsage",
+               "workerThreads"),
     "router.config.address": ("name", "identity", "type", "prefix", "distribution", "waypoint",
                               "ingressPhase", "egressPhase", "pattern", "priority", "fallback"),
     "router.config.linkRoute": ("name", "identity", "type", "prefix", "distribution",
