@@ -12,7 +12,7 @@ Must not import zmq, proton, sockets, clocks, logging handlers, router_io or age
 from typing import Any
 
 from common.ipc import (
-    DIR_IN, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED)
+    DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED)
 from router_core.corelog import opened_text
 from router_core.records import LINK_TYPE_NAMES, MODE_NAMES, ROLE_INTERNAL, ROLE_NAMES
 
@@ -67,7 +67,23 @@ def _link_view(link: Any, now: float) -> dict:
     }
 
 
-def _address_view(addr: Any) -> dict:
+def tracked_deliveries(core: Any) -> dict:
+    """1.19's trackedDeliveries, address key -> how many unsettled deliveries of a balanced
+    address this router sent on toward other routers and are not settled yet (counted at
+    snapshot time from the router links' unsettled deliveries: nothing on the forwarding
+    path)."""
+    counts: dict = {}
+    for link in core.links.values():
+        if link.router and link.direction == DIR_OUT and link.unsettled:
+            for out in link.unsettled.values():
+                dlv = out.in_dlv
+                if (dlv is not None and not dlv.settled and dlv.addr is not None
+                        and dlv.addr.dist == DIST_BALANCED):
+                    counts[dlv.addr.key] = counts.get(dlv.addr.key, 0) + 1
+    return counts
+
+
+def _address_view(addr: Any, tracked: int = 0) -> dict:
     return {
         "identity": addr.key, "name": addr.key, "key": addr.key,
         "distribution": DIST_NAMES[addr.dist], "inProcess": 0,
@@ -81,7 +97,7 @@ def _address_view(addr: Any) -> dict:
         "deliveriesToContainer": 0, "deliveriesFromContainer": addr.from_proc,
         "deliveriesEgressRouteContainer": addr.to_container,
         "deliveriesIngressRouteContainer": addr.from_container, "priority": addr.priority,
-        "deliveriesRedirectedToFallback": addr.redirected,
+        "deliveriesRedirectedToFallback": addr.redirected, "trackedDeliveries": tracked,
     }
 
 
@@ -105,7 +121,7 @@ def control_address_views(core: Any) -> list:
             "deliveriesTransit": 0, "deliveriesToContainer": to_proc,
             "deliveriesFromContainer": from_proc, "deliveriesEgressRouteContainer": 0,
             "deliveriesIngressRouteContainer": 0, "priority": -1,
-            "deliveriesRedirectedToFallback": 0})
+            "deliveriesRedirectedToFallback": 0, "trackedDeliveries": 0})
     return rows
 
 
@@ -135,7 +151,7 @@ def route_address_views(lr: Any) -> list:
         "remoteCount": len(addr.remotes), "remoteHostRouters": sorted(addr.remotes),
         "containerCount": len(addr.conns), "deliveriesIngress": 0, "deliveriesEgress": 0,
         "deliveriesTransit": 0, "deliveriesToContainer": 0, "deliveriesFromContainer": 0,
-        "priority": -1,
+        "priority": -1, "trackedDeliveries": 0,
     } for addr in lr.addrs.values()]
 
 
@@ -214,10 +230,12 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
               "linkCount": len(core.links),
               "connectionCount": len(core.conns)}
     router.update(core.counters)
+    tracked = tracked_deliveries(core)
     return {
         "router": router,
         "links": [_link_view(link, core.now) for link in core.links.values()],
-        "addresses": ([_address_view(addr) for addr in core.addrs.values()]
+        "addresses": ([_address_view(addr, tracked.get(addr.key, 0))
+                       for addr in core.addrs.values()]
                       + route_address_views(lr) + control),
         # link routes: identity -> operStatus (router.config.linkRoute)
         "linkRoutes": route_status(lr),

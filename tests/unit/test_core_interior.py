@@ -307,3 +307,22 @@ def test_sender_settling_a_delivery_queued_toward_a_router_takes_it_off_that_lin
     assert net.link(data_out(100))["undeliveredCount"] == 1
     net.do(LinkFlow(data_out(100), 10, False))
     assert [e.payload for e in of(net.flat(), RouterDeliver)] == [b"m%d" % second]
+
+
+def test_tracked_deliveries_count_balanced_ones_unsettled_toward_routers(net):
+    """1.19's trackedDeliveries: an address's unsettled (balanced) deliveries sent on toward
+    other routers and not settled yet; pre-settled ones are not tracked."""
+    def tracked(key):
+        return {a["key"]: a for a in net.core.snapshot()["addresses"]}[key]["trackedDeliveries"]
+
+    net.do(RemoteAddress("M0orders", "R4", True, 3), peer=AGENT)
+    net.conn(9).sender(10, 9, "orders")
+    net.flat()
+    net.send(10)
+    net.send(10)
+    net.send(10, settled=True)
+    sent = [e for e in of(net.flat(), RouterDeliver) if not e.settled]
+    assert len(sent) == 2 and tracked("M0orders") == 2
+    net.do(Disposition(sent[0].dlv_id, STATE_ACCEPTED, True, None))
+    net.flat()
+    assert tracked("M0orders") == 1
