@@ -248,9 +248,12 @@ class RouterLog:
     def enabled(self, module: str, level: str) -> bool:
         return level in self.levels(module)
 
-    def log(self, module: str, level: str, text: str, source: Optional[str] = None) -> None:
+    def log(self, module: str, level: str, text: str, source: Optional[str] = None,
+            force: bool = False) -> None:
+        """``force``: written whatever the module's levels (1.19's per-connection protocol
+        trace writes its frames at trace "unconditionally")."""
         settings = self.settings(module)
-        if level not in self.levels(module):
+        if not force and level not in self.levels(module):
             return
         if source is None:
             path, number = _caller()

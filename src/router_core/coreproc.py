@@ -87,6 +87,7 @@ class CoreProcess:
         if router.get("mode") == "interior":
             self.routes = RouteTable(spec["router_id"], str(router.get("area") or "0"))
         self.to_agent: list = []  # Reachable answers, sent after the core's own effects
+        self.traced: dict[int, bool] = {}  # connection id -> enableProtocolTrace set by management
         self.running = True
         self.wake: Optional[SignalWake] = None  # main(): procutil.watch_sigterm
         self.trace_actions = False  # ROUTER_CORE trace: "Core action 'NAME'" per command
@@ -333,9 +334,19 @@ class CoreProcess:
         return {"error": f"unknown query '{what}'"}
 
     def _with_nodes(self, state: dict) -> dict:
-        """The route table's ``router.node`` rows as ``nodes`` (interior mode only)."""
+        """The route table's ``router.node`` rows as ``nodes`` (interior mode only), and the
+        connections' enableProtocolTrace as management last set it."""
         if self.routes is not None:
             state["nodes"] = self.routes.view()
+        traced = self.traced
+        if traced:
+            open_ids = set()
+            for conn in state.get("connections", ()):
+                conn_id = int(conn.get("identity") or 0)
+                open_ids.add(conn_id)
+                conn["enableProtocolTrace"] = traced.get(conn_id, False)
+            for conn_id in [c for c in traced if c not in open_ids]:
+                del traced[conn_id]  # closed since: forgotten
         return state
 
     def _config_change(self, peer: int, change: ipc.ConfigChange) -> None:
@@ -352,6 +363,11 @@ class CoreProcess:
                 ok, detail = self._change_conn_link_routes(change.op, change.attributes)
             elif entity_type == "log" and change.op == "update":
                 self.log.configure(change.attributes)
+            elif (entity_type == "connection" and change.op == "update"
+                  and "enableProtocolTrace" in change.attributes):
+                # the owning worker traces it; the core shows it (1.19: the core's flag)
+                self.traced[int(change.attributes.get("connId") or 0)] = bool(
+                    change.attributes["enableProtocolTrace"])
         except _NotSupported as exc:
             ok, detail, status = False, str(exc), ipc.NOT_SUPPORTED
         except Exception as exc:  # the core process must survive a bad change: report it

@@ -161,11 +161,13 @@ def _connection_view(conn: Any, now: float) -> dict:
         "uptimeSeconds": int(now - conn.opened_at),
         "lastDlvSeconds": int(now - last) if last >= 0 else None,
         "identity": str(conn.conn_id), "container": conn.container, "host": conn.host,
-        "dir": conn.direction, "role": ROLE_NAMES[conn.role], "sasl": conn.sasl, "user": conn.user,
+        "dir": conn.direction, "role": ROLE_NAMES[conn.role], "sasl": conn.sasl or None,
+        "user": conn.user,
         "isAuthenticated": bool(conn.sasl) and conn.sasl.upper() != "ANONYMOUS",
         "isEncrypted": bool(conn.encrypted), "opened": True, "listener": conn.listener,
         "cost": conn.cost, "ssl": bool(conn.encrypted), "sslProto": None, "sslCipher": None,
         "sslSsf": 0, "properties": {}, "allowAdminStatusUpdate": True,
+        "enableProtocolTrace": False,  # (coreproc: what management turned on)
     }  # the same keys for every connection (gone_entry keeps one key tuple per kind)
     sec = conn.encrypted
     if isinstance(sec, (list, tuple)) and len(sec) >= 6:

@@ -561,6 +561,7 @@ class Connection:
         self.policy_rhost = ""
         self.n_sessions = 0
         self.tenant = ""
+        self.forced_trace: Optional[Callable[[int, str], None]] = None  # enableProtocolTrace
         self.failed = False  # closed by this router after an internal error (logged once)
         self.router_session = None  # the session of the links the core attaches (AttachOut)
         # An accepted connection's bytes pass the SASL guard until the client's SASL exchange
@@ -916,10 +917,20 @@ class WorkerEngine:
 
     def set_frame_trace(self, trace: Optional[Callable[[int, str], None]]) -> None:
         """PROTOCOL trace on (``trace(conn_id, text)`` per frame) or off, for the connections
-        open now and those made later."""
+        open now and those made later (one that management traces stays traced)."""
         self.frame_trace = trace
         for conn in list(self.conns.values()):
-            conn.trace_frames(trace)
+            conn.trace_frames(trace or conn.forced_trace)
+
+    def trace_connection(self, conn_id: int, on: bool,
+                         trace: Callable[[int, str], None]) -> None:
+        """Management's enableProtocolTrace of one connection: on, its frames go to ``trace``
+        whatever PROTOCOL's level; off, none (as 1.19 turns the transport's trace off)."""
+        conn = self.conns_by_id.get(conn_id)
+        if conn is None:
+            return
+        conn.forced_trace = trace if on else None
+        conn.trace_frames(conn.forced_trace)
 
     def set_policy(self, policy: Optional[dict], vhosts: Optional[list] = None) -> None:
         """The ``policy`` and ``vhost`` entities of the configuration (for maxMessageSize)."""

@@ -109,6 +109,11 @@ class Worker(ConnectorsMixin, HttpMixin):
     def _trace_frame(self, conn_id: int, text: str) -> None:
         self.log_sink.log("PROTOCOL", "trace", f"[C{conn_id}]:{text}")
 
+    def _trace_frame_always(self, conn_id: int, text: str) -> None:
+        """A connection management traces (enableProtocolTrace): written at trace whatever
+        PROTOCOL's levels, as 1.19."""
+        self.log_sink.log("PROTOCOL", "trace", f"[C{conn_id}]:{text}", force=True)
+
     def report(self, status: str, detail: str = "") -> None:
         self.status.send_multipart(ipc.encode_batch(self.index, [
             ipc.ChildStatus("worker", self.index, os.getpid(), status, detail)]))
@@ -330,9 +335,14 @@ class Worker(ConnectorsMixin, HttpMixin):
             conn_id = int(attrs.get("connId", 0))
             if conn_id not in self.engine.conns_by_id:
                 return False, "not owned"
-            self.engine.apply(ipc.CloseConnection(conn_id, "amqp:connection:forced",
-                                                  "Connection closed by management"))
-            return True, "closed"
+            if "enableProtocolTrace" in attrs:
+                self.engine.trace_connection(conn_id, bool(attrs["enableProtocolTrace"]),
+                                             self._trace_frame_always)
+            if attrs.get("adminStatus") == "deleted":
+                self.engine.apply(ipc.CloseConnection(conn_id, "amqp:connection:forced",
+                                                      "Connection closed by management"))
+                return True, "closed"
+            return True, "traced"
         return True, "ignored"
 
     def _tell_broker(self, message: dict) -> None:

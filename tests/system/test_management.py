@@ -254,3 +254,42 @@ def test_get_log_returns_recent_entries(mgmt):
     agent = [e for e in body if e[0] == "AGENT"]  # every process's lines (test_log_parity.py)
     module, level, text, _, _, timestamp = agent[0]
     assert level in ("info", "notice") and timestamp > 0
+
+
+def test_enable_protocol_trace_of_one_connection(router, mgmt):
+    """As 1.19: UPDATE of a connection's enableProtocolTrace logs that connection's frames at
+    PROTOCOL trace whatever the log levels (here info+), and only its own; READ shows the
+    flag; false stops it."""
+    T_ = "org.apache.qpid.dispatch."
+    client = BlockingConnection(router.url, timeout=TIMEOUT, container_id="traced-one")
+    try:
+        def identity():
+            _, _, body = mgmt.call({"operation": "QUERY", "entityType": T_ + "connection"},
+                                   {"attributeNames": ["identity", "container",
+                                                       "enableProtocolTrace"]})
+            return {row[1]: (row[0], row[2]) for row in body["results"]}
+
+        conn_id, flag = identity()["traced-one"]
+        assert flag is False
+        status, _, body = mgmt.call({"operation": "UPDATE", "type": T_ + "connection",
+                                     "identity": conn_id}, {"enableProtocolTrace": True})
+        assert status == 200 and body["enableProtocolTrace"] is True, body
+        assert identity()["traced-one"] == (conn_id, True)
+        receiver = client.create_receiver("traced.q")
+        router.proc.wait_for_line(f"PROTOCOL (trace) [C{conn_id}]:FRAME: 0 <- @attach(18)",
+                                  timeout=TIMEOUT)
+        traced = [line for line in router.proc.lines if "PROTOCOL (trace)" in line]
+        assert traced and all(f"[C{conn_id}]:" in line for line in traced), traced
+        status, _, body = mgmt.call({"operation": "UPDATE", "type": T_ + "connection",
+                                     "identity": conn_id}, {"enableProtocolTrace": False})
+        assert status == 200 and body["enableProtocolTrace"] is False
+        before = sum("PROTOCOL (trace)" in line for line in router.proc.lines)
+        receiver.close()  # a detach each way, after the worker turned the trace off
+        client.create_sender("traced.q").close()
+        assert identity()["traced-one"] == (conn_id, False)
+        assert sum("PROTOCOL (trace)" in line for line in router.proc.lines) == before
+        status, _, _ = mgmt.call({"operation": "UPDATE", "type": T_ + "connection",
+                                  "identity": conn_id}, {})
+        assert status == 400  # as 1.19: neither attribute is a bad request
+    finally:
+        client.close()

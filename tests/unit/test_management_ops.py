@@ -306,6 +306,23 @@ def test_connection_delete_goes_to_the_owner_and_internal_is_hidden():
                      {"adminStatus": "deleted"}) == 404
 
 
+def test_connection_protocol_trace_goes_to_the_owner_and_only_two_attributes_update():
+    """1.19: UPDATE of a connection takes adminStatus and enableProtocolTrace; the answer is
+    the connection with the new flag; anything else (or nothing) is a bad request."""
+    change = run({"operation": "UPDATE", "type": "connection", "identity": "5"},
+                 {"enableProtocolTrace": True}, in_conn=5)
+    assert change.workers == "any" and change.attributes == {
+        "identity": "5", "connId": 5, "enableProtocolTrace": True}
+    assert change.body["enableProtocolTrace"] is True and change.body["operStatus"] == "up"
+    both = run({"operation": "UPDATE", "type": "connection", "identity": "5"},
+               {"enableProtocolTrace": False, "adminStatus": "deleted"}, in_conn=5)
+    assert both.attributes["enableProtocolTrace"] is False
+    assert both.attributes["adminStatus"] == "deleted" and both.body["operStatus"] == "down"
+    for body in ({}, {"role": "normal"}):
+        assert status_of({"operation": "UPDATE", "type": "connection", "identity": "5"},
+                         body) == 400
+
+
 def test_schema_operations():
     types = run({"operation": "GET-TYPES", "entityType": "link"}).body
     assert types == {T + "router.link": [T + "operationalEntity", T + "entity"]}

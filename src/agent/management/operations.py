@@ -300,19 +300,30 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
                 raise ManagementError(FORBIDDEN,
                                       "You are not allowed to perform this operation.")
         status = changes.pop("adminStatus", None)
-        if changes:
-            raise ManagementError(BAD_REQUEST, "only adminStatus can be updated on a connection")
-        if status != "deleted":
+        trace = changes.pop("enableProtocolTrace", None)
+        if changes or (status is None and trace is None):  # 1.19: a bad request
+            raise ManagementError(BAD_REQUEST, "only adminStatus and enableProtocolTrace can "
+                                               "be updated on a connection")
+        if status == "deleted":
+            if view.is_internal_connection(entity["identity"]):
+                raise ManagementError(FORBIDDEN,
+                                      "the router's internal connection cannot be closed")
+            if entity.get("role") == "inter-router":  # as 1.19: the network's links stay
+                raise ManagementError(FORBIDDEN, "Forbidden")
+        else:
+            status = None  # "enabled": nothing to do
+        if status is None and trace is None:
             return Reply(OK, dict(entity))
-        if view.is_internal_connection(entity["identity"]):
-            raise ManagementError(FORBIDDEN, "the router's internal connection cannot be closed")
-        if entity.get("role") == "inter-router":  # as 1.19: the network's links stay
-            raise ManagementError(FORBIDDEN, "Forbidden")
-        closed = {**entity, "adminStatus": "deleted", "operStatus": "down"}
-        attrs = {"identity": entity["identity"], "connId": int(entity["identity"]),
-                 "adminStatus": "deleted"}
-        return Change("update", etype.long_name, attrs, closed, OK, closed, workers="any",
-                      summary=f"Closed connection {entity['identity']} by management")
+        after = dict(entity)
+        attrs = {"identity": entity["identity"], "connId": int(entity["identity"])}
+        if trace is not None:  # its frames logged at PROTOCOL trace whatever the log levels
+            attrs["enableProtocolTrace"] = after["enableProtocolTrace"] = bool(trace)
+        if status == "deleted":
+            attrs["adminStatus"] = "deleted"
+            after.update(adminStatus="deleted", operStatus="down")
+        what = "Closed" if status else ("Traced" if trace else "Stopped tracing")
+        return Change("update", etype.long_name, attrs, after, OK, after, workers="any",
+                      summary=f"{what} connection {entity['identity']} by management")
     if short == "vhost":  # every worker replaces its compiled vhost (store.check_vhost)
         updated = {**entity, **changes}
         view.store.check_vhost(updated, replacing=entity)
