@@ -211,9 +211,20 @@ def test_address_create_answers_with_1_19_columns():
     change = run({"operation": "CREATE", "type": "address"}, {"prefix": "wp", "waypoint": True},
                  store=store)
     assert {k: change.body[k] for k in ("ingressPhase", "egressPhase", "waypoint", "fallback",
-                                        "pattern", "enableFallback")} == {
+                                        "pattern")} == {
         "ingressPhase": 0, "egressPhase": 1, "waypoint": True, "fallback": False,
-        "pattern": None, "enableFallback": False}
+        "pattern": None}
+    # exactly 1.19's core columns, in its order (fallback, not enableFallback)
+    assert list(change.body) == ["name", "identity", "type", "prefix", "distribution",
+                                 "waypoint", "ingressPhase", "egressPhase", "pattern",
+                                 "priority", "fallback"]
+    store.add(change.entity)  # (what the agent does once every process applied it)
+    read = run({"operation": "READ", "type": "address", "identity": change.body["identity"]},
+               store=store).body
+    assert read == change.body
+    with pytest.raises(ManagementError) as err:  # 1.19's core's text
+        run({"operation": "READ", "type": "address", "name": "nope"}, store=store)
+    assert (err.value.status, err.value.description) == (404, "Not Found")
     change = run({"operation": "CREATE", "type": "address"},
                  {"prefix": "f", "fallback": True}, store=store)  # 1.19's core column name
     assert change.entity["enableFallback"] is True and change.body["fallback"] is True

@@ -185,7 +185,12 @@ def _locate(request: Request, view: View, etype: Optional[EntityType]) -> tuple:
         what = etype.long_name if etype is not None else request.operation
         raise ManagementError(BAD_REQUEST, f"{what}: No name or identity provided")
     if etype is not None:
-        return etype, view.find(etype, request.name, request.identity)
+        try:
+            return etype, view.find(etype, request.name, request.identity)
+        except ManagementError as exc:
+            if exc.status == NOT_FOUND and etype.short_name in ROUTER_CONFIG_TYPES:
+                raise ManagementError(NOT_FOUND, "Not Found") from None  # 1.19's core's text
+            raise
     for candidate in view.store.schema.concrete_types():
         try:
             return candidate, view.find(candidate, request.name, request.identity)
@@ -211,7 +216,7 @@ def _entity_operation(request: Request, view: View) -> Outcome:
     if op != "READ" or etype.short_name != connroutes.SHORT:  # 1.19 reads those too
         _check_operation(etype, op)
     if op == "READ":
-        return Reply(OK, dict(entity))
+        return Reply(OK, schemaops.core_answer(etype, dict(entity)))
     if etype.short_name == connroutes.SHORT and op == "DELETE":
         return connroutes.delete(request, entity, etype, Change)
     if op == "UPDATE":
@@ -257,7 +262,7 @@ def _create(request: Request, view: View, etype: EntityType) -> Outcome:
                      and c.get("container") == entity.get("containerId")))
             for c in view.snapshot.get("connections", [])) else "inactive"
     if etype.short_name in ROUTER_CONFIG_TYPES:  # 1.19's core answers with every column, as READ
-        body = View.present(etype, body)
+        body = schemaops.core_answer(etype, View.present(etype, body))
     return Change("create", etype.long_name, attributes, entity, CREATED, body,
                   workers=mode, commit="add",
                   summary=f"Created {etype.short_name} {entity['name'] or entity['identity']}")

@@ -10,7 +10,7 @@ import json
 from typing import Optional
 
 from agent.management.protocol import BAD_REQUEST, ManagementError
-from common.schema import EntityType, Schema, SchemaError
+from common.schema import ROUTER_CONFIG_TYPES, EntityType, Schema, SchemaError
 
 
 def resolve_type(schema: Schema, name: str) -> EntityType:
@@ -53,6 +53,15 @@ CORE_COLUMNS = {
                                "phase", "connection", "containerId", "externalAddress",
                                "externalAddr", "linkRef", "operStatus", "lastError", "fallback"),
 }
+
+
+def core_answer(etype: EntityType, entity: dict) -> dict:
+    """A READ or CREATE answer as 1.19's core gives it for its configuration types: its core
+    columns, in its order (``dir`` beside ``direction``, ``fallback`` and not
+    ``enableFallback``); any other type's entity as it is."""
+    if etype.short_name not in ROUTER_CONFIG_TYPES:
+        return entity
+    return {name: entity.get(name) for name in CORE_COLUMNS[etype.short_name]}
 
 
 def query_columns(etype: EntityType) -> list[str]:
