@@ -106,8 +106,9 @@ def opened_text(conn: Any) -> str:
     encrypted = (info[2] or "yes") if len(info) > 2 and info[1] else "no"
     authenticated = bool(info[5]) if len(info) > 5 else bool(conn.sasl)
     vhost = info[9] if len(info) > 9 and isinstance(info[9], str) else ""  # multiTenant's
+    auth = conn.sasl if authenticated and conn.sasl else "no"
     return (f"[C{conn.conn_id}] Connection Opened: dir={conn.direction} host={conn.host} "
-            f"vhost={vhost} encrypted={encrypted} auth={conn.sasl if authenticated and conn.sasl else 'no'} "
+            f"vhost={vhost} encrypted={encrypted} auth={auth} "
             f"user={conn.user if conn.direction == 'in' else '(null)'} "  # 1.19: no user out
             f"container_id={conn.container}")
 

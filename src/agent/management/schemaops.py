@@ -30,8 +30,8 @@ def _selected(schema: Schema, entity_type: Optional[str]) -> list[EntityType]:
 
 
 # the columns 1.19's core answers a QUERY without attributeNames of the router and of its own
-# configuration types with, in its order (deprecated names beside the new ones, ``fallback`` for an address's
-# ``enableFallback``); GET-ATTRIBUTES and GET-SCHEMA answer from the schema
+# configuration types with, in its order (deprecated names beside the new ones, ``fallback``
+# for an address's ``enableFallback``); GET-ATTRIBUTES and GET-SCHEMA answer from the schema
 CORE_COLUMNS = {
     # the router's counters as 1.19's core agent answers them (linksBlocked, which 1.x's
     # qdstat -g reads, is not in the schema: blockedLinkCount is its schema name)
