@@ -233,6 +233,22 @@ def test_drain_and_credit_pass_through_to_a_router_as_route_container(router_fac
         direct.close()
 
 
+def wait_remote(router, timeout=30):
+    """Until ``router`` (ours or 1.19) knows another router with both route addresses."""
+    deadline = time.monotonic() + timeout
+    while True:
+        client = Mgmt(router.url)
+        try:
+            remote = {a["key"]: a["remoteCount"]
+                      for a in client.query("router.address", ["key", "remoteCount"])}
+        finally:
+            client.close()
+        if remote.get("Cqueue") and remote.get("Dqueue"):
+            return
+        assert time.monotonic() < deadline, f"{router.id} did not learn the routes: {remote}"
+        time.sleep(0.2)
+
+
 def test_across_a_three_router_line(router_factory, c_broker):
     """Only C has the broker and the link routes; A learns them from C's address updates::
 
@@ -248,18 +264,7 @@ def test_across_a_three_router_line(router_factory, c_broker):
     # routes A's attaches on to C: A's agent can take C's address update (flooded through B's
     # core) before B's agent does, and B refuses a routed attach until then (no route)
     for name in "AB":
-        deadline = time.monotonic() + 30
-        while True:
-            client = Mgmt(net[name].url)
-            try:
-                remote = {a["key"]: a["remoteCount"]
-                          for a in client.query("router.address", ["key", "remoteCount"])}
-            finally:
-                client.close()
-            if remote.get("Cqueue") and remote.get("Dqueue"):
-                break
-            assert time.monotonic() < deadline, f"{name} did not learn the link routes: {remote}"
-            time.sleep(0.2)
+        wait_remote(net[name])
     conn = BlockingConnection(net["A"].url, timeout=TIMEOUT)
     try:
         snd = conn.create_sender("queue.far")

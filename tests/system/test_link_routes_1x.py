@@ -5,29 +5,11 @@
     client ── A ── X ── broker      (1.19 has the broker: A learns its routes, attaches via X)
     client ── X ── C ── broker      (ours has the broker: 1.19 learns them, attaches via C)
 """
-import time
-
 from proton import Message
 from proton.utils import BlockingConnection
 
-from test_link_routes import TIMEOUT, Mgmt, route_config
+from test_link_routes import TIMEOUT, route_config, wait_remote
 from test_mixed_1x import mixed, pytestmark  # noqa: F401 - fixture and the skip condition
-
-
-def wait_remote(router, timeout=30):
-    """Until ``router`` (ours or 1.19) knows another router with both route addresses."""
-    deadline = time.monotonic() + timeout
-    while True:
-        client = Mgmt(router.url)
-        try:
-            remote = {a["key"]: a["remoteCount"]
-                      for a in client.query("router.address", ["key", "remoteCount"])}
-        finally:
-            client.close()
-        if remote.get("Cqueue") and remote.get("Dqueue"):
-            return
-        assert time.monotonic() < deadline, f"{router.id} did not learn the routes: {remote}"
-        time.sleep(0.2)
 
 
 def round_trip(router, address):
