@@ -8,7 +8,7 @@
 from proton import Message
 from proton.utils import BlockingConnection
 
-from test_link_routes import TIMEOUT, route_config, wait_remote
+from test_link_routes import TIMEOUT, Mgmt, route_config, wait_remote
 from test_mixed_1x import mixed, pytestmark  # noqa: F401 - fixture and the skip condition
 
 
