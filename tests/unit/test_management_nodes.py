@@ -378,3 +378,31 @@ def test_router_option_targets_that_routers_agent():
         qdmanage.parse_args(["query", "--type", "node", "-r", "R2", "id", "nextHop"]))
     assert op == "QUERY" and props["entityType"] == T + "router.node"
     assert body == {"attributeNames": ["id", "nextHop"]}
+
+
+def test_agent_accepts_a_request_once_it_has_answered_it():
+    """As 1.19, a request stays unsettled while the agent handles it (so a QUERY of links
+    counts it among their unsettled deliveries) and is accepted after its reply; one it cannot
+    read is accepted at once."""
+    sent, control = [], []
+    ids = iter(range(1000, 100000))
+    agent = ManagementAgent(spec(), RouterLog([]), lambda: next(ids), lambda *m: sent.extend(m),
+                            lambda *m: control.extend(m), 1, "1.19.0")
+    agent.start()
+    agent.on_credit(ipc.LinkCredit(agent.reply_link, 10), 0.0)
+    link = next(iter(agent.in_links))
+    payload = Message(properties={"operation": "GET-MGMT-NODES"},
+                      reply_to="amqp:/_topo/0/R1/temp.1", correlation_id=1).encode()
+    sent.clear()
+    agent.on_deliver(ipc.Deliver(80, link, False, payload), 0.0)
+    assert not [m for m in sent if type(m) is ipc.Disposition]  # not yet: being handled
+    [q] = [m for m in control if type(m) is ipc.CoreQuery]
+    agent.on_core_state(ipc.CoreState(q.request_id, snapshot(nodes=FakeRouting().node_view())),
+                        0.0)
+    kinds = [type(m) for m in sent]
+    assert ipc.Transfer in kinds and kinds[-1] is ipc.Disposition
+    assert kinds.index(ipc.Transfer) < kinds.index(ipc.Disposition)  # the reply first
+    assert sent[-1] == ipc.Disposition(80, ipc.STATE_ACCEPTED, True, None)
+    sent.clear()
+    agent.on_deliver(ipc.Deliver(81, link, False, b"not AMQP"), 0.0)
+    assert sent == [ipc.Disposition(81, ipc.STATE_ACCEPTED, True, None)]

@@ -154,9 +154,9 @@ class ManagementAgent:
             self.hooks.on_deliver(fx)
             return
         window = self.in_links.get(fx.link_id)
-        if not fx.settled:
-            self.send(ipc.Disposition(fx.dlv_id, ipc.STATE_ACCEPTED, True, None))
+        settle_id = None if fx.settled else fx.dlv_id  # accepted once answered (_answer)
         if window is None:
+            self._accept(settle_id)
             return
         window[0] += 1
         if window[1] - window[0] < LINK_WINDOW // 2:
@@ -167,6 +167,7 @@ class ManagementAgent:
         except Exception as exc:  # proton raises several types for garbage bytes
             self.log.log("AGENT", "warning", f"Dropping a management request that is not an "
                                              f"AMQP message: {exc}")
+            self._accept(settle_id)
             return
         try:
             request = parse_request(msg)
@@ -175,13 +176,19 @@ class ManagementAgent:
             if msg.reply_to:
                 self._reply(msg.reply_to, response(msg.reply_to, msg.correlation_id, exc.status,
                                                    exc.description))
+            self._accept(settle_id)
             return
         if self.log.enabled("AGENT", "debug"):  # the raw request, as 1.19 logs it
             self.log.log("AGENT", "debug", f"Agent request {msg}")
         request.in_conn = in_conn
+        request.settle_id = settle_id
         request_id = next(self._ids)
         self.queries[request_id] = (request, now + QUERY_TIMEOUT)
         self._ask(request_id, request, now)
+
+    def _accept(self, dlv_id: Optional[int]) -> None:
+        if dlv_id is not None:
+            self.send(ipc.Disposition(dlv_id, ipc.STATE_ACCEPTED, True, None))
 
     def on_stream_deliver(self, fx: ipc.StreamDeliver, now: float) -> None:
         """A request large enough to be streamed by the router (past 128 KB): gathered here,
@@ -384,13 +391,15 @@ class ManagementAgent:
         if on_answer is not None:
             on_answer(status, description, body)
             return
-        if not request.reply_to:
-            return
-        if status >= 400:
-            msg = error_response(request, ManagementError(status, description or ""))
-        else:
-            msg = response(request.reply_to, request.correlation_id, status, description, body)
-        self._reply(request.reply_to, msg)
+        if request.reply_to:
+            if status >= 400:
+                msg = error_response(request, ManagementError(status, description or ""))
+            else:
+                msg = response(request.reply_to, request.correlation_id, status, description,
+                               body)
+            self._reply(request.reply_to, msg)
+        self._accept(request.settle_id)  # after the reply, as 1.19
+        request.settle_id = None
 
     def _reply(self, to: str, msg: Any) -> None:
         try:

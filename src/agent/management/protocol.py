@@ -63,6 +63,9 @@ class Request:
     # the router's id of the connection the request came in on (None: not over AMQP, or not
     # known): connection-scoped entities are created on it and shown through it only
     in_conn: Optional[int] = None
+    # the unsettled delivery it came in: accepted once answered, as 1.19 settles a request
+    # after its agent handled it (a QUERY of links shows its own request unsettled)
+    settle_id: Optional[int] = None
 
     def prop(self, name: str) -> Any:
         return self.properties.get(name)
