@@ -91,8 +91,16 @@ def test_receivers_without_credit_are_blocked_until_credit(hooked):
         idle_link = links[("M0blk.idle", "out")]
         idle.close()
         tag = f"[C{idle_link['connectionId']}][L{idle_link['identity']}] "
-        wait_for(lambda: tag + "Link detached" in proc.output(), TIMEOUT, "the detach line")
-        [line] = [ln for ln in proc.output().splitlines() if tag + "Link detached" in ln]
+        # 1.19 writes the same counts as "Link cleanup deferred after IO processing" when its
+        # core frees the link while the I/O thread still has it (timing: seen 3 of 3 when this
+        # case runs alone); ours writes "Link detached"
+        texts = (tag + "Link detached", tag + "Link cleanup deferred after IO processing")
+
+        def detach_lines() -> list:
+            return [ln for ln in proc.output().splitlines() if any(t in ln for t in texts)]
+
+        wait_for(lambda: detach_lines(), TIMEOUT, "the detach line")
+        [line] = detach_lines()
         assert line.endswith(": del=0 presett=0 psdrop=0 acc=0 rej=0 rel=0 mod=0 delay1=0 "
                              "delay10=0 blocked=yes")
         # the receiver that got credit may be blocked again by a later sweep (its credit is
