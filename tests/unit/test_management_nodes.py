@@ -195,14 +195,20 @@ def test_address_remote_counts_from_the_snapshot_or_zero():
 
 
 # --- the agent ----------------------------------------------------------------------------------
-def test_agent_answers_router_node_from_the_core_snapshot():
+def started_agent():
+    """(agent, its $management link, what it sent the core, its control messages), its reply
+    link with credit."""
     sent, control = [], []
     ids = iter(range(1000, 100000))
     agent = ManagementAgent(spec(), RouterLog([]), lambda: next(ids), lambda *m: sent.extend(m),
                             lambda *m: control.extend(m), 1, "1.19.0")
     agent.start()
     agent.on_credit(ipc.LinkCredit(agent.reply_link, 10), 0.0)
-    link = next(iter(agent.in_links))
+    return agent, next(iter(agent.in_links)), sent, control
+
+
+def test_agent_answers_router_node_from_the_core_snapshot():
+    agent, link, sent, control = started_agent()
     for n, props in enumerate(({"operation": "QUERY", "entityType": "router.node"},
                                {"operation": "GET-MGMT-NODES"})):
         payload = Message(properties=props, body={"attributeNames": ["id"]} if n == 0 else None,
@@ -384,13 +390,7 @@ def test_agent_accepts_a_request_once_it_has_answered_it():
     """As 1.19, a request stays unsettled while the agent handles it (so a QUERY of links
     counts it among their unsettled deliveries) and is accepted after its reply; one it cannot
     read is accepted at once."""
-    sent, control = [], []
-    ids = iter(range(1000, 100000))
-    agent = ManagementAgent(spec(), RouterLog([]), lambda: next(ids), lambda *m: sent.extend(m),
-                            lambda *m: control.extend(m), 1, "1.19.0")
-    agent.start()
-    agent.on_credit(ipc.LinkCredit(agent.reply_link, 10), 0.0)
-    link = next(iter(agent.in_links))
+    agent, link, sent, control = started_agent()
     payload = Message(properties={"operation": "GET-MGMT-NODES"},
                       reply_to="amqp:/_topo/0/R1/temp.1", correlation_id=1).encode()
     sent.clear()
