@@ -39,7 +39,7 @@ from typing import Any, Optional
 from agent.management.loggather import log_stats
 from agent.management.protocol import NOT_FOUND, ManagementError
 from agent.management.store import ConfigStore
-from common.schema import EntityType, address_phases
+from common.schema import ROUTER_CONFIG_TYPES, EntityType, address_phases
 
 PREFIX = "org.apache.qpid.dispatch."
 INTERNAL_ROLE = "internal"
@@ -104,6 +104,8 @@ class View:
             if name is not None and entity.get("name") != name:
                 continue
             return entity
+        if etype.short_name in ROUTER_CONFIG_TYPES:  # 1.19's core says it so
+            raise ManagementError(NOT_FOUND, "Not Found")
         raise ManagementError(NOT_FOUND, self.not_found(name, identity))
 
     @staticmethod

@@ -185,12 +185,7 @@ def _locate(request: Request, view: View, etype: Optional[EntityType]) -> tuple:
         what = etype.long_name if etype is not None else request.operation
         raise ManagementError(BAD_REQUEST, f"{what}: No name or identity provided")
     if etype is not None:
-        try:
-            return etype, view.find(etype, request.name, request.identity)
-        except ManagementError as exc:
-            if exc.status == NOT_FOUND and etype.short_name in ROUTER_CONFIG_TYPES:
-                raise ManagementError(NOT_FOUND, "Not Found") from None  # 1.19's core's text
-            raise
+        return etype, view.find(etype, request.name, request.identity)
     for candidate in view.store.schema.concrete_types():
         try:
             return candidate, view.find(candidate, request.name, request.identity)
