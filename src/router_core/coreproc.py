@@ -325,15 +325,15 @@ class CoreProcess:
 
     def _query(self, what: str) -> dict:
         if what == "snapshot":
-            return self._with_nodes(self.core.snapshot())
+            return self._completed(self.core.snapshot())
         if what.startswith(GONE_QUERY):  # the metrics sink: removed entities it has not seen
             try:
-                return self._with_nodes(self.core.snapshot(int(what[len(GONE_QUERY):])))
+                return self._completed(self.core.snapshot(int(what[len(GONE_QUERY):])))
             except ValueError:
                 pass
         return {"error": f"unknown query '{what}'"}
 
-    def _with_nodes(self, state: dict) -> dict:
+    def _completed(self, state: dict) -> dict:
         """The route table's ``router.node`` rows as ``nodes`` (interior mode only), and the
         connections' enableProtocolTrace as management last set it."""
         if self.routes is not None:
