@@ -135,3 +135,100 @@ def test_zmq_frame_buffers_are_read_in_place():
     for codec in (PURE, COMPILED):
         peer, out = codec.decode(frame)
         assert peer == 2 and bytes(out[0].payload) == b"abc"
+
+
+# The compiled build writes and reads msgpack itself for the types the router sends and leaves
+# everything else to msgpack: the sizes where msgpack changes its encoding, values only msgpack
+# handles, and headers it wrote differently (but validly) must give the reference's results.
+INT_EDGES = [0, 1, 127, 128, 255, 256, 65535, 65536, 2**32 - 1, 2**32, 2**63 - 1, 2**63,
+             2**64 - 1, 2**64, -1, -32, -33, -128, -129, -32768, -32769, -2**31, -2**31 - 1,
+             -2**63, -2**63 - 1]
+SIZE_EDGES = [0, 1, 15, 16, 31, 32, 255, 256, 65535, 65536]
+
+
+class IntFlag(int):
+    pass
+
+
+def both_encode(peer, batch):
+    """The frame both builds make (or the error both raise)."""
+    def run(codec):
+        try:
+            return codec.encode(peer, batch)
+        except Exception as exc:  # noqa: BLE001 - compared
+            return type(exc)
+    return run(COMPILED), run(PURE)
+
+
+@pytest.mark.parametrize("value", INT_EDGES + [0.5, -0.0, float("inf"), "é" * 3, "\udc80",
+                                               b"", bytearray(b"ab"), memoryview(b"cd"),
+                                               (1, (2, 3)), IntFlag(5), {1: 2, "a": [None]},
+                                               {"k": {"k": {"k": 1}}}, set()])
+def test_field_values_at_msgpack_edges(value):
+    compiled, pure = both_encode(3, [ipc.Disposition(1, 36, True, value)])
+    assert compiled == pure
+    if isinstance(pure, bytes):
+        assert plain(COMPILED.decode(pure)) == plain(PURE.decode(pure))
+
+
+@pytest.mark.parametrize("size", SIZE_EDGES)
+def test_sizes_where_msgpack_changes_encoding(size):
+    for value in ("s" * size, b"b" * size, [0] * size, {i: None for i in range(size)}):
+        batch = [ipc.Disposition(size, 36, False, value), ipc.Deliver(2, 3, False, b"p" * size)]
+        compiled, pure = both_encode(1, batch)
+        assert compiled == pure
+        assert plain(COMPILED.decode(pure)) == plain(PURE.decode(pure))
+
+
+def test_nesting_past_the_fast_paths():
+    deep: list = []
+    for _ in range(40):
+        deep = [deep]
+    compiled, pure = both_encode(0, [ipc.Disposition(1, 36, True, deep)])
+    assert compiled == pure
+    assert plain(COMPILED.decode(pure)) == plain(PURE.decode(pure))
+
+
+def _raw_frame(header: bytes, payload: bytes = b"") -> bytes:
+    return len(header).to_bytes(4, "little") + header + payload
+
+
+DELIVER = ipc.CODE_OF[ipc.Deliver]
+DISPOSITION = ipc.CODE_OF[ipc.Disposition]
+
+
+@pytest.mark.parametrize("header,payload", [
+    # valid msgpack the codec never writes: wide ints, str16, array16, float32
+    (bytes([0x93, ipc.IPC_VERSION, 0xcf, 0, 0, 0, 0, 0, 0, 0, 7, 0x91, 0x95, DELIVER,
+            0xd1, 0, 1, 2, 0xc2, 3]), b"abc"),
+    (bytes([0x93, ipc.IPC_VERSION, 0, 0xdc, 0, 1, 0x95, DISPOSITION, 1, 36, 0xc3,
+            0xda, 0, 2]) + b"hi", b""),
+    (bytes([0x93, ipc.IPC_VERSION, 0, 0x91, 0x95, DISPOSITION, 1, 36, 0xc3, 0xca]) +
+     b"\x3f\xc0\x00\x00", b""),
+    (bytes([0xdc, 0, 3, ipc.IPC_VERSION, 0, 0x90]), b""),                 # array16 header
+    (bytes([0x93, ipc.IPC_VERSION, 0, 0x91, 0x95, 0xcc, DISPOSITION, 1, 36, 0xc3, 0xc0]), b""),
+    # what only msgpack reads, or refuses: ext types, bad UTF-8, list keys, extra bytes
+    (bytes([0x93, ipc.IPC_VERSION, 0, 0x91, 0x95, DISPOSITION, 1, 36, 0xc3, 0xd4, 5, 9]), b""),
+    (bytes([0x93, ipc.IPC_VERSION, 0, 0x91, 0x95, DISPOSITION, 1, 36, 0xc3, 0xa2, 0xff, 0xfe]),
+     b""),
+    (bytes([0x93, ipc.IPC_VERSION, 0, 0x91, 0x95, DISPOSITION, 1, 36, 0xc3, 0x81, 0x90, 1]),
+     b""),
+    (bytes([0x93, ipc.IPC_VERSION, 0, 0x90, 0xc0]), b""),
+    (bytes([0x93, ipc.IPC_VERSION, 0, 0x91, 0x95, DELIVER, 1, 2, 0xc2, 0xc3]), b"x"),  # True
+    (bytes([0x93, ipc.IPC_VERSION, 0, 0x91, 0x95, DELIVER, 1, 2, 0xc2, 0xcb]) + b"\0" * 8, b""),
+    (bytes([0x93, ipc.IPC_VERSION, 0, 0x91, 0x95, DELIVER, 1, 2, 0xc2, 0xcf]) + b"\xff" * 8,
+     b""),
+])
+def test_headers_only_msgpack_writes_read_as_the_reference(header, payload):
+    frame = _raw_frame(header, payload)
+    assert outcome(COMPILED, frame) == outcome(PURE, frame)
+
+
+def test_wider_views_and_generators_as_the_reference():
+    import array
+    frame = PURE.encode(1, [ipc.Deliver(1, 2, False, b"abcd")])
+    assert outcome(COMPILED, frame) == outcome(PURE, frame)
+    wide = memoryview(array.array("i", frame + b"\0" * (-len(frame) % 4)))
+    assert repr(outcome(COMPILED, wide)) == repr(outcome(PURE, wide))
+    batch = [ipc.SettleOut(5, 36), ipc.LinkFlow(1, 2, True)]
+    assert COMPILED.encode(9, iter(batch)) == PURE.encode(9, iter(batch))
