@@ -20,7 +20,8 @@ from libc.string cimport memcmp, memcpy
 
 from router_io.amqpscan_types import KEEP, MessageFormatError, ScanResult
 
-__all__ = ["scan", "rewrite_annotations", "ScanResult", "KEEP", "MessageFormatError"]
+__all__ = ["scan", "has_annotations", "rewrite_annotations", "ScanResult", "KEEP",
+           "MessageFormatError"]
 
 ctypedef const unsigned char* cbuf
 
@@ -429,6 +430,35 @@ def scan(buf):
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         return _scan(<cbuf>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef bint _has_annotations(cbuf b, Py_ssize_t end):
+    cdef Py_ssize_t pos = 0, last = 0x6f, code, value, n, item
+    try:
+        while pos < end:
+            code = _section(b, pos, end, &value)
+            if code <= last:
+                return True
+            if code >= 0x72:
+                return code == 0x72
+            last = code
+            pos = _compound(b, value, end, 0xc0 if code == 0x70 else 0xc1, &n, &item)
+    except MessageFormatError:
+        return True
+    return False
+
+
+def has_annotations(buf):
+    """False only if the message certainly has no message-annotations section (see the
+    reference, ``amqpscan.has_annotations``)."""
+    cdef Py_buffer view
+    if type(buf) is bytes:
+        return _has_annotations(<cbuf>PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf))
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        return _has_annotations(<cbuf>view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
 

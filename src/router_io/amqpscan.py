@@ -26,7 +26,8 @@ from typing import List, Optional, Tuple, Union
 
 from router_io.amqpscan_types import KEEP, MessageFormatError, ScanResult
 
-__all__ = ["scan", "rewrite_annotations", "ScanResult", "KEEP", "MessageFormatError"]
+__all__ = ["scan", "has_annotations", "rewrite_annotations", "ScanResult", "KEEP",
+           "MessageFormatError"]
 
 Buffer = Union[bytes, bytearray, memoryview]
 
@@ -326,6 +327,30 @@ def scan(buf: Buffer) -> ScanResult:
     if ma_start < 0:
         ma_start = ma_end = pos
     return ScanResult(to, priority, ma_to, ma_phase, ma_ingress, ma_trace, ma_start, ma_end, pos)
+
+
+def has_annotations(buf: Buffer) -> bool:
+    """False only if the message certainly has no message-annotations section: its sections up
+    to where that one would be are read in order and the next is a later section, or there is
+    none. True if it has one, and whenever that is not certain (a malformed start): the caller
+    then scans the message whole, as without this check. Reads nothing past that point."""
+    if type(buf) is not bytes:
+        buf = bytes(memoryview(buf))
+    end = len(buf)
+    pos, last = 0, _HEADER - 1
+    try:
+        while pos < end:
+            code, value = _section(buf, pos, end)
+            if code <= last:
+                return True
+            if code >= _MESSAGE_ANN:
+                return code == _MESSAGE_ANN
+            last = code
+            pos = (_compound(buf, value, end, 0xc0, 0xd0) if code == _HEADER
+                   else _compound(buf, value, end, 0xc1, 0xd1))[2]
+    except MessageFormatError:
+        return True
+    return False
 
 
 def _enc_str(value: str, code8: int = 0xa1) -> bytes:

@@ -12,10 +12,11 @@ from __future__ import annotations
 from common.builds import choose
 from router_io.amqpscan_types import KEEP, ROUTER_KEY_PREFIX, MessageFormatError, ScanResult
 
-__all__ = ["scan", "rewrite_annotations", "ScanResult", "KEEP", "MessageFormatError",
-           "ROUTER_KEY_PREFIX", "IMPLEMENTATION"]
+__all__ = ["scan", "has_annotations", "rewrite_annotations", "ScanResult", "KEEP",
+           "MessageFormatError", "ROUTER_KEY_PREFIX", "IMPLEMENTATION"]
 
 _impl = choose("router_io._amqpscan", "router_io.amqpscan")
 scan = _impl.scan
+has_annotations = _impl.has_annotations
 rewrite_annotations = _impl.rewrite_annotations
 IMPLEMENTATION: str = "cython" if _impl.__name__.endswith("._amqpscan") else "python"

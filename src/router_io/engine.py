@@ -2375,8 +2375,11 @@ class WorkerEngine:
         """Strip router annotations for a stripping connection, else add ingress and trace.
 
         Only the message-annotations section is rewritten; the rest is copied unchanged.
-        A message without router annotations going to a stripping connection is untouched.
+        A message without router annotations going to a stripping connection is untouched
+        (one without a message-annotations section is not even scanned).
         """
+        if conn.strip_out and not scanner.has_annotations(payload):
+            return payload
         try:
             scan = scanner.scan(payload)
         except scanner.MessageFormatError:

@@ -425,3 +425,43 @@ def test_corrupted_messages_never_crash(buf, data):
     st.binary(max_size=64)))
 def test_garbage_never_crashes(buf):
     scan_all(buf)
+
+
+def annotations_check(buf: bytes) -> bool:
+    """Every build's has_annotations of ``buf`` (they must agree), and what the worker relies on
+    when it skips a message on its way to a stripping connection: False only where a full scan
+    finds no router annotation, or refuses the message."""
+    answers = {build.has_annotations(buf) for build in both()}
+    assert len(answers) == 1, answers
+    answer = answers.pop()
+    if not answer:
+        r = scan_all(buf)
+        assert r is MessageFormatError or (r.ma_to, r.ma_phase, r.ma_ingress, r.ma_trace) == (
+            None, None, None, None)
+    return answer
+
+
+@FAST
+@given(messages(), st.data())
+def test_has_annotations_is_safe_to_skip_a_scan_on(buf, data):
+    assert annotations_check(buf) == (b"\x00\x53\x72" in buf and decode(buf).annotations
+                                      is not None)
+    mutated = bytearray(buf)
+    for _ in range(data.draw(st.integers(0, 4))):
+        if mutated:
+            mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
+    annotations_check(bytes(mutated[:data.draw(st.integers(0, len(mutated)))]))
+
+
+@pytest.mark.parametrize("buf,answer", [
+    (b"", False),
+    (sec(0x77, b"\xa1\x01x"), False),                                  # a body alone
+    (sec(0x70, list8(b"\x42")) + sec(0x71, map8()) + sec(0x73, list8()), False),
+    (sec(0x70, list8(b"\x42"), wide=True) + sec(0x72, map8()), True),  # wide descriptor
+    (sec(0x73, list8()) + sec(0x72, map8()), False),                   # out of order: scan refuses
+    (sec(0x71, map8()) + sec(0x70, list8()), True),                    # unsure: scan decides
+    (b"\x00\x53", True),                                              # truncated: scan decides
+    (sec(0x70, b"\xc1\x01\x00"), True),                               # a header that is a map
+])
+def test_has_annotations_cases(buf, answer):
+    assert annotations_check(buf) is answer
