@@ -422,19 +422,27 @@ cdef object _scan(cbuf b, Py_ssize_t end):
     return _new_result(to, priority, ma_to, ma_phase, ma_ingress, ma_trace, ma_start, ma_end, pos)
 
 
-def scan(buf):
-    """Find ``to``, priority, the router annotations and the section offsets of one message."""
+ctypedef object (*_reader)(cbuf, Py_ssize_t)
+
+
+cdef object _read(object buf, _reader read):
+    """``read`` over the bytes of ``buf`` (``bytes`` directly, else the buffer protocol)."""
     cdef Py_buffer view
     if type(buf) is bytes:
-        return _scan(<cbuf>PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf))
+        return read(<cbuf>PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf))
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
-        return _scan(<cbuf>view.buf, view.len)
+        return read(<cbuf>view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
 
 
-cdef bint _has_annotations(cbuf b, Py_ssize_t end):
+def scan(buf):
+    """Find ``to``, priority, the router annotations and the section offsets of one message."""
+    return _read(buf, _scan)
+
+
+cdef object _has_annotations(cbuf b, Py_ssize_t end):
     cdef Py_ssize_t pos = 0, last = 0x6f, code, value, n, item
     try:
         while pos < end:
@@ -453,14 +461,7 @@ cdef bint _has_annotations(cbuf b, Py_ssize_t end):
 def has_annotations(buf):
     """False only if the message certainly has no message-annotations section (see the
     reference, ``amqpscan.has_annotations``)."""
-    cdef Py_buffer view
-    if type(buf) is bytes:
-        return _has_annotations(<cbuf>PyBytes_AS_STRING(buf), PyBytes_GET_SIZE(buf))
-    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
-    try:
-        return _has_annotations(<cbuf>view.buf, view.len)
-    finally:
-        PyBuffer_Release(&view)
+    return _read(buf, _has_annotations)
 
 
 # ---- rewriting ------------------------------------------------------------------------------

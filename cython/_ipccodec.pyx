@@ -17,6 +17,7 @@ every length comes from another process.
 This module must not import proton, zmq or anything of the router (``common.ipc`` gives it its
 tables).
 """
+cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_SetItem
@@ -95,6 +96,7 @@ DEF MAX_DEPTH = 32
 cdef object _MSGPACK = object()
 
 
+@cython.final
 cdef class Codec:
     """Encodes and decodes batches for one schema version (see ``common.ipccodec.Codec``)."""
 
@@ -120,7 +122,7 @@ cdef class Codec:
         PyMem_Free(self._buf)
 
     # ---- encoding -------------------------------------------------------------------------
-    cdef unsigned char* _room(self, Py_ssize_t n) except NULL:
+    cdef inline unsigned char* _room(self, Py_ssize_t n) except NULL:
         """``n`` more bytes at the end of the header buffer."""
         cdef Py_ssize_t cap
         cdef void* grown
@@ -137,35 +139,32 @@ cdef class Codec:
         self._len += n
         return p
 
+    cdef inline int _coded(self, unsigned char code, uint64_t bits, int width) except -1:
+        """``code``, then the low ``width`` bytes of ``bits``, big-endian."""
+        cdef unsigned char* p = self._room(1 + width)
+        p[0] = code
+        qdr_put_be(p + 1, bits, width)
+        return 0
+
     cdef int _head(self, unsigned char fix, unsigned char limit, unsigned char c16,
                    uint64_t n) except -1:
         """A header for a size ``n`` (array, map, str, bin), in msgpack's smallest form:
         ``fix | n`` below ``limit`` (fix 0: no fix form), then 8 (str, bin), 16, 32 bits
         (``c16`` the 16-bit code; the 8-bit code is c16 - 1, the 32-bit c16 + 1)."""
-        cdef unsigned char* p
         if n < limit:
-            p = self._room(1)
-            p[0] = fix | <unsigned char>n
-        elif n < 256 and (c16 == 0xda or c16 == 0xc5):  # str8 (use_bin_type), bin8
-            p = self._room(2)
-            p[0] = c16 - 1
-            p[1] = <unsigned char>n
-        elif n < 65536:
-            p = self._room(3)
-            p[0] = c16
-            qdr_put_be(p + 1, n, 2)
-        else:
-            p = self._room(5)
-            p[0] = c16 + 1
-            qdr_put_be(p + 1, n, 4)
-        return 0
+            return self._coded(fix | <unsigned char>n, 0, 0)
+        if n < 256 and (c16 == 0xda or c16 == 0xc5):  # str8 (use_bin_type), bin8
+            return self._coded(c16 - 1, n, 1)
+        if n < 65536:
+            return self._coded(c16, n, 2)
+        return self._coded(c16 + 1, n, 4)
 
     cdef int _int(self, object o) except -1:
-        """An int as msgpack writes it; 1 if msgpack must (out of its range)."""
+        """An int as msgpack writes it (its smallest form); 1 if msgpack must (out of its
+        range)."""
         cdef int overflow = 0
         cdef long long v = PyLong_AsLongLongAndOverflow(o, &overflow)
         cdef unsigned long long u
-        cdef unsigned char* p
         if overflow < 0:
             return 1
         if overflow > 0:
@@ -173,62 +172,37 @@ cdef class Codec:
                 u = PyLong_AsUnsignedLongLong(o)
             except OverflowError:
                 return 1
-            p = self._room(9)
-            p[0] = 0xcf
-            qdr_put_be(p + 1, u, 8)
-            return 0
-        if v < -32:
+            return self._coded(0xcf, u, 8)
+        if v < -32:  # int8..int64: two's complement, the low bytes
+            if v < -2147483648:
+                return self._coded(0xd3, <uint64_t>v, 8)
             if v < -32768:
-                if v < -2147483648:
-                    p = self._room(9)
-                    p[0] = 0xd3
-                    qdr_put_be(p + 1, <uint64_t>v, 8)
-                else:
-                    p = self._room(5)
-                    p[0] = 0xd2
-                    qdr_put_be(p + 1, <uint64_t>v, 4)
-            elif v < -128:
-                p = self._room(3)
-                p[0] = 0xd1
-                qdr_put_be(p + 1, <uint64_t>v, 2)
-            else:
-                p = self._room(2)
-                p[0] = 0xd0
-                p[1] = <unsigned char>(v & 0xff)
-        elif v < 128:
-            p = self._room(1)
-            p[0] = <unsigned char>(v & 0xff)
-        elif v < 256:
-            p = self._room(2)
-            p[0] = 0xcc
-            p[1] = <unsigned char>v
-        elif v < 65536:
-            p = self._room(3)
-            p[0] = 0xcd
-            qdr_put_be(p + 1, <uint64_t>v, 2)
-        elif v < 4294967296:
-            p = self._room(5)
-            p[0] = 0xce
-            qdr_put_be(p + 1, <uint64_t>v, 4)
-        else:
-            p = self._room(9)
-            p[0] = 0xcf
-            qdr_put_be(p + 1, <uint64_t>v, 8)
-        return 0
+                return self._coded(0xd2, <uint64_t>v, 4)
+            if v < -128:
+                return self._coded(0xd1, <uint64_t>v, 2)
+            return self._coded(0xd0, <uint64_t>v, 1)
+        if v < 128:  # positive and negative fixint
+            return self._coded(<unsigned char>(v & 0xff), 0, 0)
+        if v < 256:
+            return self._coded(0xcc, <uint64_t>v, 1)
+        if v < 65536:
+            return self._coded(0xcd, <uint64_t>v, 2)
+        if v < 4294967296:
+            return self._coded(0xce, <uint64_t>v, 4)
+        return self._coded(0xcf, <uint64_t>v, 8)
 
     cdef int _value(self, object o, int depth) except -1:
         """``o`` as msgpack (use_bin_type) writes it; 1 if msgpack must write it instead."""
-        cdef unsigned char* p
         cdef const char* data
         cdef Py_ssize_t n
         cdef int r
         t = type(o)
         if o is None:
-            self._room(1)[0] = 0xc0
+            self._coded(0xc0, 0, 0)
         elif o is True:
-            self._room(1)[0] = 0xc3
+            self._coded(0xc3, 0, 0)
         elif o is False:
-            self._room(1)[0] = 0xc2
+            self._coded(0xc2, 0, 0)
         elif t is int:
             return self._int(o)
         elif t is str:
@@ -267,9 +241,7 @@ cdef class Codec:
                 if r:
                     return r
         elif t is float:
-            p = self._room(9)
-            p[0] = 0xcb
-            qdr_put_be(p + 1, qdr_f64_bits(PyFloat_AS_DOUBLE(o)), 8)
+            self._coded(0xcb, qdr_f64_bits(PyFloat_AS_DOUBLE(o)), 8)
         else:
             return 1
         return 0
