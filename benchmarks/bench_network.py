@@ -11,8 +11,8 @@ A chain of 1 is the single-router figure from the same invocation (an interior r
 neighbours; ``run_router_bench.py`` runs a standalone one).
 
 Convergence (``--convergence``): a triangle ``A --1-> B --1-> C`` plus ``A --10-> C``, receiver on
-C, a sender on A paced at ``--rate`` msg/s (unsettled). After ``--pre`` seconds of traffic the whole
-process group of router B is killed with SIGKILL. Measured from the kill:
+C, a sender on A paced at ``--convergence-rate`` msg/s (unsettled). After ``--pre`` seconds of
+traffic the whole process group of router B is killed with SIGKILL. Measured from the kill:
 
 * ``reroute_s``: until A's ``qdstat -n -v`` shows C as a neighbour (next hop C instead of B);
   the poll that saw it started ``reroute_lo_s`` after the kill (so the change happened between);
@@ -357,9 +357,9 @@ def convergence_once(args: argparse.Namespace, workdir: Path, run_id: str,
     errors: list[str] = []
     record: dict = {k: None for k in CONVERGENCE_KEYS}
     record.update(schema="bench-convergence/1", run_id=run_id, repeat=rep,
-                  failure=args.failure, rate=args.rate, pre_s=args.pre)
+                  failure=args.failure, rate=args.convergence_rate, pre_s=args.pre)
     address = f"bench/{run_id}"
-    total = int(args.rate * (args.pre + args.post))
+    total = int(args.convergence_rate * (args.pre + args.post))
     bound = args.pre + args.post + 60
     try:
         net.start()
@@ -381,7 +381,8 @@ def convergence_once(args: argparse.Namespace, workdir: Path, run_id: str,
                    f"A learns {address}", interval=0.2)
         sender = rb.spawn_client(
             [sys.executable, str(rb.LOADGEN), "sender", "--url", f"127.0.0.1:{port_a}",
-             *common, "--out", str(rundir / "sender.jsonl"), "--rate", str(args.rate)],
+             *common, "--out", str(rundir / "sender.jsonl"), "--rate",
+             str(args.convergence_rate)],
             rundir / "sender.err")
         procs.append(sender)
         sender_t = time.monotonic()
@@ -494,7 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds to sample the idle chain's CPU before its runs (0: skip)")
     p.add_argument("--convergence", action="store_true", help="run the failover measurement")
     p.add_argument("--repeat", type=int, default=3, help="convergence repetitions")
-    p.add_argument("--rate", type=float, default=200.0, help="convergence: sender msg/s")
+    p.add_argument("--convergence-rate", type=float, default=200.0,
+                   help="convergence: sender msg/s (--rate paces the chain runs' senders)")
     p.add_argument("--pre", type=float, default=3.0, help="convergence: seconds before the kill")
     p.add_argument("--failure", choices=["kill", "freeze"], default="kill",
                    help="convergence: SIGKILL B's process group, or SIGSTOP it (silent B)")

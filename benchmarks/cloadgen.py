@@ -14,6 +14,7 @@ installs it). The binary goes to ``benchmarks/results/bin/cloadgen-<hash of the 
 """
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
@@ -92,13 +93,19 @@ def direct_pair(count: int = 200_000, presettled: bool = False, credit: int = 10
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        description="Build (once, cached) the compiled load generator and print its path.",
+        epilog="The binary itself takes loadgen.py's sender/receiver options.")
+    parser.add_argument("--direct", action="store_true",
+                        help="then run one direct pair (no router), unsettled and pre-settled")
+    args = parser.parse_args(argv)
     try:
         exe = build()
     except BuildError as e:
         print(f"cloadgen: {e}", file=sys.stderr)
         return 1
     print(exe)
-    if "--direct" in argv:
+    if args.direct:
         for presettled in (False, True):
             r = direct_pair(presettled=presettled)
             print(f"direct {'presettled' if presettled else 'unsettled'}: {r['count']} msgs, "
