@@ -58,6 +58,8 @@ cdef struct _Pn:
     pn_delivery_update_f delivery_update
     pn_delivery_remote_state_f delivery_remote_state
     pn_delivery_f delivery
+    pn_delivery_tag_f delivery_tag
+    pn_link_current_f link_current
     pn_link_io_f link_recv
     pn_link_io_f link_send
     pn_link_bool_f link_advance
@@ -100,6 +102,8 @@ cdef inline int _pn_bind(object ffi, object lib) except -1:
     pn.delivery_remote_state = <pn_delivery_remote_state_f>_pn_fn(ffi, lib,
                                                                   "pn_delivery_remote_state")
     pn.delivery = <pn_delivery_f>_pn_fn(ffi, lib, "pn_delivery")
+    pn.delivery_tag = <pn_delivery_tag_f>_pn_fn(ffi, lib, "pn_delivery_tag")
+    pn.link_current = <pn_link_current_f>_pn_fn(ffi, lib, "pn_link_current")
     pn.link_recv = <pn_link_io_f>_pn_fn(ffi, lib, "pn_link_recv")
     pn.link_send = <pn_link_io_f>_pn_fn(ffi, lib, "pn_link_send")
     pn.link_advance = <pn_link_bool_f>_pn_fn(ffi, lib, "pn_link_advance")
@@ -182,6 +186,20 @@ cdef inline void _pn_transport_pop(size_t t, size_t n):
 cdef inline bint _pn_transport_closed(size_t t):
     return pn.transport_closed(<pn_transport_t *>t)
 
+
+cdef inline object _pn_delivery_tag_id(size_t d):
+    """The core's id a delivery of ours was tagged with (None: not an 8-byte tag)."""
+    cdef pn_bytes_t tag = pn.delivery_tag(<pn_delivery_t *>d)
+    cdef uint64_t v = 0
+    cdef size_t i
+    if tag.size != 8:
+        return None
+    for i in range(8):
+        v = (v << 8) | <unsigned char>tag.start[i]
+    return v
+
+cdef inline size_t _pn_link_current(size_t l):
+    return <size_t>pn.link_current(<pn_link_t *>l)
 
 cdef inline size_t _pn_delivery_tagged(size_t l, uint64_t dlv_id):
     """pn_delivery() tagged with the core's id (8 bytes, big-endian)."""
@@ -268,7 +286,7 @@ cdef class WorkerEngine:
     cdef dict __dict__  # everything not declared here (policy, TLS, the heap trimmer...)
     cdef public object router_id, node_tag, peer_index, collector, _coll, new_id, log
     cdef public list outbox
-    cdef public dict conns, conns_by_id, links, link_ptrs, in_dlvs, in_ids, out_dlvs, out_ids
+    cdef public dict conns, conns_by_id, links, link_ptrs, in_dlvs, in_ids, out_dlvs
     cdef public dict queued_out, oversize, _handlers, in_streams, in_stream_ids, out_streams
     cdef public dict pending_states
     cdef public set q2_changed
@@ -286,7 +304,7 @@ cdef class WorkerEngine:
     cdef _on_delivery(self, size_t d_ptr)
     cdef _drop_aborted(self, size_t d_ptr, size_t l_ptr)
     cdef _drop_in(self, dlv_id)
-    @cython.locals(state=uint64_t, settled=bint, d_key=object)
+    @cython.locals(state=uint64_t, settled=bint, d_key=object, entry=tuple)
     cdef _on_outbound_update(self, size_t d_ptr)
     cpdef apply_all(self, list effects)
     cpdef apply(self, effect)

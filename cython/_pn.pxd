@@ -32,6 +32,8 @@ ctypedef void (*pn_delivery_settle_f)(pn_delivery_t *) noexcept nogil
 ctypedef void (*pn_delivery_update_f)(pn_delivery_t *, uint64_t) noexcept nogil
 ctypedef uint64_t (*pn_delivery_remote_state_f)(pn_delivery_t *) noexcept nogil
 ctypedef pn_delivery_t *(*pn_delivery_f)(pn_link_t *, pn_bytes_t) noexcept nogil
+ctypedef pn_bytes_t (*pn_delivery_tag_f)(pn_delivery_t *) noexcept nogil  # pn_delivery_tag_t
+ctypedef pn_delivery_t *(*pn_link_current_f)(pn_link_t *) noexcept nogil
 
 ctypedef Py_ssize_t (*pn_link_io_f)(pn_link_t *, char *, size_t) noexcept nogil  # recv/send
 ctypedef pn_bool_t (*pn_link_bool_f)(pn_link_t *) noexcept nogil  # advance/get_drain

@@ -220,6 +220,15 @@ if not cython.compiled:
     _pn_transport_pop = lib.pn_transport_pop
     _pn_transport_closed = lib.pn_transport_closed
 
+    _pn_link_current = lib.pn_link_current
+
+    def _pn_delivery_tag_id(d_ptr: Any) -> Optional[int]:
+        """The core's id a delivery of ours was tagged with (None: not an 8-byte tag)."""
+        tag = lib.pn_delivery_tag(d_ptr)
+        if tag.size != 8:
+            return None
+        return int.from_bytes(ffi.buffer(tag.start, 8), "big")
+
     def _pn_delivery_tagged(l_ptr: Any, dlv_id: int) -> Any:
         """pn_delivery() tagged with the core's id (8 bytes, big-endian)."""
         return lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
@@ -699,8 +708,8 @@ class WorkerEngine:
         self.link_ptrs: dict = {}   # link ptr -> Link
         self.in_dlvs: dict = {}     # inbound delivery id -> (dlv ptr, Link)
         self.in_ids: dict = {}      # dlv ptr -> inbound delivery id
-        self.out_dlvs: dict = {}    # core delivery id -> (dlv ptr, Link)
-        self.out_ids: dict = {}     # dlv ptr -> core delivery id
+        # core delivery id -> (dlv ptr, Link); a delivery's id is its tag (_pn_delivery_tagged)
+        self.out_dlvs: dict = {}
         self.queued_out: dict = {}  # core delivery id -> its out_queue entry (unsettled only)
         # DeliverState for a delivery not handed to proton yet (out_queue, or behind a stream
         # on its link): core delivery id -> (state, info), set when its proton delivery is made
@@ -1515,8 +1524,7 @@ class WorkerEngine:
             ptr, _ = self.in_dlvs.pop(dlv_id)
             self.in_ids.pop(ptr, None)
         for dlv_id in [i for i, (_, lk) in self.out_dlvs.items() if lk is link]:
-            ptr, _ = self.out_dlvs.pop(dlv_id)
-            self.out_ids.pop(ptr, None)
+            del self.out_dlvs[dlv_id]
         if link.queued:  # what waited for the socket: the core fails it (MODIFIED / dropped)
             queue = link.conn.out_queue
             for entry in queue:
@@ -1584,8 +1592,12 @@ class WorkerEngine:
             if rec is not None:  # a delivery being streamed: more bytes (or its end)
                 self._stream_in(rec)
                 return
-        dlv_id = self.in_ids.get(d_key)
-        if dlv_id is not None:  # a delivery we already forwarded: the sender settled it
+        if d_ptr != _pn_link_current(l_ptr):
+            # advanced past: a delivery we forwarded (the sender settled it, or gave a state)
+            # or one settled here; the link's current one is new (or still arriving)
+            dlv_id = self.in_ids.get(d_key)
+            if dlv_id is None:
+                return
             if _pn_delivery_settled(d_ptr):
                 self._drop_in(dlv_id)
                 self.outbox.append(_command(SettleIn,
@@ -1890,9 +1902,12 @@ class WorkerEngine:
         self.in_ids.pop(ptr, None)
 
     def _on_outbound_update(self, d_ptr: Any) -> None:
-        d_key = d_ptr  # compiled: the address as a Python int once
-        dlv_id = self.out_ids.get(d_key)
-        if dlv_id is None:
+        dlv_id = _pn_delivery_tag_id(d_ptr)  # the core's id: every delivery we send is tagged so
+        entry = self.out_dlvs.get(dlv_id)
+        if entry is None:
+            return
+        d_key = d_ptr  # compiled: the address as a Python int
+        if entry[0] != d_key:  # (never: ids are unique router-wide; a check, not a lookup)
             return
         state = _pn_delivery_remote_state(d_ptr)
         settled = bool(_pn_delivery_settled(d_ptr))
@@ -1904,7 +1919,6 @@ class WorkerEngine:
             info = self._remote_info(_cdata("pn_delivery_t *", d_ptr), state)
         if settled:
             del self.out_dlvs[dlv_id]
-            del self.out_ids[d_key]
             if self.out_streams and dlv_id in self.out_streams:  # still being sent
                 self._stream_settled(dlv_id, 0)  # settled once complete
             else:
@@ -2147,7 +2161,6 @@ class WorkerEngine:
             self._settle_for_receiver(dlv_id, d_ptr)
         else:
             self.out_dlvs[dlv_id] = (d_ptr, link)
-            self.out_ids[d_ptr] = dlv_id
         self.dirty.add(conn)
 
     def _settle_for_receiver(self, dlv_id: int, d_ptr: Any) -> None:
@@ -2318,9 +2331,7 @@ class WorkerEngine:
         self.in_stream_ids[dlv_id].settle = True
 
     def _untrack_out(self, dlv_id: Any) -> None:
-        entry = self.out_dlvs.pop(dlv_id, None)
-        if entry is not None:
-            self.out_ids.pop(entry[0], None)
+        self.out_dlvs.pop(dlv_id, None)
 
     def _stream_out_end(self, rec: OutStream) -> None:
         """``rec`` no longer occupies its link: the next delivery waiting there goes."""
@@ -2367,9 +2378,7 @@ class WorkerEngine:
 
     def _track_out(self, dlv_id: int, d_ptr: Any, link: Link) -> None:
         """An unsettled delivery ``refill`` handed to proton (``d_ptr`` a cffi pointer)."""
-        d_key = _key(d_ptr)
-        self.out_dlvs[dlv_id] = (d_key, link)
-        self.out_ids[d_key] = dlv_id
+        self.out_dlvs[dlv_id] = (_key(d_ptr), link)
 
     def _egress_annotations(self, conn: Connection, payload: Any) -> Any:
         """Strip router annotations for a stripping connection, else add ingress and trace.
@@ -2437,7 +2446,6 @@ class WorkerEngine:
                 self._settle_queued(dlv_id, state)
             return
         d_ptr, link = entry
-        self.out_ids.pop(d_ptr, None)
         if state:
             _pn_delivery_update(d_ptr, state)
         _pn_delivery_settle(d_ptr)
