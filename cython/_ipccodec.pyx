@@ -24,7 +24,7 @@ from cpython.dict cimport PyDict_SetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.long cimport (PyLong_AsLongLongAndOverflow, PyLong_AsUnsignedLongLong,
                            PyLong_FromLongLong, PyLong_FromUnsignedLongLong)
-from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_New, PyTuple_SET_ITEM
@@ -252,9 +252,7 @@ cdef class Codec:
         cdef list payloads = []
         cdef dict table = self.encode_table
         cdef tuple entry, msg
-        cdef Py_ssize_t n, i, last, total, header
-        cdef Py_buffer view
-        cdef unsigned char* out
+        cdef Py_ssize_t n, i, last, header
         self._len = 0
         self._room(5)[4] = 0x93  # 4 bytes for the header's length, then [version, peer, items]
         if self._value(self.version, 0) or self._value(peer, 0):
@@ -283,32 +281,38 @@ cdef class Codec:
         self._buf[1] = (header >> 8) & 0xff
         self._buf[2] = (header >> 16) & 0xff
         self._buf[3] = (header >> 24) & 0xff
-        total = self._len
-        for payload in payloads:
-            if type(payload) is bytes:
-                total += PyBytes_GET_SIZE(payload)
-            else:
+        return self._with_payloads(peer, msgs, payloads)
+
+    cdef object _with_payloads(self, peer, list msgs, list payloads):
+        """The frame: the encoded header, then every payload's bytes. Each payload's buffer is
+        taken once (sized, then copied, then released); one that offers none goes msgpack's
+        way, which raises what the reference does."""
+        cdef Py_ssize_t count = PyList_GET_SIZE(payloads), got = 0, k, total = self._len
+        cdef Py_buffer* views = <Py_buffer*>PyMem_Malloc((count or 1) * sizeof(Py_buffer))
+        cdef unsigned char* out
+        if views == NULL:
+            raise MemoryError()
+        try:
+            for k in range(count):
                 try:
-                    PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+                    PyObject_GetBuffer(<object>PyList_GET_ITEM(payloads, k), &views[k],
+                                       PyBUF_SIMPLE)
                 except Exception:  # noqa: BLE001 - msgpack's way raises what the reference does
                     return self._encode_msgpack(peer, msgs)
-                total += view.len
-                PyBuffer_Release(&view)
-        frame = PyBytes_FromStringAndSize(NULL, total)
-        out = <unsigned char*>PyBytes_AS_STRING(frame)
-        memcpy(out, self._buf, self._len)
-        out += self._len
-        for payload in payloads:
-            if type(payload) is bytes:
-                n = PyBytes_GET_SIZE(payload)
-                memcpy(out, PyBytes_AS_STRING(payload), n)
-            else:
-                PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
-                n = view.len
-                memcpy(out, view.buf, n)
-                PyBuffer_Release(&view)
-            out += n
-        return frame
+                got += 1
+                total += views[k].len
+            frame = PyBytes_FromStringAndSize(NULL, total)
+            out = <unsigned char*>PyBytes_AS_STRING(frame)
+            memcpy(out, self._buf, self._len)
+            out += self._len
+            for k in range(count):
+                memcpy(out, views[k].buf, views[k].len)
+                out += views[k].len
+            return frame
+        finally:
+            for k in range(got):
+                PyBuffer_Release(&views[k])
+            PyMem_Free(views)
 
     def _encode_msgpack(self, peer, list messages):
         """The reference's encoding (msgpack packs the header): every case the fast path

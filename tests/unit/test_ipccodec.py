@@ -232,3 +232,10 @@ def test_wider_views_and_generators_as_the_reference():
     assert repr(outcome(COMPILED, wide)) == repr(outcome(PURE, wide))
     batch = [ipc.SettleOut(5, 36), ipc.LinkFlow(1, 2, True)]
     assert COMPILED.encode(9, iter(batch)) == PURE.encode(9, iter(batch))
+
+
+@pytest.mark.parametrize("payloads", [["text"], [b"ok", "text"], [b"ok", 5]])
+def test_a_payload_without_a_buffer_fails_as_the_reference(payloads):
+    batch = [ipc.Deliver(i, 2, False, p) for i, p in enumerate(payloads)]
+    compiled, pure = both_encode(1, batch)
+    assert compiled == pure and isinstance(pure, type) and issubclass(pure, Exception)
