@@ -1086,12 +1086,12 @@ class WorkerEngine:
             user = self._cert_user(conn) or user
         return mech, user
 
-    def _policy_open(self, conn: Connection, c_ptr: Any) -> bool:
+    def _policy_open(self, conn: Connection, c_ptr: Any, user: str) -> bool:
         """Vhost policy at an accepted connection's open (before this router's open goes out,
-        so max-frame-size and channel-max follow the user group). False: refused here
-        (amqp:resource-limit-exceeded, as 1.19). The connection counts are the core's."""
+        so max-frame-size and channel-max follow the user group) for its ``user``
+        (_peer_user). False: refused here (amqp:resource-limit-exceeded, as 1.19). The
+        connection counts are the core's."""
         db = self.policy_db
-        _, user = self._peer_user(conn)
         hostname = _text(lib.pn_connection_remote_hostname(c_ptr))
         rhost = vpolicy.remote_ip(conn.host)
         conn.policy_user, conn.policy_rhost = user, rhost
@@ -1195,16 +1195,16 @@ class WorkerEngine:
         except ValueError as exc:
             self._refuse_connection(conn, INVALID_FIELD, f"container-id {exc}")
             return
+        mech, user = self._peer_user(conn)  # SASL (or TLS) is done before the peer's open
         if (self.policy_db.enabled and conn.direction == "in"
                 and conn.role in ("normal", "route-container")):
-            if not self._policy_open(conn, c_ptr):
+            if not self._policy_open(conn, c_ptr, user):
                 return
         elif conn.settings.get("multiTenant") and conn.direction == "in":
             conn.tenant = _text(lib.pn_connection_remote_hostname(c_ptr))
         if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:
             self._open_local(conn)
         conn.reported_open = True
-        mech, user = self._peer_user(conn)
         # what management shows (isEncrypted, sslProto, sslCipher, sslSsf, ssl,
         # isAuthenticated): [has TLS, encrypted, protocol, cipher, ssf, authenticated]
         security_info = self._security_info(conn)
