@@ -213,6 +213,12 @@ def paced_quota(rate: float, elapsed_s: float, sent: int) -> int:
     return max(0, int(elapsed_s * rate) + 1 - sent)
 
 
+def paced_wait(rate: float, elapsed_s: float, sent: int) -> float:
+    """Seconds until the next message of a sender paced at ``rate`` msg/s is due (message
+    ``sent``, 0-based, is due ``sent / rate`` after the start), 0 when it is already due."""
+    return max(0.0, sent / rate - elapsed_s)
+
+
 TRACE_KEY = "x-opt-qd.trace"
 
 
@@ -371,6 +377,10 @@ class Client:
 
     def wait(self, timeout_s: float, pending_out: int) -> None:
         want_write = pending_out > 0
+        if timeout_s < 0.01:  # a paced sender between two messages: poll() counts whole ms,
+            # and rounding 0.1 ms down to 0 made it spin a CPU; select() waits in µs
+            select.select((self.sock,), (self.sock,) if want_write else (), (), timeout_s)
+            return
         if want_write != self._want_write:
             self._want_write = want_write
             self.poller.modify(self.sock, select.POLLIN | (select.POLLOUT if want_write else 0))
@@ -450,7 +460,9 @@ class Client:
         pending = self.write()
         self.tick()
         if not got and not busy and not self.closed:
-            self.wait(timeout_s, pending)
+            self.wait(min(timeout_s, self.idle_wait), pending)
+
+    idle_wait = float("inf")  # a paced sender's time until its next message (Sender.work)
 
     def work(self) -> bool:
         """Role work after events; return True if there may be more to do right away."""
@@ -618,6 +630,9 @@ class Sender(Client):
             if self._paced_from is None:
                 self._paced_from = now_mono
             n = min(n, paced_quota(self.rate, now_mono - self._paced_from, self.sent))
+            if n <= 0:  # wait (in pump) until the next one is due, not a fixed slice
+                self.idle_wait = min(0.2, paced_wait(self.rate, now_mono - self._paced_from,
+                                                     self.sent))
         if n <= 0:
             return False
         delivery, send, advance, settle = (lib.pn_delivery, lib.pn_link_send, lib.pn_link_advance,
@@ -656,12 +671,12 @@ class Sender(Client):
         while not self.ready and not self.error and time.monotonic() < deadline:
             self.pump(0.1)
         cpu0 = _cpu()
-        idle_wait = min(0.2, 0.5 / self.rate) if self.rate else 0.2
         while not self.error and not self.done() and not self.closed:
             if time.monotonic() >= deadline:
                 self.error = f"timeout after {args.timeout}s"
                 break
-            self.pump(idle_wait)
+            self.idle_wait = 0.2  # work() shortens it to the next paced message's time
+            self.pump(0.2)
         # presettled: make sure the last transfers have left the process before measuring
         flush_deadline = time.monotonic() + 5
         while self.write() > 0 and time.monotonic() < flush_deadline:

@@ -167,6 +167,20 @@ def test_paced_quota_first_message_at_once_then_one_per_interval():
     assert loadgen.paced_quota(200, 1.0, 500) == 0        # never negative
 
 
+def test_paced_wait_is_the_time_until_the_next_message_is_due():
+    # a paced sender sleeps this long between messages (it used to poll with 0 ms and spin)
+    assert loadgen.paced_wait(10_000, 0.0, 1) == pytest.approx(0.0001)
+    assert loadgen.paced_wait(200, 0.004, 1) == pytest.approx(0.001)
+    assert loadgen.paced_wait(200, 0.005, 1) == 0.0
+    assert loadgen.paced_wait(200, 1.0, 1) == 0.0             # behind schedule: no wait
+    for elapsed in (0.0, 0.0003, 0.0049, 0.01, 0.5):
+        for sent in range(0, 120, 7):
+            # nothing due <=> a positive wait, and once waited the next one is due
+            wait = loadgen.paced_wait(200, elapsed, sent)
+            assert (loadgen.paced_quota(200, elapsed, sent) == 0) == (wait > 0)
+            assert loadgen.paced_quota(200, elapsed + wait + 1e-9, sent) >= 1
+
+
 def test_arrivals_round_trip(tmp_path):
     from array import array
 
