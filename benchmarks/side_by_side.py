@@ -2,8 +2,8 @@
 
 Every case runs once on each router, in turn (ours, 1.x, ours, 1.x, ... ``--repeat`` times), with
 the compiled load generator (``cloadgen``: proton-C, several times faster than either router, so
-the routers are measured); fresh routers (or chains of routers) for every run. The table gives the
-medians and the ratio ours / 1.x:
+the routers are measured; ``lat-10k-py`` uses the Python one); fresh routers (or chains of
+routers) for every run. The table gives the medians and the ratio ours / 1.x:
 
 * msgs/s received (all pairs), router CPU µs per message (every process of every router of the
   case, from /proc), latency p50/p99/p99.9 (worst pair, µs), peak RSS of the routers (sum of every
@@ -11,8 +11,10 @@ medians and the ratio ours / 1.x:
 * cases (``--cases``, comma separated): ``1r-unsettled``, ``1r-presettled`` (1 router),
   ``1r-unsettled-4p``, ``1r-presettled-4p`` (4 pairs), ``2r-unsettled``, ``3r-unsettled`` (chains
   of interior routers, sender on the first, receiver on the last), ``lat-10k`` (1 router, unsettled,
-  10,000 msg/s paced), ``lat-half`` (paced at half of the 1.x router's median 1r-unsettled rate,
-  measured first in the same invocation when that case is also asked for, else ``--half-rate``).
+  10,000 msg/s paced), ``lat-10k-py`` (the same with the project's Python clients, ``loadgen.py``:
+  clients that take a good part of the CPUs the router runs on), ``lat-half`` (paced at half of
+  the 1.x router's median 1r-unsettled rate, measured first in the same invocation when that case
+  is also asked for, else ``--half-rate``).
 
 The 1.x router: ``--qdrouterd-1x DIR`` is an install prefix (``DIR/sbin/qdrouterd``; its Python
 path is derived from ``DIR/lib``, plus Debian's ``/usr/lib/python3/dist-packages`` for proton's
@@ -45,7 +47,7 @@ import run_router_bench as rb
 
 HERE = Path(__file__).resolve().parent
 CASES = ("1r-unsettled", "1r-presettled", "1r-unsettled-4p", "1r-presettled-4p", "2r-unsettled",
-         "3r-unsettled", "lat-10k", "lat-half")
+         "3r-unsettled", "lat-10k", "lat-10k-py", "lat-half")
 DEFAULT_CASES = "1r-unsettled,1r-presettled,2r-unsettled,lat-10k,lat-half"
 
 
@@ -78,7 +80,9 @@ class Spec:
         self.routers = int(name[0]) if name[0].isdigit() else 1
         self.presettled = "presettled" in name
         self.pairs = 4 if name.endswith("-4p") else 1
-        self.rate = 10_000.0 if name == "lat-10k" else (half_rate if name == "lat-half" else 0.0)
+        self.rate = 10_000.0 if name.startswith("lat-10k") else (
+            half_rate if name == "lat-half" else 0.0)
+        self.client = "py" if name.endswith("-py") else "c"  # loadgen.py, else cloadgen
 
 
 def load_args(args: argparse.Namespace, spec: Spec) -> argparse.Namespace:
@@ -88,7 +92,7 @@ def load_args(args: argparse.Namespace, spec: Spec) -> argparse.Namespace:
         count = int(spec.rate * args.paced_seconds)
     return argparse.Namespace(
         pairs=spec.pairs, count=count, body_size=args.body_size, credit=args.credit,
-        window=0, rate=spec.rate, client="c", shared_address=False, receivers=1,
+        window=0, rate=spec.rate, client=spec.client, shared_address=False, receivers=1,
         distribution=None, timeout=args.timeout, router_cmd=None, workers=args.workers,
         # a router may drop pre-settled messages (1.19 does under load): stop 2 s after the last
         idle_timeout=2.0 if spec.presettled else None)

@@ -25,3 +25,22 @@ def test_help_exits_zero(script):
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage" in done.stdout.lower()
+
+
+def test_side_by_side_cases_choose_their_clients_and_rates():
+    """Each case names what it runs: the paced cases their rate, lat-10k-py the Python clients
+    (loadgen.py) and every other case the compiled cloadgen."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import side_by_side as sbs
+    finally:
+        sys.path.remove(str(BENCH))
+    specs = {name: sbs.Spec(name, half_rate=45_000.0) for name in sbs.CASES}
+    assert {n: s.client for n, s in specs.items() if s.client != "c"} == {"lat-10k-py": "py"}
+    assert {n: s.rate for n, s in specs.items() if s.rate} == {
+        "lat-10k": 10_000.0, "lat-10k-py": 10_000.0, "lat-half": 45_000.0}
+    assert (specs["3r-unsettled"].routers, specs["1r-presettled-4p"].pairs) == (3, 4)
+    assert specs["1r-presettled-4p"].presettled and not specs["lat-10k-py"].presettled
+    args = sbs.build_parser().parse_args(["--qdrouterd-1x", "/nonexistent", "--paced-seconds", "2"])
+    load = sbs.load_args(args, specs["lat-10k-py"])
+    assert (load.client, load.rate, load.count) == ("py", 10_000.0, 20_000)
