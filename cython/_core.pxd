@@ -90,6 +90,8 @@ cdef class Link:
     cdef public int priority
     cdef public long long granted, received, held, in_unsettled, credit_pending
     cdef public long long credit_owed, credit_batch
+    cdef public bint settle_credit
+    cdef public long long settle_owed
     cdef public Py_ssize_t credit_slot
     cdef public long long limit, delivered
     cdef public object queue
@@ -456,5 +458,6 @@ cdef class RouterCore:
     cdef _handle(self, peer, cmd)
     cdef _emit(self, peer, effect)
     cdef _credit(self, Link link, long long credit)
+    cdef _replenish_sent(self, Link link, bint settled)
     cdef _replenish(self, Link link)
     cdef _record_gone(self, kind, obj)

@@ -47,12 +47,20 @@ tables in lifecycle.py)::
                 fallback) has a consumer / anonymous
   in-link       attach, targeted, no consumer        LinkOpen; waits; LinkCredit(capacity) when
                                                      the first consumer attaches (never revoked)
-  in-link       a delivery leaves the core           LinkCredit(+1) (coalesced per flush)
-                (forwarded / released / dropped)
+  in-link       a delivery leaves the core: pre-     LinkCredit(+1) (coalesced per flush)
+                settled, or unsettled from an inter-
+                router or edge link or the agent, or
+                settled by the router at once (no
+                destination: released / dropped)
+  in-link       a client's unsettled delivery that   LinkCredit(+1) (as 1.19: on a normal or
+                was sent on is settled (either side; route-container connection linkCapacity
+                one settled while held: once it is   bounds a sender's unsettled deliveries,
+                no longer held)                      Link.settle_credit)
   in-link       targeted, a delivery finds no        LinkStall(on): drain flag, no credit back
                 destination (1.19: no path)          (transfer.stall) until a destination:
                                                      LinkStall(off) -> LinkUnstalled(credit)
-                                                     -> LinkCredit(capacity - held - credit)
+                                                     -> LinkCredit(capacity - held -
+                                                     unsettled sent on - credit)
   out-link      attach                               LinkOpen; becomes a consumer of its address
   out-link      LinkFlow(limit)                      may Deliver while delivered < limit
   out-link      LinkFlow(drain), nothing to send     Drained; delivered := limit
@@ -392,6 +400,15 @@ class RouterCore:
             link.credit_slot = len(lst)
             lst.append(None)  # placeholder, filled in by take_effects
             self._credited.append(link)
+
+    def _replenish_sent(self, link: Link, settled: bool) -> None:
+        """A delivery from ``link`` left the core (sent on): its credit goes back now, unless
+        it is unsettled on a link that gives credit back at settlement (``settle_credit``,
+        1.19's endpoint links), where settlement.count_settled_in gives it back."""
+        if settled or not link.settle_credit:
+            self._replenish(link)
+        else:
+            link.settle_owed += 1
 
     def _replenish(self, link: Link) -> None:
         if link.credited and not link.closed and link.stall == STALL_NONE:

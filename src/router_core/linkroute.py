@@ -447,6 +447,7 @@ def pair(client: Link, out: Link, key: str) -> None:
     addr = Address(key, DIST_CLOSEST, -1)
     client.peer_link = out
     out.peer_link = client
+    client.settle_credit = out.settle_credit = False  # credit passes through (mirror_credit)
     consumer = client if client.direction == DIR_OUT else out
     addr.consumers.append(consumer)
     if consumer.to_container:

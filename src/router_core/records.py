@@ -168,6 +168,11 @@ class Link:
                  # replenished credit not granted yet, and how much is granted at once (1 for
                  # client links; a slice of the window on inter-router links)
                  "credit_owed", "credit_batch",
+                 # settle_credit: an unsettled delivery's credit comes back when it is settled,
+                 # not when it leaves the core (1.19's endpoint links: linkCapacity bounds a
+                 # sender's unsettled deliveries); settle_owed: those that left and are not
+                 # settled yet (their credit is still out)
+                 "settle_credit", "settle_owed",
                  # outbound: credit limit from the receiver, deliveries sent (delivery count),
                  # per-link queue (multicast copies; on a router link also anycast deliveries
                  # and routing messages), unsettled outbound deliveries out_id -> OutDelivery
@@ -231,6 +236,11 @@ class Link:
         self.credit_slot = -1   # -1: no LinkCredit placeholder in this flush
         self.credit_owed = 0
         self.credit_batch = 1
+        # 1.19 gives an unsettled delivery's credit back at once on inter-router and edge
+        # links (and the agent's in-process ones); link-routed links pass credit through
+        self.settle_credit = direction == DIR_IN and conn.role in (ROLE_NORMAL,
+                                                                   ROLE_ROUTE_CONTAINER)
+        self.settle_owed = 0
         self.limit = 0
         self.delivered = 0
         self.queue = deque()

@@ -113,7 +113,7 @@ def send_anycast_remote(core: Any, link: Link, dlv_id: Any, settled: bool, paylo
         sent = send_router(core, out, dlv, settled, payload, to_override, phase)
         if dlv is not None:
             dlv.out = sent
-        core._replenish(link)
+        core._replenish_sent(link, settled)
         return
     if dlv is None:
         dlv = _in_delivery(dlv_id, link, True, None, addr, False, core.now)

@@ -136,10 +136,10 @@ def settle_in(core: Any, dlv: InDelivery, state: int, info: Any) -> None:
     """Final outcome of an unsettled inbound delivery: tell its sender (if still there)."""
     if core.in_unsettled.pop(dlv.dlv_id, None) is None:
         return
-    count_settled_in(core, dlv, state)
     link = dlv.link
     if not link.closed:
         core._emit(link.peer, _effect(UpdateIn, (dlv.dlv_id, state, True, info)))
+    count_settled_in(core, dlv, state)  # (then the credit it gives back, if any)
 
 
 def count_settled_in(core: Any, dlv: InDelivery, state: int) -> None:
@@ -147,6 +147,9 @@ def count_settled_in(core: Any, dlv: InDelivery, state: int) -> None:
     with its outcome ``state`` (by the router, settle_in, or by its sender, on_settle_in)."""
     link = dlv.link
     link.in_unsettled -= 1
+    if link.settle_credit and not dlv.pending:  # it left the core: its credit comes back now
+        link.settle_owed -= 1                   # (still held: when it stops being held, unhold)
+        core._replenish(link)
     count_outcome(core, link, state, True)
     count_delay(core, link, dlv, True)
     if dlv.stuck:
@@ -192,7 +195,7 @@ def unhold(core: Any, dlv: InDelivery) -> None:
     dlv.link.held -= 1
     if core.lr.held_states:  # a routed delivery's sender state not passed on (linkroute.py)
         core.lr.held_states.pop(dlv.dlv_id, None)
-    core._replenish(dlv.link)
+    core._replenish_sent(dlv.link, dlv.settled or dlv.dlv_id not in core.in_unsettled)
 
 
 def copy_unqueued(core: Any, dlv: InDelivery) -> None:
@@ -201,7 +204,7 @@ def copy_unqueued(core: Any, dlv: InDelivery) -> None:
     if dlv.pending == 0:
         dlv.payload = None
         dlv.link.held -= 1
-        core._replenish(dlv.link)
+        core._replenish_sent(dlv.link, dlv.settled or dlv.dlv_id not in core.in_unsettled)
 
 
 def release_waiting(core: Any, dlv: InDelivery) -> None:

@@ -112,7 +112,7 @@ def send_local(core: Any, link: Link, target: Link, dlv_id: Any, settled: bool, 
         dlv = _in_delivery(dlv_id, link, False, None, addr, False, core.now)
         core.in_unsettled[dlv_id] = dlv
         dlv.out = send(core, target, dlv, False, payload, link)
-    core._replenish(link)
+    core._replenish_sent(link, settled)
 
 
 def unroutable(core: Any, link: Link, dlv_id: Any, settled: bool) -> None:
@@ -186,7 +186,7 @@ def on_link_unstalled(core: Any, peer: Any, cmd: Any) -> None:
     credit = cmd[1] if cmd[1] > 0 else 0
     link.granted = link.received + credit
     link.credit_owed = 0
-    owed = link.capacity - link.held - credit
+    owed = link.capacity - link.held - link.settle_owed - credit
     if owed > 0:
         core._credit(link, owed)
 
@@ -235,7 +235,7 @@ def forward_multicast(core: Any, targets: list, dlv: InDelivery) -> None:
             dlv.payload.dlv = dlv
     else:
         dlv.payload = None
-        core._replenish(dlv.link)
+        core._replenish_sent(dlv.link, settled)
 
 
 def drain_queue(core: Any, link: Link) -> None:

@@ -248,9 +248,10 @@ def test_effects_go_to_the_owning_peer(h):
     h.receiver(20, 2, "q", credit=5, peer=1).sender(10, 1, "q", peer=0)
     assert h.effects() == {1: [LinkOpen(20, "q")], 0: [LinkOpen(10, "q"), LinkCredit(10, 10)]}
     dlv = h.send(10, peer=0)
-    assert h.effects() == {1: [Deliver(1, 20, False, b"m%d" % dlv)], 0: [LinkCredit(10, 1)]}
+    assert h.effects() == {1: [Deliver(1, 20, False, b"m%d" % dlv)]}
     h.do(Disposition(1, STATE_ACCEPTED, True, None), peer=1)
-    assert h.effects() == {0: [UpdateIn(dlv, STATE_ACCEPTED, True, None)]}
+    # the sender's credit for an unsettled delivery comes back with its settlement
+    assert h.effects() == {0: [UpdateIn(dlv, STATE_ACCEPTED, True, None), LinkCredit(10, 1)]}
 
 
 def test_credit_coalesced_where_first_placed(h):
@@ -283,7 +284,7 @@ def test_anycast_settlement_path(h):
     h.conn(1).receiver(20, 1, "q", credit=5).sender(10, 1, "q")
     h.flat()
     dlv = h.send(10, payload=b"x")
-    assert h.flat() == [Deliver(1, 20, False, b"x"), LinkCredit(10, 1)]
+    assert h.flat() == [Deliver(1, 20, False, b"x")]  # its credit: once it is settled
     received = {"section_number": 0, "section_offset": 3}
     h.do(Disposition(1, STATE_RECEIVED, False, received))
     # non-terminal: on to the sender as it is (1.19 moves every delivery state to the peer)
@@ -292,7 +293,7 @@ def test_anycast_settlement_path(h):
     assert h.flat() == [UpdateIn(dlv, STATE_REJECTED, False,
                                  {"condition": "x:y", "description": "no"})]
     h.do(SettleIn(dlv, STATE_REJECTED))
-    assert h.flat() == [SettleOut(1, STATE_REJECTED)]
+    assert h.flat() == [LinkCredit(10, 1), SettleOut(1, STATE_REJECTED)]
     h.do(Disposition(1, STATE_ACCEPTED, True, None))  # already forgotten
     assert h.flat() == []
     snap = h.snap()
@@ -312,7 +313,7 @@ def test_extension_state_goes_back_to_the_sender(h):
     h.do(Disposition(1, 999, False, info))
     assert h.flat() == [UpdateIn(dlv, 999, False, info)]
     h.do(Disposition(1, 999, True, info))
-    assert h.flat() == [UpdateIn(dlv, 999, True, info)]
+    assert h.flat() == [UpdateIn(dlv, 999, True, info), LinkCredit(10, 1)]
     assert h.link(10)["unsettledCount"] == 0 and h.link(20)["unsettledCount"] == 0
 
 
@@ -322,7 +323,7 @@ def test_received_then_settled_without_outcome_is_accepted(h):
     dlv = h.send(10, payload=b"x")
     h.flat()
     h.do(Disposition(1, STATE_RECEIVED, True, {"section_number": 0, "section_offset": 0}))
-    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None)]
+    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None), LinkCredit(10, 1)]
 
 
 def test_receiver_settles_first(h):
@@ -332,7 +333,7 @@ def test_receiver_settles_first(h):
     h.flat()
     assert h.link(10)["unsettledCount"] == 1 and h.link(20)["unsettledCount"] == 1
     h.do(Disposition(1, STATE_ACCEPTED, True, None))
-    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None)]
+    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None), LinkCredit(10, 1)]
     h.do(SettleIn(dlv, STATE_ACCEPTED))
     assert h.flat() == []
     router = h.snap()["router"]
@@ -347,13 +348,16 @@ def test_never_beyond_credit_then_resume_in_priority_order(h):
     h.send(10, payload=b"high", priority=8)
     h.send(10, payload=b"low2", priority=1)
     effects = h.flat()
-    assert effects == [Deliver(1, 20, False, b"a"), LinkCredit(10, 1)]
+    assert effects == [Deliver(1, 20, False, b"a")]
     assert h.link(10)["undeliveredCount"] == 3 and h.link(20)["creditAvailable"] == 0
     h.do(LinkFlow(20, 3, False))
-    assert h.flat() == [Deliver(2, 20, False, b"high"), LinkCredit(10, 2),
-                        Deliver(3, 20, False, b"low")]
+    assert h.flat() == [Deliver(2, 20, False, b"high"), Deliver(3, 20, False, b"low")]
     h.do(LinkFlow(20, 10, False))
-    assert h.flat() == [Deliver(4, 20, False, b"low2"), LinkCredit(10, 1)]
+    assert h.flat() == [Deliver(4, 20, False, b"low2")]
+    # unsettled: the sender's credit comes back as they are settled (coalesced per flush)
+    for out_id in (1, 2, 3, 4):
+        h.do(Disposition(out_id, STATE_ACCEPTED, True, None))
+    assert [e for e in h.flat() if isinstance(e, LinkCredit)] == [LinkCredit(10, 4)]
     assert first
 
 
@@ -512,7 +516,7 @@ def test_multicast_outcome_precedence(core_cls, outcomes, final):
         h.do(Disposition(d.dlv_id, state, True, None))
         assert h.flat() == []  # waits for every copy
     h.do(Disposition(delivers[-1].dlv_id, outcomes[-1], True, None))
-    assert h.flat() == [UpdateIn(dlv, final, True, None)]
+    assert h.flat() == [UpdateIn(dlv, final, True, None), LinkCredit(10, 1)]
 
 
 def test_multicast_terminal_unsettled_copies_settled_at_the_end(core_cls):
@@ -524,7 +528,8 @@ def test_multicast_terminal_unsettled_copies_settled_at_the_end(core_cls):
     h.do(Disposition(1, STATE_ACCEPTED, False, None))
     assert h.flat() == []
     h.do(Disposition(2, STATE_ACCEPTED, True, None))
-    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None), SettleOut(1, STATE_ACCEPTED)]
+    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None), LinkCredit(10, 1),
+                        SettleOut(1, STATE_ACCEPTED)]
 
 
 def test_multicast_presettled_and_per_link_queues(core_cls):
@@ -547,10 +552,10 @@ def test_multicast_lost_receiver_counts_released_or_modified(core_cls):
     dlv = h.send(10)
     h.flat()
     h.do(LinkDetach(21, True, ""))  # its copy never left the core: released
-    assert h.flat() == [LinkCredit(10, 1)]
+    assert h.flat() == []  # (the sender's credit: when the delivery is settled)
     h.do(Disposition(1, STATE_RELEASED, True, None))
     h.do(LinkDetach(22, True, ""))  # sent, no outcome: modified
-    assert h.flat() == [UpdateIn(dlv, STATE_MODIFIED, True, MODIFIED_FAILED)]
+    assert h.flat() == [UpdateIn(dlv, STATE_MODIFIED, True, MODIFIED_FAILED), LinkCredit(10, 1)]
 
 
 # ---- losing a receiver or a sender -----------------------------------------------------------
@@ -562,9 +567,10 @@ def test_receiver_loss_never_loses_a_delivery(h):
     h.do(Disposition(1, STATE_ACCEPTED, False, None))
     assert h.flat() == [UpdateIn(a, STATE_ACCEPTED, False, None)]
     h.do(ConnClosed(2, ""))
-    assert h.flat() == [UpdateIn(a, STATE_ACCEPTED, True, None),
+    # every one settled back, and their credit with them (a and b had left the core, c held)
+    assert h.flat() == [UpdateIn(a, STATE_ACCEPTED, True, None), LinkCredit(10, 3),
                         UpdateIn(b, STATE_MODIFIED, True, MODIFIED_FAILED),
-                        UpdateIn(c, STATE_RELEASED, True, None), LinkCredit(10, 1)]
+                        UpdateIn(c, STATE_RELEASED, True, None)]
     router = h.snap()["router"]
     assert (router["acceptedDeliveries"], router["modifiedDeliveries"],
             router["releasedDeliveries"]) == (1, 1, 1)
@@ -578,7 +584,9 @@ def test_held_deliveries_move_to_another_consumer(h):
     h.do(LinkDetach(20, True, ""))
     assert h.flat() == []
     h.do(LinkFlow(21, 1, False))
-    assert h.flat() == [Deliver(1, 21, False, b"x"), LinkCredit(10, 1)]
+    assert h.flat() == [Deliver(1, 21, False, b"x")]
+    h.do(Disposition(1, STATE_ACCEPTED, True, None))
+    assert h.flat() == [UpdateIn(1001, STATE_ACCEPTED, True, None), LinkCredit(10, 1)]
 
 
 def test_sender_loss_forwarded_and_held_continue(h):
@@ -698,10 +706,9 @@ def test_set_address_config_held_deliveries_still_drain(core_cls, new_dist):
     assert h.flat() == []
     h.core.set_address_config([{"prefix": "q", "distribution": new_dist}])
     h.do(LinkFlow(20, 5, False))
-    assert h.flat() == [Deliver(1, 20, False, b"a"), LinkCredit(10, 2),
-                        Deliver(2, 20, False, b"b")]
+    assert h.flat() == [Deliver(1, 20, False, b"a"), Deliver(2, 20, False, b"b")]
     h.do(Disposition(1, STATE_ACCEPTED, True, None), Disposition(2, STATE_REJECTED, True, None))
-    assert h.flat() == [UpdateIn(first, STATE_ACCEPTED, True, None),
+    assert h.flat() == [UpdateIn(first, STATE_ACCEPTED, True, None), LinkCredit(10, 2),
                         UpdateIn(second, STATE_REJECTED, True, None)]
     assert h.link(10)["undeliveredCount"] == 0 and h.link(10)["unsettledCount"] == 0
 
@@ -715,9 +722,9 @@ def test_set_address_config_queued_multicast_copies_still_go(core_cls):
     assert [e.link_id for e in h.flat() if isinstance(e, Deliver)] == [20]
     h.core.set_address_config([])  # multicast -> balanced, one copy still queued for 21
     h.do(LinkFlow(21, 1, False))
-    assert h.flat() == [Deliver(2, 21, False, b"m"), LinkCredit(10, 1)]
+    assert h.flat() == [Deliver(2, 21, False, b"m")]
     h.do(Disposition(1, STATE_ACCEPTED, True, None), Disposition(2, STATE_ACCEPTED, True, None))
-    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None)]
+    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None), LinkCredit(10, 1)]
 
 
 def test_waypoint_address_phases(core_cls):

@@ -4,6 +4,7 @@ A model plays well-behaved workers (senders send only with credit, receivers dis
 they were given) and checks every effect the core emits:
 
 * credit never negative: a sender's granted credit always covers what it sent;
+* a sender's credit plus its deliveries not yet settled never exceed its capacity (1.19);
 * bounded memory: what the core holds for an inbound link never exceeds its capacity
   (granted <= capacity + sent, and the link's undeliveredCount <= capacity);
 * a receiver never gets more deliveries than the limit its flow allowed;
@@ -242,6 +243,12 @@ class CoreMachine(RuleBasedStateMachine):
         for link, s in self.senders.items():
             assert s["granted"] >= s["sent"], "negative credit"
             assert s["granted"] <= s["capacity"] + s["sent"], "credit beyond capacity"
+            # as 1.19: a client sender's credit and its unsettled deliveries (not yet settled
+            # either way) together stay within its capacity: credit for an unsettled
+            # delivery comes back when it is settled, not when it is sent on
+            unsettled = sum(1 for d in self.inbound.values() if d["link"] == link
+                            and not d["final"] and not d["sender_settled"])
+            assert s["granted"] - s["sent"] + unsettled <= s["capacity"], "unsettled beyond capacity"
             view = views[link]
             if s["stalled"]:  # a drain is known to the core only when it restores the window
                 assert view["creditAvailable"] >= s["granted"] - s["sent"]

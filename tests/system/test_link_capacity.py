@@ -1,0 +1,151 @@
+"""linkCapacity bounds a client sender's unsettled deliveries, as Qpid Dispatch 1.19 does.
+
+What 1.19 does (observed on a real 1.19 router, and what these tests check on ours;
+``QDROUTERD_1X`` runs them against the 1.x router too): a sender on a normal connection gets
+the listener's ``linkCapacity`` (250 by default) as credit, and the credit for an unsettled
+delivery comes back when that delivery is settled (by the receiver's outcome, or by the
+router releasing it), not when the router sends it on. So a receiver that holds its
+deliveries unsettled stops the sender after ``linkCapacity`` of them, however much credit the
+receiver gave; a pre-settled delivery's credit comes back as soon as it is sent on.
+
+Every router and client is real (loopback); every wait is bounded.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from proton import Delivery, Message
+from proton.reactor import AtMostOnce
+from proton.utils import BlockingConnection
+
+from clients import pump_for, pump_until
+from conftest import free_port
+
+TIMEOUT = 10.0
+WINDOW = 250  # linkCapacity's default
+SMALL = 20    # the second listener's linkCapacity
+ONE_X = os.environ.get("QDROUTERD_1X", "")
+
+
+def _small_listener(port: int) -> str:
+    return f"""
+        listener {{
+            host: 127.0.0.1
+            port: {port}
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+            linkCapacity: {SMALL}
+        }}
+        """
+
+
+@pytest.fixture(params=["ours", "1.x"])
+def urls(request, router_factory, tmp_path):
+    """(url, url of the listener with linkCapacity SMALL) of a fresh router."""
+    port = free_port()
+    if request.param == "ours":
+        r = router_factory(extra=_small_listener(port))
+        yield r.url, f"amqp://127.0.0.1:{port}"
+        return
+    if not ONE_X or not os.access(os.path.join(ONE_X, "sbin", "qdrouterd"), os.X_OK):
+        pytest.skip("set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare")
+    from test_autolinks_1x import start_1x
+    router = start_1x(tmp_path, f"X{free_port()}", _small_listener(port))
+    try:
+        yield router.url, f"amqp://127.0.0.1:{port}"
+    finally:
+        router.proc.stop()
+
+
+class Pair:
+    """A sender and a receiver (credit 1000, never settling by itself) on one address."""
+
+    def __init__(self, snd_url: str, rcv_url: str, address: str, presettled: bool = False):
+        self.sc = BlockingConnection(snd_url, timeout=TIMEOUT)
+        self.rc = BlockingConnection(rcv_url, timeout=TIMEOUT)
+        self.rcv = self.rc.create_receiver(address, credit=1000)
+        self.snd = self.sc.create_sender(address, options=AtMostOnce() if presettled else None)
+        self.sent: list = []
+
+    def pump(self, condition, what: str) -> None:
+        pump_until([self.sc, self.rc], condition, TIMEOUT, what)
+
+    def send_while_credit(self, limit: int) -> bool:
+        """Send as far as the sender's credit goes (at most ``limit`` in all); False (a pump
+        condition that never holds by itself)."""
+        link = self.snd.link
+        while link.credit > 0 and len(self.sent) < limit:
+            self.sent.append(link.send(Message(body=f"m{len(self.sent)}")))
+        return False
+
+    def arrived(self) -> int:
+        return len(self.rcv.fetcher.incoming)
+
+    def run_until_stalled(self, limit: int) -> None:
+        """Send what credit allows until nothing more moves for half a second."""
+        last, idle = -1, 0
+        while idle < 5:
+            self.pump(lambda: self.send_while_credit(limit) or True, "a pump")
+            pump_for([self.sc, self.rc], 0.1)
+            moved = (len(self.sent), self.arrived())
+            idle = idle + 1 if moved == last else 0
+            last = moved
+
+    def settle(self, n: int) -> None:
+        """The receiver accepts and settles its ``n`` oldest deliveries."""
+        for _ in range(n):
+            self.rcv.receive(timeout=TIMEOUT)
+            self.rcv.accept()
+
+    def close(self) -> None:
+        self.sc.close()
+        self.rc.close()
+
+
+@pytest.mark.parametrize("listener, capacity", [("default", WINDOW), ("small", SMALL)])
+def test_a_receiver_holding_deliveries_unsettled_stops_the_sender(urls, listener, capacity):
+    url, small_url = urls
+    p = Pair(small_url if listener == "small" else url, url, f"cap.{listener}")
+    try:
+        p.pump(lambda: p.snd.link.credit == capacity, "the sender gets its window")
+        p.run_until_stalled(limit=1000)
+        # the receiver has 1000 credit, but the sender stops at its link's capacity
+        assert (len(p.sent), p.arrived(), p.snd.link.credit) == (capacity, capacity, 0)
+        p.settle(5)
+        p.pump(lambda: p.snd.link.credit == 5, "five credits back for five settled")
+        pump_for([p.sc, p.rc], 0.3)
+        assert p.snd.link.credit == 5
+        p.run_until_stalled(limit=1000)
+        assert (len(p.sent), p.snd.link.credit) == (capacity + 5, 0)
+        p.pump(lambda: p.sent[0].remote_state == Delivery.ACCEPTED, "the outcome back")
+    finally:
+        p.close()
+
+
+def test_presettled_deliveries_give_their_credit_back_when_sent_on(urls):
+    url, small_url = urls
+    p = Pair(small_url, url, "cap.presettled", presettled=True)
+    try:
+        p.pump(lambda: p.snd.link.credit == SMALL, "the sender gets its window")
+        p.run_until_stalled(limit=5 * SMALL)
+        assert len(p.sent) == p.arrived() == 5 * SMALL
+    finally:
+        p.close()
+
+
+def test_released_deliveries_give_their_credit_back(urls):
+    """A receiver's RELEASED settles a delivery: its credit comes back as for an outcome."""
+    url, small_url = urls
+    p = Pair(small_url, url, "cap.released")
+    try:
+        p.pump(lambda: p.snd.link.credit == SMALL, "the sender gets its window")
+        p.run_until_stalled(limit=SMALL)
+        assert p.snd.link.credit == 0
+        for _ in range(3):
+            p.rcv.receive(timeout=TIMEOUT)
+            p.rcv.release(delivered=False)
+        p.pump(lambda: p.snd.link.credit == 3, "three credits back for three released")
+        assert [d.remote_state for d in p.sent[:3]] == [Delivery.RELEASED] * 3
+    finally:
+        p.close()
