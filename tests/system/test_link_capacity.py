@@ -13,6 +13,7 @@ Every router and client is real (loopback); every wait is bounded.
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 from proton import Delivery, Message
@@ -83,9 +84,11 @@ class Pair:
         return len(self.rcv.fetcher.incoming)
 
     def run_until_stalled(self, limit: int) -> None:
-        """Send what credit allows until nothing more moves for half a second."""
+        """Send what credit allows until nothing more moves for half a second (bounded)."""
         last, idle = -1, 0
+        deadline = time.monotonic() + 3 * TIMEOUT
         while idle < 5:
+            assert time.monotonic() < deadline, f"still moving after {3 * TIMEOUT}s"
             self.pump(lambda: self.send_while_credit(limit) or True, "a pump")
             pump_for([self.sc, self.rc], 0.1)
             moved = (len(self.sent), self.arrived())
