@@ -118,14 +118,17 @@ def wait_until(check, timeout: float, what: str, interval: float = 0.1):
 
 def interior_conf(router_id: str, port: int, ir_port: int, workers: int,
                   connect_to: list[tuple[int, int, str]], metrics_dir: Optional[str] = None,
-                  keep_annotations: bool = False) -> str:
+                  keep_annotations: bool = False, link_capacity: int = 0) -> str:
     """An interior router: a normal listener, an inter-router listener, connectors
     (ir_port, cost, name) to its peers' inter-router listeners; with ``metrics_dir`` its
     metrics sink writes there every second (every router of a network into the same
-    directory); ``keep_annotations``: the normal listener passes x-opt-qd.trace to receivers."""
+    directory); ``keep_annotations``: the normal listener passes x-opt-qd.trace to receivers;
+    ``link_capacity``: the normal listener's linkCapacity (0: not set)."""
     sink = (f"    metricsDir: {metrics_dir}\n    metricsIntervalSeconds: 1\n"
             if metrics_dir else "")
     strip = "    stripAnnotations: no\n" if keep_annotations else ""
+    if link_capacity:
+        strip += f"    linkCapacity: {link_capacity}\n"
     text = (f"router {{\n    mode: interior\n    id: {router_id}\n"
             f"    workerThreads: {workers}\n{sink}}}\n"
             f"listener {{\n    host: 127.0.0.1\n    port: {port}\n    authenticatePeer: no\n"
@@ -157,8 +160,9 @@ class Network:
     def __init__(self, workdir: Path, names: list[str], links: list[tuple[str, str, int]],
                  workers: int, router_cmd: Optional[str] = None,
                  metrics_dir: Optional[str] = None, keep_annotations: bool = False,
-                 extra_env: Optional[dict[str, str]] = None) -> None:
+                 extra_env: Optional[dict[str, str]] = None, link_capacity: int = 0) -> None:
         self.workdir = workdir
+        self.link_capacity = link_capacity
         self.metrics_dir = metrics_dir
         self.keep_annotations = keep_annotations
         self.extra_env = dict(extra_env or {})   # e.g. a 1.x router's PYTHONPATH
@@ -177,7 +181,7 @@ class Network:
             connect_to = [(self.ir_ports[b], cost, b) for a, b, cost in self.links if a == name]
             conf = interior_conf(f"Router.{name}", self.ports[name], self.ir_ports[name],
                                  self.workers, connect_to, self.metrics_dir,
-                                 self.keep_annotations)
+                                 self.keep_annotations, self.link_capacity)
             # the runtime directory (IPC sockets) inside workdir: a killed router's goes with it
             env = {"RUNTIME_DIRECTORY": str(self.workdir), **self.extra_env}
             router = rb.Router(self.workdir, self.ports[name], self.workers, self.router_cmd, env,
@@ -229,11 +233,11 @@ class Chain(Network):
     def __init__(self, workdir: Path, n: int, workers: int,
                  router_cmd: Optional[str] = None, metrics_dir: Optional[str] = None,
                  keep_annotations: bool = False,
-                 extra_env: Optional[dict[str, str]] = None) -> None:
+                 extra_env: Optional[dict[str, str]] = None, link_capacity: int = 0) -> None:
         names = [f"R{i}" for i in range(1, n + 1)]
         links = [(names[i], names[i + 1], 1) for i in range(n - 1)]
         super().__init__(workdir, names, links, workers, router_cmd, metrics_dir,
-                         keep_annotations, extra_env)
+                         keep_annotations, extra_env, link_capacity)
 
     def client_urls(self) -> tuple[str, str]:
         return (f"127.0.0.1:{self.ports[self.names[0]]}",

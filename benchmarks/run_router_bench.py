@@ -163,14 +163,17 @@ def stop_process(proc: subprocess.Popen, timeout: float = STOP_TIMEOUT) -> None:
 
 
 def write_conf(path: Path, port: int, workers: int, distribution: Optional[str] = None,
-               metrics_dir: Optional[str] = None, keep_annotations: bool = False) -> None:
+               metrics_dir: Optional[str] = None, keep_annotations: bool = False,
+               link_capacity: int = 0) -> None:
+    """``link_capacity``: the listener's linkCapacity (0: not set, the router's default)."""
     sink = (f"    metricsDir: {metrics_dir}\n"
             f"    metricsIntervalSeconds: {METRICS_INTERVAL_S:g}\n" if metrics_dir else "")
     text = ("router {\n    mode: standalone\n    id: Bench\n"
             f"    workerThreads: {workers}\n{sink}}}\n\n"
             "listener {\n    host: 127.0.0.1\n"
             f"    port: {port}\n    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n"
-            + ("    stripAnnotations: no\n" if keep_annotations else "") + "}\n")
+            + ("    stripAnnotations: no\n" if keep_annotations else "")
+            + (f"    linkCapacity: {link_capacity}\n" if link_capacity else "") + "}\n")
     if distribution:  # every benchmark address starts with "bench"
         text += f"\naddress {{\n    prefix: bench\n    distribution: {distribution}\n}}\n"
     path.write_text(text, encoding="utf-8")
@@ -188,12 +191,13 @@ class Router:
                  env: dict[str, str], distribution: Optional[str] = None,
                  metrics_dir: Optional[str] = None, conf_text: Optional[str] = None,
                  name: str = "bench", new_session: bool = False,
-                 keep_annotations: bool = False) -> None:
+                 keep_annotations: bool = False, link_capacity: int = 0) -> None:
         self.port = port
         self.name = name
         self.conf = workdir / f"{name}.conf"
         if conf_text is None:
-            write_conf(self.conf, port, workers, distribution, metrics_dir, keep_annotations)
+            write_conf(self.conf, port, workers, distribution, metrics_dir, keep_annotations,
+                       link_capacity)
         else:
             self.conf.write_text(conf_text, encoding="utf-8")
         self.log_path = workdir / f"router-{name}-{port}.log"

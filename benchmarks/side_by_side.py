@@ -19,7 +19,8 @@ routers) for every run. The table gives the medians and the ratio ours / 1.x:
 The 1.x router: ``--qdrouterd-1x DIR`` is an install prefix (``DIR/sbin/qdrouterd``; its Python
 path is derived from ``DIR/lib``, plus Debian's ``/usr/lib/python3/dist-packages`` for proton's
 binding), built outside this repository. Config for both: the same generated ``qdrouterd.conf``
-(``workerThreads`` ``--workers``, default 4; linkCapacity default 250; ANONYMOUS listener).
+(``workerThreads`` ``--workers``, default 4; the clients' listener's linkCapacity
+``--link-capacity``, default not set: 250; ANONYMOUS listener).
 
     python benchmarks/side_by_side.py --qdrouterd-1x /opt/qpid-dispatch-1.19 --repeat 3
     python benchmarks/side_by_side.py --qdrouterd-1x DIR --cases 1r-unsettled,lat-10k --count 200000
@@ -103,14 +104,15 @@ def start(kind: str, spec: Spec, args: argparse.Namespace, workdir: Path):
     env = {} if kind == "ours" else env_1x(args.qdrouterd_1x)
     if spec.routers == 1:
         router = rb.Router(workdir, rb.free_port(), args.workers, cmd, env, name=kind,
-                           new_session=True)
+                           new_session=True, link_capacity=args.link_capacity)
         try:
             router.wait_ready()
         except Exception:
             router.stop()
             raise
         return router, [router.proc.pid]
-    chain = bn.Chain(workdir / f"{kind}-chain", spec.routers, args.workers, cmd, extra_env=env)
+    chain = bn.Chain(workdir / f"{kind}-chain", spec.routers, args.workers, cmd, extra_env=env,
+                     link_capacity=args.link_capacity)
     try:
         chain.start()
     except Exception:
@@ -208,6 +210,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--body-size", type=int, default=100)
     p.add_argument("--credit", type=int, default=1000, help="receiver credit")
     p.add_argument("--workers", type=int, default=4, help="workerThreads of every router")
+    p.add_argument("--link-capacity", type=int, default=0,
+                   help="linkCapacity of the clients' listener of every router (0: not set, "
+                        "the default 250; it bounds a sender's unsettled deliveries)")
     p.add_argument("--timeout", type=float, default=120.0, help="bound per client process")
     p.add_argument("--out", help="JSON lines file")
     return p

@@ -44,3 +44,22 @@ def test_side_by_side_cases_choose_their_clients_and_rates():
     args = sbs.build_parser().parse_args(["--qdrouterd-1x", "/nonexistent", "--paced-seconds", "2"])
     load = sbs.load_args(args, specs["lat-10k-py"])
     assert (load.client, load.rate, load.count) == ("py", 10_000.0, 20_000)
+
+
+def test_link_capacity_reaches_the_generated_configurations(tmp_path):
+    """--link-capacity (side_by_side) sets the clients' listener of both routers' generated
+    configurations, single router and chains alike; unset, neither names it."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_network as bn
+        import run_router_bench as rb
+    finally:
+        sys.path.remove(str(BENCH))
+    rb.write_conf(tmp_path / "a.conf", 5672, 4, link_capacity=1000)
+    rb.write_conf(tmp_path / "b.conf", 5672, 4)
+    assert "linkCapacity: 1000" in (tmp_path / "a.conf").read_text()
+    assert "linkCapacity" not in (tmp_path / "b.conf").read_text()
+    text = bn.interior_conf("Router.R1", 5672, 5673, 4, [(5674, 1, "R2")], link_capacity=1000)
+    normal, inter_router = text.split("listener {")[1:3]
+    assert "linkCapacity: 1000" in normal and "linkCapacity" not in inter_router
+    assert "linkCapacity" not in bn.interior_conf("Router.R1", 5672, 5673, 4, [])
