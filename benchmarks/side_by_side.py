@@ -145,7 +145,8 @@ def run_case(kind: str, spec: Spec, args: argparse.Namespace, workdir: Path, rep
         "msgs_per_s": summary["msgs_per_s"], "router_cpu_us_per_msg":
             summary["router_cpu_us_per_msg"], "lat_p50_us": summary["lat_p50_us"],
         "lat_p99_us": summary["lat_p99_us"], "lat_p999_us": max(p999) if p999 else None,
-        "peak_rss_mb": rss, "errors": errors,
+        "peak_rss_mb": rss, "errors": errors, "workers": args.workers,
+        "link_capacity": args.link_capacity or None,
     }
 
 
@@ -236,7 +237,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = Path(args.out) if args.out else HERE / "results" / f"side-by-side-{stamp}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
-    print(f"machine: {machine()}", flush=True)
+    print(f"machine: {machine()}; workerThreads {args.workers}, clients' linkCapacity "
+          f"{args.link_capacity or 'not set (250)'}", flush=True)
     # lat-half needs the 1.x peak: run 1r-unsettled first when both are asked for
     order = sorted(cases, key=lambda c: (c != "1r-unsettled", c == "lat-half"))
     results: list[dict] = []
