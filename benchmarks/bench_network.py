@@ -126,13 +126,13 @@ def interior_conf(router_id: str, port: int, ir_port: int, workers: int,
     ``link_capacity``: the normal listener's linkCapacity (0: not set)."""
     sink = (f"    metricsDir: {metrics_dir}\n    metricsIntervalSeconds: 1\n"
             if metrics_dir else "")
-    strip = "    stripAnnotations: no\n" if keep_annotations else ""
+    clients = "    stripAnnotations: no\n" if keep_annotations else ""  # the normal listener's
     if link_capacity:
-        strip += f"    linkCapacity: {link_capacity}\n"
+        clients += f"    linkCapacity: {link_capacity}\n"
     text = (f"router {{\n    mode: interior\n    id: {router_id}\n"
             f"    workerThreads: {workers}\n{sink}}}\n"
             f"listener {{\n    host: 127.0.0.1\n    port: {port}\n    authenticatePeer: no\n"
-            f"    saslMechanisms: ANONYMOUS\n{strip}}}\n"
+            f"    saslMechanisms: ANONYMOUS\n{clients}}}\n"
             f"listener {{\n    host: 127.0.0.1\n    port: {ir_port}\n    role: inter-router\n"
             "    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n}\n")
     for peer_port, cost, name in connect_to:

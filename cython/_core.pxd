@@ -190,6 +190,8 @@ cdef credit_seen(RouterCore core, Link link)
 cdef copy_done(RouterCore core, InDelivery dlv, int state, info)
 cdef unhold(RouterCore core, InDelivery dlv)
 cdef copy_unqueued(RouterCore core, InDelivery dlv)
+@cython.locals(link=Link)
+cdef stop_holding(RouterCore core, InDelivery dlv)
 cdef release_waiting(RouterCore core, InDelivery dlv)
 @cython.locals(out=OutDelivery, dlv=InDelivery, terminal=cython.bint, settled=cython.bint,
                state=cython.int)

@@ -190,21 +190,27 @@ def unhold(core: Any, dlv: InDelivery) -> None:
     """An anycast delivery the core held (at its address, or queued toward another router)
     stops waiting: sent, settled by its sender, or released. Its sender gets the credit."""
     dlv.pending = 0
-    dlv.payload = None
     dlv.queued_on = None
-    dlv.link.held -= 1
     if core.lr.held_states:  # a routed delivery's sender state not passed on (linkroute.py)
         core.lr.held_states.pop(dlv.dlv_id, None)
-    core._replenish_sent(dlv.link, dlv.settled or dlv.dlv_id not in core.in_unsettled)
+    stop_holding(core, dlv)
 
 
 def copy_unqueued(core: Any, dlv: InDelivery) -> None:
     """One queued multicast copy left its queue (sent or dropped)."""
     dlv.pending -= 1
     if dlv.pending == 0:
-        dlv.payload = None
-        dlv.link.held -= 1
-        core._replenish_sent(dlv.link, dlv.settled or dlv.dlv_id not in core.in_unsettled)
+        stop_holding(core, dlv)
+
+
+def stop_holding(core: Any, dlv: InDelivery) -> None:
+    """The core holds ``dlv`` no longer: its payload goes, and its sender gets the credit back
+    now, or at its settlement if it is still unsettled on a link that gives credit back then
+    (Link.settle_credit; count_settled_in)."""
+    dlv.payload = None
+    link = dlv.link
+    link.held -= 1
+    core._replenish_sent(link, dlv.settled or dlv.dlv_id not in core.in_unsettled)
 
 
 def release_waiting(core: Any, dlv: InDelivery) -> None:

@@ -580,13 +580,13 @@ def test_receiver_loss_never_loses_a_delivery(h):
 def test_held_deliveries_move_to_another_consumer(h):
     h.conn(1).receiver(20, 1, "q", credit=0).receiver(21, 1, "q", credit=0).sender(10, 1, "q")
     h.flat()
-    h.send(10, payload=b"x")
+    dlv = h.send(10, payload=b"x")
     h.do(LinkDetach(20, True, ""))
     assert h.flat() == []
     h.do(LinkFlow(21, 1, False))
     assert h.flat() == [Deliver(1, 21, False, b"x")]
     h.do(Disposition(1, STATE_ACCEPTED, True, None))
-    assert h.flat() == [UpdateIn(1001, STATE_ACCEPTED, True, None), LinkCredit(10, 1)]
+    assert h.flat() == [UpdateIn(dlv, STATE_ACCEPTED, True, None), LinkCredit(10, 1)]
 
 
 def test_sender_loss_forwarded_and_held_continue(h):
