@@ -41,7 +41,7 @@ class ControlPlane:
         self.index = index
         self.log = RouterLog(spec.get("logs", []))
         # a restarted agent (generation > 0) mints ids its dead predecessor never used
-        self.new_id = ipc.IdAllocator(index, peer_count, generation)
+        self.new_id = ipc.id_allocator(index, peer_count, generation)
         self.ctx = zmq.Context()
         self.core = self.ctx.socket(zmq.DEALER)
         self.core.setsockopt(zmq.IDENTITY, b"p%d" % index)

@@ -316,7 +316,7 @@ class CoreProcess:
         """A dead peer's connections close now, so its in-flight deliveries settle at once.
 
         Effects still queued for it may reach its successor (same ZeroMQ identity): they name
-        ids of the dead process, which a restarted one never mints (ipc.IdAllocator
+        ids of the dead process, which a restarted one never mints (ipc.id_allocator
         generations), so it ignores them.
         """
         self.core.peer_lost(cmd.peer)

@@ -62,6 +62,11 @@ from router_io import amqpscan_select as scanner, frameguard, policy as vpolicy
 from router_io.amqpscan import user_id as _message_user_id
 from common import security
 
+# the scanner's per-message calls as module globals: a compiled caller finds a global through
+# a cached look-up, while ``scanner.scan`` asks the module for its attribute every time
+_scan = scanner.scan
+_has_annotations = scanner.has_annotations
+
 PRODUCT = "qpid-dispatch-router"
 VERSION = "1.19.0"
 ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
@@ -698,7 +703,7 @@ class WorkerEngine:
         self._coll = self.collector._impl
         self._coll_key = _key(self._coll)
         # a restarted worker (generation > 0) mints ids the core has never seen
-        self.new_id = ipc.IdAllocator(peer_index, peer_count, generation)
+        self.new_id = ipc.id_allocator(peer_index, peer_count, generation)
         self.outbox: list = []
         self.log = log or (lambda level, text: None)
         self.conns: dict = {}       # conn ptr -> Connection
@@ -1625,7 +1630,7 @@ class WorkerEngine:
             return
         settled = bool(_pn_delivery_settled(d_ptr))
         try:  # the routing fields only (~0.2 us compiled); the body is never decoded
-            scan = scanner.scan(payload)
+            scan = _scan(payload)
         except scanner.MessageFormatError as exc:
             self.log("warning", f"[C{link.conn.conn_id}] rejecting malformed message: {exc}")
             self._reject_local(_cdata("pn_delivery_t *", d_ptr), "amqp:decode-error", str(exc))
@@ -1780,7 +1785,7 @@ class WorkerEngine:
         d = rec.d
         payload = rec.head
         try:  # the routing fields only; the body is never decoded
-            scan = scanner.scan(payload)
+            scan = _scan(payload)
         except scanner.MessageFormatError as exc:
             if partial:
                 return  # truncated so far: the sections before the body are not all here
@@ -2387,10 +2392,10 @@ class WorkerEngine:
         A message without router annotations going to a stripping connection is untouched
         (one without a message-annotations section is not even scanned).
         """
-        if conn.strip_out and not scanner.has_annotations(payload):
+        if conn.strip_out and not _has_annotations(payload):
             return payload
         try:
-            scan = scanner.scan(payload)
+            scan = _scan(payload)
         except scanner.MessageFormatError:
             return payload  # it was scanned on the way in; never block a delivery here
         if conn.strip_out:
@@ -2407,7 +2412,7 @@ class WorkerEngine:
         absent, this router appended to the trace, ``x-opt-qd.to`` set unless ``to_override`` is
         None, ``x-opt-qd.phase`` set unless ``phase`` is -1. Only that section is rewritten."""
         try:
-            scan = scanner.scan(payload)
+            scan = _scan(payload)
         except scanner.MessageFormatError:
             return payload  # it was scanned on the way in; never block a delivery here
         me = self.node_tag

@@ -155,19 +155,19 @@ def test_malformed_batches_raise_ipc_error(frames):
 
 
 def test_id_allocator_partitions_ids():
-    a, b = ipc.IdAllocator(0, 2), ipc.IdAllocator(1, 2)
+    a, b = ipc.id_allocator(0, 2), ipc.id_allocator(1, 2)
     ids_a = {a() for _ in range(100)}
     ids_b = {b() for _ in range(100)}
     assert not ids_a & ids_b
     with pytest.raises(ValueError):
-        ipc.IdAllocator(2, 2)
+        ipc.id_allocator(2, 2)
 
 
 def test_a_restarted_peer_never_mints_its_predecessors_ids():
-    first, restarted = ipc.IdAllocator(1, 3), ipc.IdAllocator(1, 3, generation=1)
+    first, restarted = ipc.id_allocator(1, 3), ipc.id_allocator(1, 3, generation=1)
     old = {first() for _ in range(10000)}
     new = {restarted() for _ in range(10000)}
-    others = {ipc.IdAllocator(p, 3, g)() for p in (0, 2) for g in (0, 1)}
+    others = {ipc.id_allocator(p, 3, g)() for p in (0, 2) for g in (0, 1)}
     assert not old & new and not (old | new) & others
 
 
