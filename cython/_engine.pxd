@@ -281,6 +281,20 @@ cdef class Link:
     cdef public object draining, routed, settle_for_receiver, stream, out_stream, waiting
 
 
+# Connection: a final cdef class that keeps a __dict__ (most of its attributes, and the push
+# it swaps while the front door guards it, live there as in engine.py); only what every
+# delivery reads (the byte budget, the queue beyond it, the annotation switches) are typed
+# fields. A per-message path that declares its ``conn`` as Connection reads them at a fixed
+# offset, the budget as a C integer, instead of looking them up in the instance dict.
+@cython.final
+cdef class Connection:
+    cdef dict __dict__
+    cdef object __weakref__  # as any Python object (the memory tests watch connections go)
+    cdef public object out_queue
+    cdef public Py_ssize_t out_room, out_budget
+    cdef public bint strip_in, strip_out
+
+
 @cython.final
 cdef class WorkerEngine:
     cdef dict __dict__  # everything not declared here (policy, TLS, the heap trimmer...)
@@ -314,10 +328,10 @@ cdef class WorkerEngine:
     cpdef _fx_deliver(self, fx)
     @cython.locals(link=Link)
     cpdef _fx_router_deliver(self, fx)
-    @cython.locals(l_ptr=size_t, d_ptr=size_t)
+    @cython.locals(l_ptr=size_t, d_ptr=size_t, conn=Connection)
     cdef _send(self, Link link, dlv_id, bint settled, payload)
     cdef _settle_for_receiver(self, dlv_id, size_t d_ptr)
-    cdef _egress_annotations(self, conn, payload)
+    cdef _egress_annotations(self, Connection conn, payload)
     cdef _router_egress(self, payload, to_override, phase)
     @cython.locals(d_ptr=size_t)
     cpdef _fx_update_in(self, fx)
