@@ -110,3 +110,30 @@ def test_the_compiled_link_has_exactly_the_reference_slots():
     link = engine_c.Link.__new__(engine_c.Link)
     with pytest.raises(AttributeError):
         link.not_a_slot = 1
+
+
+def test_the_compiled_connection_types_only_fields_the_reference_sets():
+    """cython/_engine.pxd declares Connection a cdef class with a few typed fields and a
+    __dict__ for the rest: every typed field must be one engine.py's Connection sets (a field
+    it never sets would read as 0 or None in the compiled build only), and both builds must
+    hold the same values for them on a new connection."""
+    if compiled_engine() is None:
+        pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
+    import memrouter
+    import router_io._engine as engine_c
+    block = re.search(r"^cdef class Connection:\n((?:    .*\n)+)", ENGINE_PXD.read_text(),
+                      re.MULTILINE).group(1)
+    fields = {name.strip() for line in re.findall(r"^    cdef public [\w ]*?\b(?:object|"
+                                                    r"Py_ssize_t|bint) (.*)$", block, re.MULTILINE)
+              for name in line.split(",")}
+    assert fields >= {"out_room", "out_budget", "out_queue", "strip_in", "strip_out"}
+    conns = {}
+    for build, cls in (("py", engine_py.WorkerEngine), ("c", engine_c.WorkerEngine)):
+        engine = memrouter.MemRouter(engine_cls=cls).engine
+        conns[build] = engine.new_connection(dict(memrouter.LISTENER, stripAnnotations="out"),
+                                             "peer:1", "in")
+    assert type(conns["c"]) is engine_c.Connection
+    assert fields <= set(vars(conns["py"])), fields - set(vars(conns["py"]))
+    for name in fields:
+        assert getattr(conns["c"], name) == getattr(conns["py"], name), name
+    conns["c"].anything_else = 1  # the rest lives in its __dict__, as in engine.py
