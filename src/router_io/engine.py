@@ -66,6 +66,7 @@ from common import security
 # a cached look-up, while ``scanner.scan`` asks the module for its attribute every time
 _scan = scanner.scan
 _has_annotations = scanner.has_annotations
+_rewrite_annotations = scanner.rewrite_annotations
 
 PRODUCT = "qpid-dispatch-router"
 VERSION = "1.19.0"
@@ -1647,7 +1648,7 @@ class WorkerEngine:
             has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
                                       or scan.ma_ingress is not None or scan.ma_phase is not None)
             if has_router_annotations and link.conn.strip_in:
-                payload = scanner.rewrite_annotations(payload, scan, strip=True)
+                payload = _rewrite_annotations(payload, scan, strip=True)
                 to = scan.to if link.anonymous else None
             elif link.anonymous:
                 to = scan.ma_to if scan.ma_to is not None else scan.to
@@ -1816,7 +1817,7 @@ class WorkerEngine:
             has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
                                       or scan.ma_ingress is not None or scan.ma_phase is not None)
             if has_router_annotations and link.conn.strip_in:
-                payload = scanner.rewrite_annotations(payload, scan, strip=True)
+                payload = _rewrite_annotations(payload, scan, strip=True)
                 to = scan.to if link.anonymous else None
             elif link.anonymous:
                 to = scan.ma_to if scan.ma_to is not None else scan.to
@@ -2402,9 +2403,9 @@ class WorkerEngine:
             if (scan.ma_to is None and scan.ma_trace is None and scan.ma_ingress is None
                     and scan.ma_phase is None):
                 return payload
-            return scanner.rewrite_annotations(payload, scan, strip=True)
+            return _rewrite_annotations(payload, scan, strip=True)
         me = self.node_tag
-        return scanner.rewrite_annotations(
+        return _rewrite_annotations(
             payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me)
 
     def _router_egress(self, payload: Any, to_override: Optional[str], phase: int) -> Any:
@@ -2416,7 +2417,7 @@ class WorkerEngine:
         except scanner.MessageFormatError:
             return payload  # it was scanned on the way in; never block a delivery here
         me = self.node_tag
-        return scanner.rewrite_annotations(
+        return _rewrite_annotations(
             payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me,
             to_override=scanner.KEEP if to_override is None else to_override,
             phase=scanner.KEEP if phase == -1 else phase)
