@@ -22,6 +22,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from brokers import c_broker, c_broker_binary  # noqa: E402,F401 - fixtures: a real AMQP broker
 
 START_TIMEOUT = 30.0
+# Routers the tests start run exactly ``workerThreads`` worker processes, so a test written for
+# two workers (a delivery crossing workers, a worker restarted beside another) has two on any
+# machine; the default sizing (supervisor/sizing.py) is tested where it is the subject.
+os.environ.setdefault("QDROUTERD_WORKER_PROCESSES", "workerThreads")
 
 
 def free_port() -> int:

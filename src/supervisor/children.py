@@ -7,7 +7,8 @@ table, the readiness reports, the listening sockets (bound here through
 ``common.listenfds.SocketBroker`` and lent to the workers) and the SIGHUP reload exchange
 with the agent (``supervisor/reload.py``).
 
-Processes (see src/router_core/DESIGN.md): one core, ``workerThreads`` I/O workers and one agent
+Processes (see src/router_core/DESIGN.md): one core, I/O workers (``workerThreads`` bounded by the
+usable CPUs, ``supervisor.sizing``) and one agent
 (control plane). Children get a runtime spec (``spec.json`` in a private runtime directory that
 also holds the ZeroMQ endpoints) and report readiness over a PUSH socket.
 
@@ -46,6 +47,7 @@ import zmq
 
 from supervisor import notify
 from supervisor import reload
+from supervisor.sizing import Sizing, size_for_machine
 from supervisor.config import ConfigError, load_config
 from common import ipc
 from common.listenfds import ListenerError, SocketBroker
@@ -69,14 +71,18 @@ def runtime_parent() -> Optional[str]:
     return first if first and os.path.isdir(first) else None
 
 
-def build_spec(config) -> dict:
-    """The runtime spec every child reads: plain JSON, no config-module objects."""
+def build_spec(config, sizing: Optional[Sizing] = None) -> dict:
+    """The runtime spec every child reads: plain JSON, no config-module objects. ``sizing``
+    (default: this machine's, ``supervisor.sizing``) says how many worker processes to start."""
     router = dict(config.router.attributes)
     entities = lambda short: [dict(e.attributes) for e in config.of_type(short)]  # noqa: E731
+    if sizing is None:
+        sizing = size_for_machine(int(router.get("workerThreads") or 1))
     return {
         "router_id": router["id"],
         "router": router,
-        "workers": max(1, int(router.get("workerThreads") or 1)),
+        "workers": sizing.workers,
+        "workerSizing": sizing._asdict(),
         "listeners": entities("listener"),
         "connectors": entities("connector"),
         "addresses": entities("address"),
@@ -358,7 +364,7 @@ class Supervisor:
             pass
 
     def status_text(self) -> str:
-        return f"Operational, {self.spec['workers']} Threads Running"
+        return f"Operational, {self.spec['workerSizing']['threads']} Threads Running"
 
     def request_stop(self, *_: object) -> None:
         self.stopping = True

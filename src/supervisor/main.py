@@ -34,6 +34,7 @@ from supervisor.children import (  # re-exported (__all__)
 from supervisor.cmdline import (  # re-exported (__all__)
     DEFAULT_CONFIG, USAGE, UsageError, _Daemon, parse_args, usage_text)
 from supervisor.config import ConfigError, load_config
+from supervisor.sizing import Sizing, SizingError
 from common.log import LogConfigError, RouterLog
 
 VERSION = "1.19.0"
@@ -65,6 +66,9 @@ def main(argv: Optional[list] = None) -> int:
         spec["testHooks"] = bool(args.test_hooks)  # -T: 1.19's test endpoints (core, agent)
     except ConfigError as exc:
         print(f"qdrouterd: configuration error: {exc}", file=sys.stderr)
+        return 1
+    except SizingError as exc:
+        print(f"qdrouterd: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"qdrouterd: cannot read configuration {args.config}: {exc.strerror}",
@@ -102,7 +106,8 @@ def main(argv: Optional[list] = None) -> int:
             log.log("SERVER", "critical", f"Router start-up failed: {error}")
             daemon.fail(f"Router start-up failed: {error}")
             return 1
-        log.log("SERVER", "notice", f"Operational, {spec['workers']} Threads Running "
+        log.log("SERVER", "notice", Sizing(**spec["workerSizing"]).describe())
+        log.log("SERVER", "notice", f"Operational, {spec['workerSizing']['threads']} Threads Running "
                                     f"(process ID {os.getpid()})")
         notify.ready(sup.status_text())
         daemon.ok()

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import psutil_free as procs  # local helper module in tests/, no third-party dependency
 
 from conftest import RouterProcess, free_port
@@ -100,3 +102,58 @@ def test_port_in_use_fails_startup(tmp_path):
         assert "Listener error" in proc.output()
     finally:
         blocker.close()
+
+
+def _sized_router(tmp_path, threads: int, force: str, cpus: set) -> subprocess.Popen:
+    conf = tmp_path / "sized.conf"
+    conf.write_text(f"router {{\n mode: standalone\n id: Sized\n workerThreads: {threads}\n}}\n"
+                    f"listener {{\n host: 127.0.0.1\n port: {free_port()}\n"
+                    " authenticatePeer: no\n saslMechanisms: ANONYMOUS\n}\n")
+    return subprocess.Popen(
+        [sys.executable, "-m", "supervisor.main", "-c", str(conf)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL,
+        env={**os.environ, "QDROUTERD_WORKER_PROCESSES": force},
+        preexec_fn=lambda: os.sched_setaffinity(0, cpus))
+
+
+def _lines_until_operational(proc: subprocess.Popen) -> list:
+    lines: list = []
+    deadline = time.monotonic() + 30
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line.rstrip("\n"))
+        if "Operational" in line:
+            return lines
+    raise AssertionError("no Operational line:\n" + "\n".join(lines))
+
+
+@pytest.mark.parametrize("force, workers, says", [
+    ("", 1, "1 I/O worker process for workerThreads 4 on 1 usable CPUs"),
+    ("3", 3, "3 I/O worker processes (workerThreads 4, 1 usable CPUs, forced by "
+             "QDROUTERD_WORKER_PROCESSES)"),
+])
+def test_worker_processes_sized_to_the_usable_cpus(tmp_path, force, workers, says):
+    """workerThreads 4 on a router allowed one CPU (its affinity mask, as taskset or systemd's
+    CPUAffinity= sets it) starts one worker process and says so before "Operational", which
+    still names workerThreads as 1.19's line does; QDROUTERD_WORKER_PROCESSES forces a number."""
+    first_cpu = min(os.sched_getaffinity(0))
+    proc = _sized_router(tmp_path, 4, force, {first_cpu})
+    try:
+        lines = _lines_until_operational(proc)
+        assert any(says in line for line in lines), lines
+        assert "Operational, 4 Threads Running" in lines[-1]
+        children = procs.children_of(proc.pid)
+        assert sum("router_io.worker" in procs.cmdline(pid) for pid in children) == workers
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+
+
+def test_bad_worker_process_count_is_refused(tmp_path):
+    proc = _sized_router(tmp_path, 4, "zero", set(os.sched_getaffinity(0)))
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert "QDROUTERD_WORKER_PROCESSES='zero': expected an integer of at least 1" in out
