@@ -8,7 +8,14 @@ is deleted.
 
 An auto-link names its container by ``connection`` (the name of the listener or connector the
 connection came through, ``ConnOpened.listener``) or by ``containerId`` (the peer's container id);
-only ``route-container`` connections qualify. Its address key is ``M<phase><address>``
+only ``route-container`` connections qualify. As in 1.19, every qualifying connection is offered
+the auto-link's link (all the connections of a listener, say): the first one's link is the
+auto-link's own (``link``, the one the table below drives and ``linkRef`` shows), each further
+connection's is an extra link (``extra``, connection id -> link) that becomes a destination or
+source of the key once its peer answers with an address, and is forgotten when it goes (it is
+not retried: the next connection of the container gets one again). When the own link's
+connection closes, an extra link of another connection takes its place instead of a new
+attach. Its address key is ``M<phase><address>``
 (``MF<address>`` for an out auto-link with ``fallback``: the fallback destination of the address,
 see addrkeys.setup_fallback); the router holds that address while the auto-link exists. The
 terminus the container is offered carries ``externalAddress`` if set, else the address. An out
@@ -104,7 +111,7 @@ class AutoLink:
 
     __slots__ = ("identity", "name", "address", "direction", "phase", "connection",
                  "container_id", "external", "fallback", "key", "addr", "state", "link",
-                 "last_error", "retry_at", "retries")
+                 "last_error", "retry_at", "retries", "extra")
 
     def __init__(self, identity: str, name: str, address: str, direction: int, phase: int,
                  connection: Any, container_id: Any, external: Any, fallback: bool) -> None:
@@ -124,15 +131,28 @@ class AutoLink:
         self.last_error = None
         self.retry_at = NEVER
         self.retries = 0
+        self.extra: dict = {}  # connection id -> extra link on another connection
 
     # lifecycle.attached_out / detached_out call these for a link this auto-link owns
     def attached(self, core: Any, link: Any) -> bool:
         terminus_ = link.remote_source if link.direction == DIR_IN else link.remote_target
         address = terminus_.get("address") if isinstance(terminus_, dict) else None
-        auto_link_event(core, self, AL_EV_ATTACHED if address else AL_EV_NO_ADDRESS, link, None)
+        if self.link is link:
+            auto_link_event(core, self, AL_EV_ATTACHED if address else AL_EV_NO_ADDRESS, link,
+                            None)
+        elif address and self.extra.get(link.conn.conn_id) is link:
+            bind_endpoint(core, link, self.key)
         return True  # bound (or not) here, never by the default
 
     def detached(self, core: Any, link: Any, error: Any) -> None:
+        if self.extra.get(link.conn.conn_id) is link:
+            del self.extra[link.conn.conn_id]
+            if core.conns.get(link.conn.conn_id) is not link.conn:
+                _log(core, "Auto Link Deactivated", self, link.conn)
+            else:
+                _log(core, "Auto Link Activation Failed. " + (error_description(error) or ""),
+                     self, link.conn)
+            return
         if self.link is not link:
             return  # an older link of this auto-link
         if core.conns.get(link.conn.conn_id) is not link.conn:
@@ -204,11 +224,13 @@ def remove_auto_link(core: Any, identity: str) -> bool:
     al = core.auto_links.pop(str(identity), None)
     if al is None:
         return False
-    link = al.link
+    links = [al.link] + list(al.extra.values())
     al.link = None
-    if link is not None and link.link_id in core.links:
-        _log(core, "Auto Link Deactivated", al, link.conn)
-        detach_own(core, link)
+    al.extra = {}
+    for link in links:
+        if link is not None and link.link_id in core.links:
+            _log(core, "Auto Link Deactivated", al, link.conn)
+            detach_own(core, link)
     al.state = AL_INACTIVE
     if al.addr is not None:
         unref(core, al.addr)
@@ -218,12 +240,17 @@ def remove_auto_link(core: Any, identity: str) -> bool:
 
 
 def auto_links_conn_opened(core: Any, conn: Any) -> None:
-    """A connection opened: auto-links of its container that have no link attach on it."""
+    """A connection opened: auto-links of its container attach on it (their own link if they
+    have none, else an extra one)."""
     if conn.role != ROLE_ROUTE_CONTAINER:
         return
     for al in list(core.auto_links.values()):
-        if al.link is None and _matches(al, conn):
+        if not _matches(al, conn):
+            continue
+        if al.link is None:
             auto_link_event(core, al, AL_EV_CONN_UP, None, None)
+        elif al.link.conn is not conn and conn.conn_id not in al.extra:
+            al.extra[conn.conn_id] = _open(core, al, conn)
 
 
 def auto_links_tick(core: Any) -> None:
@@ -264,6 +291,16 @@ def auto_link_event(core: Any, al: AutoLink, event: int, link: Any, error: Any) 
             _log(core, "Auto Link Deactivated", al, link.conn)
         al.link = None
         al.state = AL_INACTIVE
+        if al.extra:  # another connection's link takes the lost one's place, a bound one first
+            heir = None
+            for conn_id, extra in al.extra.items():
+                if heir is None or extra.addr is not None:
+                    heir = conn_id
+                    if extra.addr is not None:
+                        break
+            al.link = al.extra.pop(heir)
+            al.state = AL_ACTIVE if al.link.addr is not None else AL_ATTACHING
+            return
         conn = _container_conn(core, al, link.conn if link is not None else None)
         if conn is not None:
             _attach(core, al, conn)
@@ -287,6 +324,14 @@ def _log(core: Any, text: str, al: AutoLink, conn: Any) -> None:
 
 
 def _attach(core: Any, al: AutoLink, conn: Any) -> None:
+    """``al``'s own link, attached on ``conn``."""
+    al.state = AL_ATTACHING
+    al.retry_at = NEVER
+    al.link = _open(core, al, conn)
+
+
+def _open(core: Any, al: AutoLink, conn: Any) -> Any:
+    """A new link of ``al`` on ``conn``, attached (logged as 1.19 logs an activation)."""
     address = al.external if al.external is not None else al.address
     if al.direction == DIR_IN:
         source = terminus(TERMINUS_SOURCE, address)
@@ -297,10 +342,9 @@ def _attach(core: Any, al: AutoLink, conn: Any) -> None:
     rng = core._rng
     name = "qdlink." + "".join([_NAME_ALPHABET[rng.getrandbits(6) % 62] for _ in range(16)])
     _log(core, "Auto Link Activated", al, conn)
-    al.state = AL_ATTACHING
-    al.retry_at = NEVER
-    al.link = open_link(core, conn, al.direction, name, al.address, source, target, [2, 0], al)
-    al.link.fallback = al.fallback
+    link = open_link(core, conn, al.direction, name, al.address, source, target, [2, 0], al)
+    link.fallback = al.fallback
+    return link
 
 
 def _matches(al: AutoLink, conn: Any) -> bool:

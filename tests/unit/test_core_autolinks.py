@@ -295,3 +295,58 @@ def test_client_receiver_with_the_fallback_capability(fh):
     assert not [e for e in h.flat() if type(e) is LinkCredit]  # waits for a real consumer
     dlv = h.send(11)  # (a transfer without credit all the same)
     assert UpdateIn(dlv, ipc.STATE_RELEASED, True, None) in h.flat()  # not redirected
+
+
+def _listener_conn(h, conn_id):
+    h.do(ipc.ConnOpened(conn_id, "route-container", "in", f"h:{conn_id}", f"c{conn_id}",
+                        "containers", "", "", False, 250))
+
+
+def test_every_connection_of_its_listener_is_attached_and_one_takes_over(h):
+    """1.19: each route-container connection through the named listener is offered the link;
+    the first is the auto-link's own, the others are extra destinations; when the own link's
+    connection closes, an extra link takes its place (no new attach), and the extras go with
+    their connections and when the auto-link is deleted."""
+    h.core.add_auto_link({"identity": "autoLink/1", "name": "a", "address": "q",
+                          "direction": "out", "connection": "containers"})
+    _listener_conn(h, 3)
+    [own] = _attach_outs(h.flat())
+    _listener_conn(h, 4)
+    [extra] = _attach_outs(h.flat())
+    assert (own.conn_id, extra.conn_id) == (3, 4)
+    _answer(h, own)
+    _answer(h, extra)
+    assert _view(h, "a")["operStatus"] == "active"
+    assert _view(h, "a")["linkRef"] == str(own.link_id)
+    assert h.core.links[extra.link_id].addr is h.core.addrs["M0q"]  # a destination too
+    # a third connection, then the own link's connection closes: the extra takes over
+    _listener_conn(h, 5)
+    [third] = _attach_outs(h.flat())
+    h.core.handle_batch(0, [ConnClosed(3, "")], 1.0)
+    assert not _attach_outs(h.flat())
+    view = _view(h, "a")
+    assert view["operStatus"] == "active" and view["linkRef"] in (str(extra.link_id),
+                                                                   str(third.link_id))
+    # deleting the auto-link detaches both remaining links
+    assert h.core.delete_auto_link("autoLink/1")
+    detached = {e.link_id for e in h.flat() if type(e) is DetachLink}
+    assert detached == {extra.link_id, third.link_id}
+    assert "M0q" not in h.core.addrs
+
+
+def test_an_extra_link_refused_or_lost_is_forgotten_alone(h):
+    h.core.add_auto_link({"identity": "autoLink/1", "name": "a", "address": "q",
+                          "direction": "out", "connection": "containers"})
+    _listener_conn(h, 3)
+    [own] = _attach_outs(h.flat())
+    _answer(h, own)
+    _listener_conn(h, 4)
+    [extra] = _attach_outs(h.flat())
+    h.core.handle_batch(0, [LinkDetach(extra.link_id, True, "amqp:not-found: no queue")], 0.5)
+    assert _view(h, "a")["operStatus"] == "active"  # its own link is untouched
+    h.core.tick(10.0)
+    assert not _attach_outs(h.flat())  # an extra link is not retried
+    h.core.handle_batch(0, [ConnClosed(4, "")], 11.0)
+    _listener_conn(h, 6)
+    [again] = _attach_outs(h.flat())  # the next connection of the listener gets one again
+    assert again.conn_id == 6
