@@ -88,6 +88,7 @@ class Worker(ConnectorsMixin, HttpMixin):
         self.conn_connector: dict[Connection, Connector] = {}
         self.worker_count = int(spec.get("workers", 1))
         self.running = True
+        self.force_closed: set = set()  # ids of connections management closed (adminStatus)
         self.rbuf = bytearray(_READ_SIZE)
         self.wbuf = bytearray(_READ_SIZE)
         self.next_tick = 0.0
@@ -341,6 +342,14 @@ class Worker(ConnectorsMixin, HttpMixin):
             if attrs.get("adminStatus") == "deleted":
                 self.engine.apply(ipc.CloseConnection(conn_id, "amqp:connection:forced",
                                                       "Connection closed by management"))
+                # as 1.19: the close frame goes out and the socket closes without waiting
+                # for the peer's answer (a hung peer is what an operator deletes); the line
+                # is 1.19's, and the closed socket is not reported as a failure
+                self.engine.conns_by_id[conn_id].close_input()
+                self.force_closed.add(conn_id)
+                by = attrs.get("byConnId")
+                self.log_sink.log("ROUTER_CORE", "info", f"[C{conn_id}] Connection force-closed"
+                                  + (f" by request from connection [C{by}]" if by else ""))
                 return True, "closed"
             return True, "traced"
         return True, "ignored"
@@ -494,6 +503,9 @@ class Worker(ConnectorsMixin, HttpMixin):
                              "connection: " + "".join(traceback.format_exception(exc)).rstrip())
         connector = self.conn_connector.pop(conn, None)
         error = conn.error_text()
+        if conn.conn_id in self.force_closed:  # closed by management: not a failure
+            self.force_closed.discard(conn.conn_id)
+            error = ""
         name, _, description = error.partition(": ")  # condition and description, 1.19's words
         if connector is not None and self.connectors.get(connector.name) is connector:
             connector.retry_later(time.monotonic(), (

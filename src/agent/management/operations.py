@@ -320,6 +320,7 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
             attrs["enableProtocolTrace"] = after["enableProtocolTrace"] = bool(trace)
         if status == "deleted":
             attrs["adminStatus"] = "deleted"
+            attrs["byConnId"] = request.in_conn  # for 1.19's "force-closed by request" line
             after.update(adminStatus="deleted", operStatus="down")
         what = "Closed" if status else ("Traced" if trace else "Stopped tracing")
         return Change("update", etype.long_name, attrs, after, OK, after, workers="any",
