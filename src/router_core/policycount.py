@@ -115,7 +115,13 @@ class PolicyCounts:
                 names.remove(host)
 
     def event(self, vhost: str, kind: str, count: int = 1) -> None:
-        """A denial a worker decided: connection | session | sender | receiver | maxMessageSize."""
+        """A denial a worker decided: global (the global maxConnections, at accept) |
+        connection | session | sender | receiver | maxMessageSize."""
+        if kind == "global":
+            self.processed += count
+            self.denied += count
+            self.total_denials += count
+            return
         stats = self._stats(vhost) if vhost else None
         if kind == "connection":
             if stats is not None:

@@ -41,6 +41,7 @@ from common.procutil import (SignalWake, child_start, core_endpoint, run_profile
 from router_io.engine import Connection
 from router_io.engine_select import get_engine_class
 from router_io.connectors import Connector, ConnectorsMixin
+from router_io.conncount import SharedConnectionCount
 from router_io.httpstream import HttpStream
 from router_io.worker_http import HttpMixin
 
@@ -89,6 +90,10 @@ class Worker(ConnectorsMixin, HttpMixin):
         self.worker_count = int(spec.get("workers", 1))
         self.running = True
         self.force_closed: set = set()  # ids of connections management closed (adminStatus)
+        # the global maxConnections, checked at accept against the router-wide count
+        self.max_connections = int((spec.get("policy") or {}).get("maxConnections", 65535))
+        self.conn_count = SharedConnectionCount(ipc_dir, index)
+        self.counted: set = set()  # ids of this worker's connections in conn_count
         self.rbuf = bytearray(_READ_SIZE)
         self.wbuf = bytearray(_READ_SIZE)
         self.next_tick = 0.0
@@ -378,7 +383,15 @@ class Worker(ConnectorsMixin, HttpMixin):
                 continue
             where = f"{settings.get('host')}:{settings.get('port')}"
             self._log_server("trace", f"Accepting connection on {where}")  # as 1.19, at trace
+            current = self.conn_count.admit(self.max_connections)
+            if current >= 0:  # as 1.19: closed at accept, before SASL and open
+                sock.close()
+                self.log_sink.log("POLICY", "info", f"DENY Connection '{addr[0]}' based on "
+                                  f"global connection count. nConnections= {current}")
+                self.engine.outbox.append(ipc.PolicyEvent("", "global", 1))
+                continue
             conn = self.engine.new_connection(settings, host, "in")
+            self.counted.add(conn.conn_id)
             self._log_server("trace", f"[C{conn.conn_id}]: Accepting incoming connection to "
                                       f"'{where}'")
             self.sockets[sock.fileno()] = (sock, conn)
@@ -496,6 +509,9 @@ class Worker(ConnectorsMixin, HttpMixin):
         except KeyError:
             pass
         sock.close()
+        if conn.conn_id in self.counted:
+            self.counted.discard(conn.conn_id)
+            self.conn_count.release()
         try:
             self.engine.drop_connection(conn)  # tells the core (ConnClosed) first thing
         except Exception as exc:  # noqa: BLE001 - the socket is gone; the worker goes on
@@ -546,6 +562,7 @@ class Worker(ConnectorsMixin, HttpMixin):
         self._flush()
         for sock, conn in list(self.sockets.values()):
             sock.close()
+        self.conn_count.close()
         self.core.close(0)
         self.status.close(0)
         self.ctx.term()
