@@ -417,9 +417,12 @@ def route_attach(core: Any, conn: Any, link_id: Any, direction: int, name: str, 
     link.target = target
     link.settle = settle
     # the far end gets the client's termini, the routed one with the external prefix rewritten
+    # by the router that hands it to the container (as 1.19: a router forwarding the attach to
+    # another router keeps the client's address, which that router matches and rewrites)
     out_source = source
     out_target = target
-    if not coordinator and term is not None and not dynamic:
+    if not coordinator and term is not None and not dynamic \
+            and dest.role != ROLE_INTER_ROUTER:
         routed = dict(term)
         routed["address"] = rewrite_prefix(term.get("address"), raddr.del_prefix,
                                            raddr.add_prefix)
@@ -470,7 +473,8 @@ def routed_attached(core: Any, out: Link) -> None:
     if remote is not None:
         # the far end's own address for a dynamic terminus is not rewritten
         if remote.get("type") != TERMINUS_COORDINATOR and not (
-                asked is not None and asked.get("dynamic")):
+                asked is not None and asked.get("dynamic")) \
+                and out.conn.role != ROLE_INTER_ROUTER:  # the next router rewrote it back
             remote = dict(remote)
             remote["address"] = rewrite_prefix(remote.get("address"), raddr.add_prefix,
                                                raddr.del_prefix)

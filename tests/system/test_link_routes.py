@@ -585,3 +585,65 @@ def test_dynamic_receiver_routed_by_its_dynamic_node_properties(router_factory):
     finally:
         conn.close()
         direct.close()
+
+
+def _prefixed_routes(broker=None):
+    """queue.* routed to the broker as ext.* (delExternalPrefix queue., addExternalPrefix ext.),
+    on every router of the network, the broker's connector only where ``broker`` is given."""
+    where = f"connection: broker" if broker is not None else "containerId: broker.prefixed"
+    text = "".join(f"""
+        linkRoute {{
+            prefix: queue
+            direction: {direction}
+            {where}
+            delExternalPrefix: queue.
+            addExternalPrefix: ext.
+        }}
+        """ for direction in ("in", "out"))
+    if broker is not None:
+        text += f"""
+        connector {{
+            name: broker
+            host: 127.0.0.1
+            port: {broker.port}
+            role: route-container
+        }}
+        """
+    return text
+
+
+def test_external_prefix_is_rewritten_by_the_router_next_to_the_container(router_factory,
+                                                                           c_broker):
+    """1.19: the same link routes with add/delExternalPrefix on both routers; the router that
+    forwards the attach to another router keeps the client's address, only the one that hands
+    it to the container rewrites it (queue.far -> ext.far), and the answer is rewritten back
+    once::
+
+        client ── A ── C ── broker
+    """
+    from test_network import Net  # noqa: PLC0415
+    broker = c_broker("broker.prefixed")
+    net = Net(router_factory)
+    net.add("C", extra=_prefixed_routes(broker))
+    net.add("A", connect_to=(("C", 1),), extra=_prefixed_routes())
+    wait_remote(net["A"])
+    conn = BlockingConnection(net["A"].url, timeout=TIMEOUT)
+    try:
+        snd = conn.create_sender("queue.far")
+        assert snd.link.remote_target.address == "queue.far"  # rewritten back, once
+        for i in range(3):
+            snd.send(Message(body=f"far{i}"))  # the broker accepted each one
+        rcv = conn.create_receiver("queue.far", credit=10)
+        assert rcv.link.remote_source.address == "queue.far"
+        assert [rcv.receive(timeout=TIMEOUT).body for _ in range(3)] == ["far0", "far1", "far2"]
+    finally:
+        conn.close()
+    # the broker holds them under the rewritten name: a client of the broker itself sees them
+    direct = BlockingConnection(f"amqp://127.0.0.1:{broker.port}", timeout=TIMEOUT)
+    try:
+        snd = direct.create_sender("ext.far")
+        snd.send(Message(body="direct"))
+        rcv = direct.create_receiver("ext.far", credit=10)
+        assert rcv.receive(timeout=TIMEOUT).body == "direct"
+    finally:
+        direct.close()
