@@ -20,7 +20,9 @@ The 1.x router: ``--qdrouterd-1x DIR`` is an install prefix (``DIR/sbin/qdrouter
 path is derived from ``DIR/lib``, plus Debian's ``/usr/lib/python3/dist-packages`` for proton's
 binding), built outside this repository. Config for both: the same generated ``qdrouterd.conf``
 (``workerThreads`` ``--workers``, default 4; the clients' listener's linkCapacity
-``--link-capacity``, default not set: 250; ANONYMOUS listener).
+``--link-capacity``, default not set: 250; ANONYMOUS listener). Ours starts as many worker
+processes as its sizing gives for that ``workerThreads`` on this machine (supervisor/sizing.py,
+printed in the header; ``QDROUTERD_WORKER_PROCESSES`` in the environment forces a number).
 
     python benchmarks/side_by_side.py --qdrouterd-1x /opt/qpid-dispatch-1.19 --repeat 3
     python benchmarks/side_by_side.py --qdrouterd-1x DIR --cases 1r-unsettled,lat-10k --count 200000
@@ -237,8 +239,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     out = Path(args.out) if args.out else HERE / "results" / f"side-by-side-{stamp}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
+    from supervisor.sizing import size_for_machine  # noqa: PLC0415 - ours' process count
     print(f"machine: {machine()}; workerThreads {args.workers}, clients' linkCapacity "
-          f"{args.link_capacity or 'not set (250)'}", flush=True)
+          f"{args.link_capacity or 'not set (250)'}; ours: "
+          f"{size_for_machine(args.workers).describe()}", flush=True)
     # lat-half needs the 1.x peak: run 1r-unsettled first when both are asked for
     order = sorted(cases, key=lambda c: (c != "1r-unsettled", c == "lat-half"))
     results: list[dict] = []
