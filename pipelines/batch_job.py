@@ -9,7 +9,9 @@ files, runs ``pipelines.transforms`` and writes, under OUTDIR (overwriting):
     router_throughput/    Parquet, per window and router (+ client latency over all addresses)
     address_throughput/   Parquet, per window, router and address (+ client latency)
     address_totals/       Parquet, exact totals per router and address (cumulative counters)
-    top_addresses/        Parquet, the --top busiest addresses (internal ones with --internal)
+    top_addresses/        Parquet, the --top busiest addresses
+(the per-address tables, the top addresses and the chart leave the router's own addresses
+out unless --internal: ``pipelines.transforms.is_internal``)
     network_throughput/   Parquet, per window over all routers (ingress, egress, transit)
     transit_hops/         Parquet, per router and address: deliveries sent on to other routers
     message_paths/        Parquet, per address and route through the routers: messages (only
@@ -76,8 +78,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--window", default="10s", help="window width: 10s, 1m, '30 seconds'")
     p.add_argument("--top", type=int, default=10, help="how many top addresses")
     p.add_argument("--internal", action="store_true",
-                   help="count the router's internal addresses ($management, _topo/...) "
-                        "among the top addresses")
+                   help="keep the router's own addresses ($management, "
+                        "$_management_internal, qdrouter, _topo/...) in the per-address tables, "
+                        "the top addresses and the chart (left out by default)")
     p.add_argument("--progress", action="store_true",
                    help="Spark's console progress bars and web UI (off by default)")
     p.add_argument("--no-class-archive", dest="class_archive", action="store_false",
@@ -260,8 +263,12 @@ def run(spark: SparkSession, args: argparse.Namespace,
         F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")).first()
     mark("metrics read")
 
+    def own(per_address: DataFrame) -> DataFrame:
+        """The router's own addresses only with --internal (the one rule: tf.is_internal)."""
+        return per_address if args.internal else tf.without_internal(per_address)
+
     def address_tp() -> DataFrame:
-        tp = tf.address_throughput(metrics, window)
+        tp = own(tf.address_throughput(metrics, window))
         return (tf.with_latency(tp, f["client_latency"]) if clients else tp).cache()
 
     def router_tp() -> DataFrame:
@@ -277,7 +284,7 @@ def run(spark: SparkSession, args: argparse.Namespace,
                                    if clients else None),
         "address_throughput": address_tp,
         "router_throughput": router_tp,
-        "address_totals": lambda: tf.counter_totals(metrics, "address").cache(),
+        "address_totals": lambda: own(tf.counter_totals(metrics, "address")).cache(),
         "top_addresses": lambda: tf.top_addresses(f["address_throughput"], args.top,
                                                   internal=args.internal).cache(),
         "network_throughput": lambda: tf.network_throughput(f["router_throughput"]).cache(),

@@ -45,22 +45,28 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--once", action="store_true",
                    help="process the files present now (availableNow) and stop")
     p.add_argument("--console", action="store_true", help="also print each micro-batch")
+    p.add_argument("--internal", action="store_true",
+                   help="keep the router's own addresses ($management, qdrouter...) in "
+                        "address_throughput (left out by default, as in the batch job)")
     p.add_argument("--master", default=None, help="Spark master URL, e.g. local[*]")
     return p.parse_args(argv)
 
 
-def windowed_tables(raw: DataFrame, window: str, watermark: str) -> dict[str, DataFrame]:
-    """The streaming tables from a raw metrics stream (pure: no sources or sinks)."""
+def windowed_tables(raw: DataFrame, window: str, watermark: str,
+                    internal: bool = False) -> dict[str, DataFrame]:
+    """The streaming tables from a raw metrics stream (pure: no sources or sinks); the
+    router's own addresses only with ``internal``."""
     events = tf.with_event_time(tf.metrics_records(raw)).withWatermark("event_time", watermark)
+    addresses = tf.address_throughput(events, window)
     return {"router_throughput": tf.router_throughput(events, window),
-            "address_throughput": tf.address_throughput(events, window)}
+            "address_throughput": addresses if internal else tf.without_internal(addresses)}
 
 
 def start(spark: SparkSession, args: argparse.Namespace) -> list[StreamingQuery]:
     raw = (spark.readStream.schema(schemas.METRICS_SCHEMA)
            .json(f"{args.metrics_dir.rstrip('/')}/{CLOSED_FILES_GLOB}"))
     tables = windowed_tables(raw, tf.window_duration(args.window),
-                             tf.window_duration(args.watermark))
+                             tf.window_duration(args.watermark), args.internal)
     out = args.out.rstrip("/")
     checkpoints = (args.checkpoint or f"{out}/_checkpoints").rstrip("/")
     trigger = ({"availableNow": True} if args.once
