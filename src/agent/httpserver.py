@@ -20,8 +20,9 @@ status hint (400, 431...) and the connection closed. Idle connections close afte
 
 The metrics sink (router attributes ``metricsDir``, ``metricsIntervalSeconds``,
 ``metricsMaxBytes``, ``metricsKeepFiles``): every interval a snapshot is taken and its
-``agent.metrics.snapshot_records`` are appended by ``agent.metrics_sink.MetricsSink``; when the
-router stops, the agent takes one more (``sample_now``) and ``close`` fsyncs the file.
+``agent.metrics.snapshot_records`` are appended by ``agent.metrics_sink.MetricsSink``. The
+router's first sample counts from zero at its start (what was sent before it is in its deltas);
+when the router stops, the agent takes one more (``sample_now``).
 
 Must not import router_io or router_core.core.
 """
@@ -371,12 +372,13 @@ class MetricsService:
             else:
                 self.gone_seen = max([self.gone_seen] + [g.get("seq", 0)
                                                          for g in state.get("gone", ())])
-            at = time.monotonic()
-            interval = at - self.previous_at if self.previous is not None else self.sink_interval
+            at, ts = time.monotonic(), time.time()
+            previous, interval = self.previous, at - self.previous_at
+            if previous is None:
+                previous, interval = self._first_baseline(ts)
             from agent.metrics import snapshot_records
             try:
-                records = snapshot_records(state, self.router_id, time.time(), interval,
-                                           self.previous)
+                records = snapshot_records(state, self.router_id, ts, interval, previous)
                 self.sink.write(records)
             except (OSError, ValueError, TypeError) as exc:
                 self.log("error", f"cannot write metrics: {exc}")
@@ -390,6 +392,18 @@ class MetricsService:
         # GONE_MAX entries) would cost the core far more than the sample itself
         self.queries.query(on_state, on_timeout, METRICS_TIMEOUT, now,
                            what=f"snapshot+gone>{self.gone_seen}")
+
+    def _first_baseline(self, ts: float) -> tuple[Optional[dict], float]:
+        """The baseline of this agent's first sample and the seconds it covers.
+
+        The router's counters start at zero when it starts, so while this is the router's
+        first agent, its first sample is taken against an empty snapshot (``agent.metrics``:
+        every d_ is the value) covering the time since the router started: the traffic sent
+        before the first sample counts in the windows too. A restarted agent does not know
+        what its predecessor wrote: no baseline (null deltas), as before."""
+        if read_restart_counts(self.runtime).get("agent", 0) == 0 and self.started <= ts:
+            return {}, max(0.001, ts - self.started)
+        return None, self.sink_interval
 
     def sample_now(self) -> bool:
         """Start a sample now (the router is stopping); False when there is no sink. The
