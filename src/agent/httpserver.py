@@ -22,7 +22,8 @@ The metrics sink (router attributes ``metricsDir``, ``metricsIntervalSeconds``,
 ``metricsMaxBytes``, ``metricsKeepFiles``): every interval a snapshot is taken and its
 ``agent.metrics.snapshot_records`` are appended by ``agent.metrics_sink.MetricsSink``. The
 router's first sample counts from zero at its start (what was sent before it is in its deltas);
-when the router stops, the agent takes one more (``sample_now``).
+when the router stops, the agent takes one more (``sample_now``) and ``close`` closes the file
+(``MetricsSink.close``: renamed to its next ``.<n>``, where the streaming job reads it).
 
 Must not import router_io or router_core.core.
 """
@@ -433,9 +434,9 @@ class MetricsService:
         self.server.close_all()
         if self.sink is not None:
             try:
-                self.sink.sync()
+                self.sink.close()
             except OSError as exc:
-                self.log("error", f"cannot sync the metrics file: {exc}")
+                self.log("error", f"cannot close the metrics file: {exc}")
 
 
 __all__ = ["HttpServer", "MetricsService", "CoreQueries", "open_unix_listener", "AGENT_SOCKET"]
