@@ -14,13 +14,18 @@ to is left alone until the sink rotates it. The same transforms as the batch job
 
 A window is written once the watermark (newest event time seen minus --watermark) passes its
 end, so the newest windows wait for later data. ``--once`` processes what is there now
-(trigger availableNow) and stops: testable, and usable from cron.
+(trigger availableNow) and stops: testable, and usable from cron. A router closes its file
+when it stops, so a stopped router's records are all read; an active file (a running router's,
+or one left by a router killed without stopping) is named on stderr as not read, and --once
+with no closed file at all exits 2 saying so. After --once, stderr says up to where windows
+were written.
 Batch-only transforms (counter differences, top addresses, reconciliation) are not run here.
 """
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 from pyspark.sql import DataFrame, SparkSession
@@ -30,6 +35,7 @@ from pipelines import schemas, transforms as tf
 from pipelines.batch_job import build_session
 
 CLOSED_FILES_GLOB = "router-metrics-*.jsonl.*"
+ACTIVE_FILES_GLOB = "router-metrics-*.jsonl"
 TABLES = ("router_throughput", "address_throughput")
 
 
@@ -86,6 +92,46 @@ def start(spark: SparkSession, args: argparse.Namespace) -> list[StreamingQuery]
     return queries
 
 
+def report_watermark(queries: Sequence[StreamingQuery], out: str) -> None:
+    """After --once: up to where the windows are written (later ones wait for newer data)."""
+    marks = set()
+    for q in queries:
+        progress = q.lastProgress or {}
+        mark = (progress.get("eventTime") or {}).get("watermark")
+        if mark:
+            marks.add(mark)
+    if marks:
+        print(f"streaming_job: windows ending by {min(marks)} written to {out}; later ones are "
+              f"written when newer records arrive (--watermark)", file=sys.stderr)
+
+
+def local_files(metrics_dir: str) -> Optional[tuple[list[str], list[str]]]:
+    """(closed files, active files) in a local metrics directory; None for a URL (hdfs://...:
+    Spark lists those itself)."""
+    if "://" in metrics_dir and not metrics_dir.startswith("file://"):
+        return None
+    base = Path(metrics_dir.replace("file://", "", 1))
+    return (sorted(p.name for p in base.glob(CLOSED_FILES_GLOB)),
+            sorted(p.name for p in base.glob(ACTIVE_FILES_GLOB)))
+
+
+def check_input(args: argparse.Namespace) -> Optional[str]:
+    """Name the active files left alone (on stderr); why --once has nothing to read (None:
+    it has something, or the directory is a URL)."""
+    found = local_files(args.metrics_dir)
+    if found is None:
+        return None
+    closed, active = found
+    if active:
+        print(f"streaming_job: not read: {', '.join(active)} (still being written by its "
+              f"router, or left by one that did not stop cleanly; a router that stops closes "
+              f"its file; pipelines.batch_job reads every file)", file=sys.stderr)
+    if args.once and not closed:
+        return (f"no closed metrics files ({CLOSED_FILES_GLOB}) in {args.metrics_dir}: "
+                f"nothing to process" + (" (see above)" if active else ""))
+    return None
+
+
 def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = None,
          timeout_s: Optional[float] = None) -> int:
     """Run until stopped (or, with --once, until the present files are processed).
@@ -93,6 +139,10 @@ def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = N
     With ``spark`` given (tests), use that session and leave it running; ``timeout_s`` bounds
     the wait for each query (an unfinished query is stopped and reported as an error)."""
     args = parse_args(argv)
+    problem = check_input(args)
+    if problem:
+        print(f"streaming_job: {problem}", file=sys.stderr)
+        return 2
     own = spark is None
     session = spark or build_session(args.master, "router-metrics-streaming")
     queries: list[StreamingQuery] = []
@@ -104,6 +154,8 @@ def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = N
                 print(f"streaming_job: {q.name} still running after {timeout_s}s",
                       file=sys.stderr)
                 return 1
+        if args.once:
+            report_watermark(queries, args.out)
         return 0
     except KeyboardInterrupt:
         return 0

@@ -109,6 +109,36 @@ def test_streaming_once_terminates_and_writes(spark, tmp_path):
     assert spark.read.parquet(str(out / "router_throughput")).count() == rt.count()
 
 
+def test_streaming_once_reports_an_active_file_it_cannot_read(tmp_path, capsys):
+    """A directory with only the file a router is still appending to (or one killed without
+    stopping left): --once says so and exits non-zero, before starting Spark."""
+    sink = MetricsSink(tmp_path / "metrics", "R1")
+    sink.write([r for r in metrics_records() if r["router_id"] == "R1"])
+    argv = ["--metrics-dir", str(tmp_path / "metrics"), "--out", str(tmp_path / "out"),
+            "--once"]
+    assert streaming_job.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "not read: router-metrics-R1.jsonl" in err
+    assert "no closed metrics files" in err and "nothing to process" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_streaming_once_reads_a_stopped_routers_file(spark, tmp_path, capsys):
+    """A router that stopped closed its file (MetricsSink.close): --once reads all of it."""
+    sink = MetricsSink(tmp_path / "metrics", "R1")
+    sink.write([r for r in metrics_records() if r["router_id"] == "R1"])
+    sink.close()
+    out = tmp_path / "out"
+    argv = ["--metrics-dir", str(tmp_path / "metrics"), "--out", str(out), "--window", "10s",
+            "--watermark", "0s", "--once"]
+    assert streaming_job.main(argv, spark=spark, timeout_s=90) == 0
+    got = {int(r["window_start"].timestamp()): r["ingress"]
+           for r in spark.read.parquet(str(out / "router_throughput")).collect()}
+    assert got[T0] == 150 and got[T0 + 10] == 249
+    err = capsys.readouterr().err
+    assert "not read" not in err and "windows ending by" in err
+
+
 @pytest.mark.parametrize("module", ["pipelines.batch_job", "pipelines.streaming_job"])
 def test_cli_help(module):
     res = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT,
