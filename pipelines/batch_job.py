@@ -31,9 +31,9 @@ planning-bound and they double its time), Spark's log at WARN (the JVM's with
 pipelines/log4j2.properties) and no console progress bars or web UI unless ``--progress``.
 The driver JVM starts from a class archive (JDK class data sharing, ``-XX:SharedArchiveFile``)
 kept in ``$XDG_CACHE_HOME/qdrouter-py`` (else ``~/.cache/qdrouter-py``), one per Java and
-pyspark install: the first run writes it when its JVM exits (about 180 MB, the summary is
-printed first), later runs load Spark's classes from it instead of the jars and start seconds
-sooner. ``--no-class-archive`` does without; a JVM that cannot use an archive ignores it.
+pyspark install: the first run says so on stderr before its JVM starts and writes it when
+that JVM exits (about 180 MB; that run takes about 50 s on 2 cores, later ones about 15 s: they
+load Spark's classes from it instead of the jars). ``--no-class-archive`` does without; a JVM that cannot use an archive ignores it.
 The Parquet tables go wherever Spark can write (hdfs://, s3a:// ...); the chart and summary are
 written by the driver, so OUTDIR must also be a local (or mounted) path for those two.
 """
@@ -61,6 +61,8 @@ from pyspark.errors import AnalysisException
 from pipelines import schemas, transforms as tf
 
 METRICS_GLOB = "router-metrics-*.jsonl*"
+DOCS_EPILOG = ("More (the record format, running on a Spark cluster, the first run's cost): "
+               "docs/metrics.md in the qdrouter-py source tree.")
 LOG4J_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
 BYTES_PER_PARTITION = 64 * 1024 * 1024
 SMALL_INPUT = 256 * 1024 * 1024  # below this, whole-stage code generation costs more than it saves
@@ -68,6 +70,7 @@ SMALL_INPUT = 256 * 1024 * 1024  # below this, whole-stage code generation costs
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m pipelines.batch_job", description=__doc__,
+                                epilog=DOCS_EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--metrics-dir", required=True, help="directory of router-metrics-*.jsonl*")
     p.add_argument("--loadgen", nargs="*", default=[], metavar="FILE",
@@ -150,6 +153,10 @@ class ClassArchive:
         except OSError:
             return ""
         self.writing = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        print(f"batch_job: first run with this Java and pyspark: the driver JVM loads Spark's "
+              f"classes from the jars and writes a class archive (about 180 MB) to "
+              f"{self.path.parent} when it exits: this run takes about 50 s, later ones about "
+              f"15 s (--no-class-archive: neither)", file=sys.stderr, flush=True)
         return f" -XX:ArchiveClassesAtExit={self.writing}{quiet}"
 
     def _remove_stale(self) -> None:

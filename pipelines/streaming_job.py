@@ -32,7 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from pipelines import schemas, transforms as tf
-from pipelines.batch_job import build_session
+from pipelines.batch_job import DOCS_EPILOG, build_session
 
 CLOSED_FILES_GLOB = "router-metrics-*.jsonl.*"
 ACTIVE_FILES_GLOB = "router-metrics-*.jsonl"
@@ -41,6 +41,7 @@ TABLES = ("router_throughput", "address_throughput")
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m pipelines.streaming_job", description=__doc__,
+                                epilog=DOCS_EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--metrics-dir", required=True, help="directory the MetricsSink writes")
     p.add_argument("--out", required=True, help="output directory (Parquet tables)")

@@ -145,9 +145,11 @@ def test_cli_help(module):
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "--metrics-dir" in res.stdout and "--master" in res.stdout
+    assert "docs/metrics.md" in res.stdout            # where to read more
+    assert (ROOT / "docs" / "metrics.md").is_file()
 
 
-def test_class_archive_written_once_then_used(tmp_path):
+def test_class_archive_written_once_then_used(tmp_path, capsys):
     """The driver JVM's class archive: the first run asks the JVM to write it under a temporary
     name, it is put in place once that JVM has exited; later runs load it. A half-written one
     whose writer is gone is removed. (The JVM here is a stand-in process that writes the file.)"""
@@ -157,12 +159,17 @@ def test_class_archive_written_once_then_used(tmp_path):
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"half")
     opts = archive.options()
+    # the slow first run is announced before the JVM starts, not after it
+    announced = capsys.readouterr().err
+    assert "first run" in announced and str(archive.path.parent) in announced
     assert not stale.exists()
     assert f"-XX:ArchiveClassesAtExit={archive.writing}" in opts and "-Xlog:disable" in opts
     jvm = subprocess.Popen(["sh", "-c", f"cat >/dev/null; printf archive > '{archive.writing}'"],
                            stdin=subprocess.PIPE)
     archive.finish(jvm, timeout=30)    # closes its stdin, waits, renames
     assert archive.path.read_bytes() == b"archive" and not archive.writing.exists()
+    capsys.readouterr()
     again = batch_job.ClassArchive(tmp_path / "cache")
     assert again.options().startswith(f" -XX:SharedArchiveFile={archive.path}")
+    assert "first run" not in capsys.readouterr().err
     assert again.writing is None
