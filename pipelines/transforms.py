@@ -29,9 +29,9 @@ Final records
 Addresses
     ``address`` is the key without its class prefix (``key_text``: ``M0orders`` -> ``orders``,
     ``Ltemp.x`` -> ``temp.x``), whatever the producer wrote. The router's own addresses
-    (``INTERNAL_KEY``: management's ``$management`` and ``$_management_internal``, the routing
-    protocol's ``qdrouter*``/``qdhello``, ``_$qd.*``, router, topological and area keys) are
-    ``is_internal``; ``without_internal`` leaves them out of every per-address table, and so of
+    (``agent.metrics.INTERNAL_KEY``, the console's rule too: management's ``$management`` and
+    ``$_management_internal``, the routing protocol's ``qdrouter*``/``qdhello``, ``_$qd.*``,
+    router, topological and area keys) are ``is_internal``; ``without_internal`` leaves them out of every per-address table, and so of
     the top addresses, the chart and the summary, unless the jobs are run with --internal.
 Message paths
     Load generator receivers run with ``--record-trace`` report, per route through the routers
@@ -52,7 +52,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from agent.metrics import DELTA_PREFIX, KINDS
+from agent.metrics import DELTA_PREFIX, INTERNAL_KEY, KINDS
 from pipelines.schemas import LOADGEN_SCHEMA_TAG, METRICS_SCHEMA_TAG
 
 OUTCOMES = ("accepted", "rejected", "released", "modified")
@@ -105,13 +105,6 @@ def dedup_final(metrics: DataFrame) -> DataFrame:
     finals = (metrics.filter(F.col("final"))
               .dropDuplicates(["router_id", "kind", "key", "seq", "gone_mono"]))
     return metrics.filter(~F.col("final")).unionByName(finals)
-
-
-# The router's own addresses, by hash key (the class character, M's phase digit, then the text):
-# router, topological and area keys, and local or mobile keys of management ($management,
-# $_management_internal), the routing protocol (qdrouter, qdrouter.ma, qdhello) and _$qd.*
-INTERNAL_KEY = (r"^([RTA]|(L|M[0-9])(\$management|\$_management|\$qd|_\$qd\.|qdrouter|qdhello"
-                r"|_topo/|_local/))")
 
 
 def key_text(key: Column) -> Column:

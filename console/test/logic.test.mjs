@@ -6,7 +6,7 @@ import { managementAddress, normaliseUrl } from '../src/mgmt.js';
 import { T, computeEdges, withResident } from '../src/network.js';
 import { formatValue } from '../src/dom.js';
 import { Layout } from '../src/graph.js';
-import { splitKey } from '../src/pages/overview.js';
+import { isInternalKey, splitKey } from '../src/pages/overview.js';
 import { isCounter, schemaTypes } from '../src/pages/list.js';
 
 test('management addresses: own agent, other routers through _topo', () => {
@@ -117,4 +117,12 @@ test('resident memory: from its own query, kept when that query fails, none from
   assert.equal(withResident(row, { status: 'rejected', reason: new Error('timeout') }, { memoryResident: 5 }).memoryResident, 5);
   assert.equal('memoryResident' in withResident(row, ok(null), { memoryResident: 5 }), false);  // 1.19: null
   assert.equal(formatValue(61000000, 'memoryResident'), '58.2 MiB');
+});
+
+test('internal addresses: the router\'s own by key, a client\'s dynamic address is not', () => {
+  const internal = ['L$management', 'L$_management_internal', 'M0$management', 'L_$qd.x', 'Lqdrouter', 'Lqdrouter.ma',
+    'Lqdhello', 'Tqdrouter', 'M0qdrouter.ma', 'M0_topo/0/A/b', 'RRouter.B', 'T0/all', 'AArea2'];
+  const users = ['M0orders', 'M0management', 'Ltemp.x', 'M1orders', 'L_local_user', 'Cprefix'];
+  assert.deepEqual(internal.filter(isInternalKey), internal);
+  assert.deepEqual(users.filter(isInternalKey), []);
 });

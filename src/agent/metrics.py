@@ -115,6 +115,15 @@ KINDS: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 
 
+# The router's own addresses, by hash key (class character, a mobile key's phase, then the
+# text): router, topological and area keys, and local or mobile keys of management
+# ($management, 1.19's $_management_internal), the routing protocol (qdrouter, qdrouter.ma,
+# qdhello) and _$qd.*. The one rule the pipelines (pipelines.transforms.is_internal) and the
+# console (console/src/pages/overview.js, same text, checked by a test) hide them by.
+INTERNAL_KEY = (r"^([RTA]|(L|M[0-9])(\$management|\$_management|\$qd|_\$qd\.|qdrouter|qdhello"
+                r"|_topo/|_local/))")
+
+
 def address_text(key: Optional[str]) -> Optional[str]:
     """``M0orders`` -> ``orders``; keys of other classes (and None) are returned as they are."""
     if key is None:
