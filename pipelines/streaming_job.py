@@ -18,7 +18,8 @@ end, so the newest windows wait for later data. ``--once`` processes what is the
 when it stops, so a stopped router's records are all read; an active file (a running router's,
 or one left by a router killed without stopping) is named on stderr as not read, and --once
 with no closed file at all exits 2 saying so. After --once, stderr says up to where windows
-were written.
+were written; records read but no window written (each window they fall in is still open:
+a router that ran for less than a window plus the watermark) is exit status 3, with why.
 Batch-only transforms (counter differences, top addresses, reconciliation) are not run here.
 """
 from __future__ import annotations
@@ -93,17 +94,46 @@ def start(spark: SparkSession, args: argparse.Namespace) -> list[StreamingQuery]
     return queries
 
 
-def report_watermark(queries: Sequence[StreamingQuery], out: str) -> None:
-    """After --once: up to where the windows are written (later ones wait for newer data)."""
+def written_rows(spark: SparkSession, out: str) -> Optional[int]:
+    """Rows in the output tables now (through the file sink's log); None where unknown."""
+    total = 0
+    for name in TABLES:
+        path = f"{out.rstrip('/')}/{name}"
+        if "://" not in path and not Path(path).is_dir():
+            continue
+        try:
+            total += spark.read.parquet(path).count()
+        except Exception:  # noqa: BLE001 - an unreadable table: say nothing rather than guess
+            return None
+    return total
+
+
+def once_report(queries: Sequence[StreamingQuery], out: str,
+                written: Optional[int]) -> tuple[int, str]:
+    """After --once: (exit status, what to say). ``written``: rows this run added to the
+    tables (None: unknown). Records read but no window written (every window they fall in
+    ends after the watermark: a router that ran for less than a window and a watermark, say)
+    is status 3; nothing new to read, or windows written, is 0."""
+    read = 0
     marks = set()
     for q in queries:
-        progress = q.lastProgress or {}
-        mark = (progress.get("eventTime") or {}).get("watermark")
-        if mark:
-            marks.add(mark)
-    if marks:
-        print(f"streaming_job: windows ending by {min(marks)} written to {out}; later ones are "
-              f"written when newer records arrive (--watermark)", file=sys.stderr)
+        if q.name not in TABLES:
+            continue  # the --console copies
+        for progress in q.recentProgress:
+            read += progress.get("numInputRows") or 0
+            mark = (progress.get("eventTime") or {}).get("watermark")
+            if mark:
+                marks.add(mark)
+    mark = max(marks) if marks else "none yet"
+    if not read:
+        return 0, "no new records since the last run (checkpoints: --checkpoint)"
+    if written == 0:
+        return 3, (f"read {read} records but wrote no window: each window they fall in ends "
+                   f"after the watermark ({mark}: the newest event time minus --watermark), "
+                   f"so it waits for newer records; pipelines.batch_job computes every window "
+                   f"of the files now")
+    return 0, (f"windows ending by {mark} written to {out}; later ones are written when newer "
+               f"records arrive (--watermark)")
 
 
 def local_files(metrics_dir: str) -> Optional[tuple[list[str], list[str]]]:
@@ -148,6 +178,7 @@ def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = N
     session = spark or build_session(args.master, "router-metrics-streaming")
     queries: list[StreamingQuery] = []
     try:
+        before = written_rows(session, args.out) if args.once else None
         queries = start(session, args)
         for q in queries:
             finished = q.awaitTermination(timeout_s) if timeout_s else q.awaitTermination()
@@ -156,7 +187,11 @@ def main(argv: Optional[Sequence[str]] = None, spark: Optional[SparkSession] = N
                       file=sys.stderr)
                 return 1
         if args.once:
-            report_watermark(queries, args.out)
+            after = written_rows(session, args.out) if before is not None else None
+            status, text = once_report(queries, args.out,
+                                       None if after is None else after - before)
+            print(f"streaming_job: {text}", file=sys.stderr)
+            return status
         return 0
     except KeyboardInterrupt:
         return 0

@@ -16,6 +16,8 @@ from agent.metrics_sink import MetricsSink  # noqa: E402
 from pipelines import batch_job, streaming_job  # noqa: E402
 from spark_support import spark  # noqa: E402,F401  (the fixture)
 from spark_support import T0, loadgen_lines, metrics_records, write_jsonl  # noqa: E402
+from spark_support import _address, _router  # noqa: E402
+from agent.metrics import snapshot_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -137,6 +139,24 @@ def test_streaming_once_reads_a_stopped_routers_file(spark, tmp_path, capsys):
     assert got[T0] == 150 and got[T0 + 10] == 249
     err = capsys.readouterr().err
     assert "not read" not in err and "windows ending by" in err
+
+
+def test_streaming_once_says_why_it_wrote_nothing(spark, tmp_path, capsys):
+    """A router that ran for less than a window and stopped: one sample (counted from the
+    router's start), read, but its window ends after the watermark: exit 3 and why."""
+    snap = {"router": _router(id="R9", deliveriesIngress=100, deliveriesEgress=100),
+            "addresses": [_address("M0q9", deliveriesIngress=100, deliveriesEgress=100)],
+            "links": [], "connections": []}
+    sink = MetricsSink(tmp_path / "metrics", "R9")
+    sink.write(snapshot_records(snap, "R9", T0 + 7, 7.0, {}))
+    sink.close()
+    argv = ["--metrics-dir", str(tmp_path / "metrics"), "--out", str(tmp_path / "out"),
+            "--window", "10s", "--watermark", "0s", "--once"]
+    assert streaming_job.main(argv, spark=spark, timeout_s=90) == 3
+    err = capsys.readouterr().err
+    assert "records but wrote no window" in err and "pipelines.batch_job" in err
+    assert streaming_job.main(argv, spark=spark, timeout_s=90) == 0     # nothing new
+    assert "no new records" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("module", ["pipelines.batch_job", "pipelines.streaming_job"])
