@@ -397,12 +397,15 @@ class MetricsService:
     def _first_baseline(self, ts: float) -> tuple[Optional[dict], float]:
         """The baseline of this agent's first sample and the seconds it covers.
 
-        The router's counters start at zero when it starts, so while this is the router's
-        first agent, its first sample is taken against an empty snapshot (``agent.metrics``:
-        every d_ is the value) covering the time since the router started: the traffic sent
-        before the first sample counts in the windows too. A restarted agent does not know
-        what its predecessor wrote: no baseline (null deltas), as before."""
-        if read_restart_counts(self.runtime).get("agent", 0) == 0 and self.started <= ts:
+        The router's counters (in the core) start at zero when it starts, so while neither
+        this agent nor the core has been restarted, the first sample is taken against an empty
+        snapshot (``agent.metrics``: every d_ is the value) covering the time since the router
+        started: the traffic sent before the first sample counts in the windows too. After a
+        restart the span the counters cover is not known (a restarted agent does not know what
+        its predecessor wrote; a restarted core counts from its own start): no baseline (null
+        deltas), as before."""
+        restarts = read_restart_counts(self.runtime)
+        if not restarts.get("agent") and not restarts.get("core") and self.started <= ts:
             return {}, max(0.001, ts - self.started)
         return None, self.sink_interval
 

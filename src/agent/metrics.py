@@ -54,8 +54,9 @@ Record keys ("router-metrics/1"; stable: add keys, never rename or drop them)
     the snapshot has them (the core does not count bytes yet).
     Deltas: ``d_<counter>`` for every counter above (bytes included when present) = this
     snapshot's value minus the previous snapshot's, so rate = d_x / interval_s. Rules:
-      * no previous snapshot at all (``previous`` None: the first sample of an agent that
-        was restarted): every d_ is null (unknown: the counters may cover any length of time);
+      * no previous snapshot at all (``previous`` None: the first sample after the agent or
+        the core was restarted): every d_ is null (unknown: the counters may cover any length
+        of time);
       * an empty previous snapshot (``{}``: the router's first sample; its counters started
         at zero when it started, ``interval_s`` before): every d_ is the value;
       * the entity is absent from the previous snapshot (new address or link): d_ = the value

@@ -324,12 +324,14 @@ def test_first_sample_counts_from_the_router_start(tmp_path):
     assert 5.0 <= router["interval_s"] < 60.0 and addr["interval_s"] == router["interval_s"]
 
 
-def test_first_sample_of_a_restarted_agent_has_no_baseline(tmp_path):
-    """An agent the supervisor restarted does not know what its predecessor counted: its
-    first deltas stay unknown (the batch job fills them from the files)."""
+@pytest.mark.parametrize("restarted", ["agent", "core"])
+def test_first_sample_after_a_restart_has_no_baseline(tmp_path, restarted):
+    """An agent the supervisor restarted does not know what its predecessor counted, and a
+    restarted core counts from its own start: the first deltas stay unknown (the batch job
+    fills them from the files)."""
     runtime = tmp_path / "run"
     runtime.mkdir()
-    (runtime / "restarts.json").write_text('{"agent": 1}')
+    (runtime / "restarts.json").write_text(f'{{"{restarted}": 1, "worker0": 2}}')
     svc = hs.MetricsService({"router_id": "R", "runtime": str(runtime),
                              "router": {"metricsDir": str(tmp_path),
                                         "metricsIntervalSeconds": 1}},
