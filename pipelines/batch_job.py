@@ -9,7 +9,9 @@ files, runs ``pipelines.transforms`` and writes, under OUTDIR (overwriting):
     router_throughput/    Parquet, per window and router (+ client latency over all addresses)
     address_throughput/   Parquet, per window, router and address (+ client latency)
     address_totals/       Parquet, exact totals per router and address (cumulative counters)
-    top_addresses/        Parquet, the --top busiest addresses (internal ones with --internal)
+    top_addresses/        Parquet, the --top busiest addresses
+(the per-address tables, the top addresses and the chart leave the router's own addresses
+out unless --internal: ``pipelines.transforms.is_internal``)
     network_throughput/   Parquet, per window over all routers (ingress, egress, transit)
     transit_hops/         Parquet, per router and address: deliveries sent on to other routers
     message_paths/        Parquet, per address and route through the routers: messages (only
@@ -29,9 +31,9 @@ planning-bound and they double its time), Spark's log at WARN (the JVM's with
 pipelines/log4j2.properties) and no console progress bars or web UI unless ``--progress``.
 The driver JVM starts from a class archive (JDK class data sharing, ``-XX:SharedArchiveFile``)
 kept in ``$XDG_CACHE_HOME/qdrouter-py`` (else ``~/.cache/qdrouter-py``), one per Java and
-pyspark install: the first run writes it when its JVM exits (about 180 MB, the summary is
-printed first), later runs load Spark's classes from it instead of the jars and start seconds
-sooner. ``--no-class-archive`` does without; a JVM that cannot use an archive ignores it.
+pyspark install: the first run says so on stderr before its JVM starts and writes it when
+that JVM exits (about 180 MB; that run takes about 50 s on 2 cores, later ones about 15 s: they
+load Spark's classes from it instead of the jars). ``--no-class-archive`` does without; a JVM that cannot use an archive ignores it.
 The Parquet tables go wherever Spark can write (hdfs://, s3a:// ...); the chart and summary are
 written by the driver, so OUTDIR must also be a local (or mounted) path for those two.
 """
@@ -59,6 +61,8 @@ from pyspark.errors import AnalysisException
 from pipelines import schemas, transforms as tf
 
 METRICS_GLOB = "router-metrics-*.jsonl*"
+DOCS_EPILOG = ("More (the record format, running on a Spark cluster, the first run's cost): "
+               "docs/metrics.md in the qdrouter-py source tree.")
 LOG4J_CONFIG = Path(__file__).resolve().with_name("log4j2.properties")
 BYTES_PER_PARTITION = 64 * 1024 * 1024
 SMALL_INPUT = 256 * 1024 * 1024  # below this, whole-stage code generation costs more than it saves
@@ -66,6 +70,7 @@ SMALL_INPUT = 256 * 1024 * 1024  # below this, whole-stage code generation costs
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m pipelines.batch_job", description=__doc__,
+                                epilog=DOCS_EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--metrics-dir", required=True, help="directory of router-metrics-*.jsonl*")
     p.add_argument("--loadgen", nargs="*", default=[], metavar="FILE",
@@ -76,8 +81,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--window", default="10s", help="window width: 10s, 1m, '30 seconds'")
     p.add_argument("--top", type=int, default=10, help="how many top addresses")
     p.add_argument("--internal", action="store_true",
-                   help="count the router's internal addresses ($management, _topo/...) "
-                        "among the top addresses")
+                   help="keep the router's own addresses ($management, "
+                        "$_management_internal, qdrouter, _topo/...) in the per-address tables, "
+                        "the top addresses and the chart (left out by default)")
     p.add_argument("--progress", action="store_true",
                    help="Spark's console progress bars and web UI (off by default)")
     p.add_argument("--no-class-archive", dest="class_archive", action="store_false",
@@ -147,6 +153,10 @@ class ClassArchive:
         except OSError:
             return ""
         self.writing = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        print(f"batch_job: first run with this Java and pyspark: the driver JVM loads Spark's "
+              f"classes from the jars and writes a class archive (about 180 MB) to "
+              f"{self.path.parent} when it exits: this run takes about 50 s, later ones about "
+              f"15 s (--no-class-archive: neither)", file=sys.stderr, flush=True)
         return f" -XX:ArchiveClassesAtExit={self.writing}{quiet}"
 
     def _remove_stale(self) -> None:
@@ -260,8 +270,12 @@ def run(spark: SparkSession, args: argparse.Namespace,
         F.min("ts").alias("first_ts"), F.max("ts").alias("last_ts")).first()
     mark("metrics read")
 
+    def own(per_address: DataFrame) -> DataFrame:
+        """The router's own addresses only with --internal (the one rule: tf.is_internal)."""
+        return per_address if args.internal else tf.without_internal(per_address)
+
     def address_tp() -> DataFrame:
-        tp = tf.address_throughput(metrics, window)
+        tp = own(tf.address_throughput(metrics, window))
         return (tf.with_latency(tp, f["client_latency"]) if clients else tp).cache()
 
     def router_tp() -> DataFrame:
@@ -277,7 +291,7 @@ def run(spark: SparkSession, args: argparse.Namespace,
                                    if clients else None),
         "address_throughput": address_tp,
         "router_throughput": router_tp,
-        "address_totals": lambda: tf.counter_totals(metrics, "address").cache(),
+        "address_totals": lambda: own(tf.counter_totals(metrics, "address")).cache(),
         "top_addresses": lambda: tf.top_addresses(f["address_throughput"], args.top,
                                                   internal=args.internal).cache(),
         "network_throughput": lambda: tf.network_throughput(f["router_throughput"]).cache(),

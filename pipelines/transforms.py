@@ -26,10 +26,13 @@ Final records
     per key, the last value of each incarnation (an incarnation ends at its final record, or
     where the counter goes down), summed - so the first sample's null deltas and missed
     samples lose nothing.
-Internal addresses
-    ``$management``, ``L$management``, ``_$qd.*``, ``qdrouter*``, ``qdhello``, ``_topo/...`` and
-    router/topological keys (``R...``, ``T...``): ``is_internal``; left out of top addresses
-    unless asked.
+Addresses
+    ``address`` is the key without its class prefix (``key_text``: ``M0orders`` -> ``orders``,
+    ``Ltemp.x`` -> ``temp.x``), whatever the producer wrote. The router's own addresses
+    (``agent.metrics.INTERNAL_KEY``, the console's rule too: management's ``$management`` and
+    ``$_management_internal``, the routing protocol's ``qdrouter*``/``qdhello``, ``_$qd.*``,
+    router, topological and area keys) are ``is_internal``; ``without_internal`` leaves them out of every per-address table, and so of
+    the top addresses, the chart and the summary, unless the jobs are run with --internal.
 Message paths
     Load generator receivers run with ``--record-trace`` report, per route through the routers
     (each message's ``x-opt-qd.trace`` annotation), how many messages took it:
@@ -49,7 +52,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from agent.metrics import DELTA_PREFIX, KINDS
+from agent.metrics import DELTA_PREFIX, INTERNAL_KEY, KINDS
 from pipelines.schemas import LOADGEN_SCHEMA_TAG, METRICS_SCHEMA_TAG
 
 OUTCOMES = ("accepted", "rejected", "released", "modified")
@@ -82,10 +85,17 @@ def _window_cols(df: DataFrame) -> DataFrame:
 # ------------------------------------------------------------------------------------------
 def metrics_records(raw: DataFrame) -> DataFrame:
     """Only well-formed "router-metrics/1" records (other lines and corrupt ones dropped);
-    ``final`` is false where a producer did not write it."""
+    ``final`` is false where a producer did not write it, ``address`` is ``key_text`` of the
+    address key (an address record's key, a link's owningAddr)."""
+    kind = F.col("kind")
+    address = (F.when(kind == "address", key_text(F.col("key")))
+               .when((kind == "link") & F.col("owningAddr").isNotNull(),
+                     key_text(F.col("owningAddr")))
+               .otherwise(F.col("address")))
     return (raw.filter((F.col("schema") == METRICS_SCHEMA_TAG) & F.col("ts").isNotNull()
-                       & F.col("kind").isNotNull() & F.col("router_id").isNotNull())
-            .withColumn("final", F.coalesce(F.col("final"), F.lit(False))))
+                       & kind.isNotNull() & F.col("router_id").isNotNull())
+            .withColumns({"final": F.coalesce(F.col("final"), F.lit(False)),
+                          "address": address}))
 
 
 def dedup_final(metrics: DataFrame) -> DataFrame:
@@ -97,15 +107,22 @@ def dedup_final(metrics: DataFrame) -> DataFrame:
     return metrics.filter(~F.col("final")).unionByName(finals)
 
 
-_INTERNAL_TEXT = r"^(\$management|_\$qd\.|qdrouter|qdhello|_topo/|_local/\$management)"
-_INTERNAL_KEY = (r"^([RT]|L(\$management|_\$qd\.|qd|_local/)"
-                 r"|M[0-9](\$management|_\$qd\.|qdrouter|_topo/))")
+def key_text(key: Column) -> Column:
+    """An address key without its class prefix, as qdstat -a and the console show it:
+    ``M0orders`` -> ``orders`` (class and phase), ``Ltemp.x`` -> ``temp.x``, ``RR2`` -> ``R2``."""
+    return F.regexp_replace(key, "^(M[0-9]|.)", "")
 
 
-def is_internal(key: Column, address: Column) -> Column:
-    """True for the router's own addresses (management, routing protocol, topological)."""
-    return (F.coalesce(key.rlike(_INTERNAL_KEY), F.lit(False))
-            | F.coalesce(address.rlike(_INTERNAL_TEXT), F.lit(False)))
+def is_internal(key: Column) -> Column:
+    """True for the router's own addresses (``INTERNAL_KEY``): the one rule every table,
+    the chart and the summary hide them by (shown with --internal)."""
+    return F.coalesce(key.rlike(INTERNAL_KEY), F.lit(False))
+
+
+def without_internal(per_address: DataFrame) -> DataFrame:
+    """A per-address table (a ``key`` column: address_throughput, counter_totals...) without
+    the router's own addresses; streaming too."""
+    return per_address.filter(~is_internal(F.col("key")))
 
 
 def with_event_time(metrics: DataFrame) -> DataFrame:
@@ -249,7 +266,7 @@ def top_addresses(address_tp: DataFrame, n: int = 10, internal: bool = False) ->
     of the addresses considered).
     """
     if not internal:
-        address_tp = address_tp.filter(~is_internal(F.col("key"), F.col("address")))
+        address_tp = without_internal(address_tp)
     per_addr = address_tp.groupBy("key", "address").agg(
         F.coalesce(F.sum("ingress"), F.lit(0)).alias("ingress"),
         F.coalesce(F.sum("egress"), F.lit(0)).alias("egress"))

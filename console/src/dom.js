@@ -80,7 +80,7 @@ export function formatValue(value, name = '') {
   if (typeof value === 'boolean') return value ? 'true' : 'false';
   if (isNumber(value)) {
     if (/uptimeSeconds$|Seconds$/.test(name) && !/Interval|MaxAge/.test(name)) return formatDuration(value);
-    if (/memoryUsage|Bytes$/.test(name)) return formatBytes(value);
+    if (/memoryUsage|memoryResident|Bytes$/.test(name)) return formatBytes(value);
     return formatNumber(value);
   }
   if (Array.isArray(value)) return value.map((v) => formatValue(v)).join(', ');

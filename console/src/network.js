@@ -20,6 +20,19 @@ export const T = {
 
 export const POLL_MS = 2000;
 
+/** Asked of every router beside its `router` row: qdrouter-py's resident memory (VmRSS summed
+ * over the router's processes). 1.19 answers null for a name it does not know. */
+export const RESIDENT = 'memoryResident';
+
+/** The `router` row with `memoryResident` from the answer to its own query (a settled
+ * promise); when that query failed, the last known value. */
+export function withResident(router, answer, old) {
+  let value;
+  if (answer && answer.status === 'fulfilled') value = answer.value[0] ? answer.value[0][RESIDENT] : undefined;
+  else value = old ? old[RESIDENT] : undefined;
+  return typeof value === 'number' ? { ...router, [RESIDENT]: value } : router;
+}
+
 export class Network {
   constructor(mgmt) {
     this.mgmt = mgmt;
@@ -108,12 +121,14 @@ export class Network {
     const types = [T.router, T.connection, T.node, ...[...this.extraTypes.keys()].filter((t) => t !== T.node)];
     const results = await Promise.all(ids.map(async (id) => {
       const address = this.address(id);
-      const answers = await Promise.allSettled(types.map((type) => this.mgmt.query(address, type, [])));
-      return { id, answers };
+      const answers = await Promise.allSettled([...types.map((type) => this.mgmt.query(address, type, [])),
+        this.mgmt.query(address, T.router, [RESIDENT])]);
+      const resident = answers.pop();
+      return { id, answers, resident };
     }));
     const previous = new Set(this.routers.keys());
     const routers = new Map();
-    for (const { id, answers } of results) {
+    for (const { id, answers, resident } of results) {
       const old = this.routers.get(id);
       const data = {};
       let error = null;
@@ -124,7 +139,7 @@ export class Network {
           if (old && old.data[types[i]]) data[types[i]] = old.data[types[i]]; // keep the last known
         }
       });
-      const router = (data[T.router] || [])[0] || (old && old.router) || { id };
+      const router = withResident((data[T.router] || [])[0] || (old && old.router) || { id }, resident, old && old.router);
       routers.set(id, {
         id,
         node: nodeById.get(id),

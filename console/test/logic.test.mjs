@@ -3,9 +3,10 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { managementAddress, normaliseUrl } from '../src/mgmt.js';
-import { T, computeEdges } from '../src/network.js';
+import { T, computeEdges, withResident } from '../src/network.js';
+import { formatValue } from '../src/dom.js';
 import { Layout } from '../src/graph.js';
-import { splitKey } from '../src/pages/overview.js';
+import { isInternalKey, splitKey } from '../src/pages/overview.js';
 import { isCounter, schemaTypes } from '../src/pages/list.js';
 
 test('management addresses: own agent, other routers through _topo', () => {
@@ -106,4 +107,22 @@ test('schema: concrete types only, counters known by their description', () => {
   const link = types[1].spec;
   assert.equal(isCounter(link, 'deliveryCount'), true);
   assert.equal(isCounter(link, 'capacity'), false);
+});
+
+test('resident memory: from its own query, kept when that query fails, none from a 1.19 router', () => {
+  const row = { id: 'A', memoryUsage: 876000000 };
+  const ok = (v) => ({ status: 'fulfilled', value: [{ memoryResident: v }] });
+  assert.equal(withResident(row, ok(61000000), null).memoryResident, 61000000);
+  assert.equal(withResident(row, ok(61000000), null).memoryUsage, 876000000);   // VmSize stays
+  assert.equal(withResident(row, { status: 'rejected', reason: new Error('timeout') }, { memoryResident: 5 }).memoryResident, 5);
+  assert.equal('memoryResident' in withResident(row, ok(null), { memoryResident: 5 }), false);  // 1.19: null
+  assert.equal(formatValue(61000000, 'memoryResident'), '58.2 MiB');
+});
+
+test('internal addresses: the router\'s own by key, a client\'s dynamic address is not', () => {
+  const internal = ['L$management', 'L$_management_internal', 'M0$management', 'L_$qd.x', 'Lqdrouter', 'Lqdrouter.ma',
+    'Lqdhello', 'Tqdrouter', 'M0qdrouter.ma', 'M0_topo/0/A/b', 'RRouter.B', 'T0/all', 'AArea2'];
+  const users = ['M0orders', 'M0management', 'Ltemp.x', 'M1orders', 'L_local_user', 'Cprefix'];
+  assert.deepEqual(internal.filter(isInternalKey), internal);
+  assert.deepEqual(users.filter(isInternalKey), []);
 });

@@ -20,8 +20,10 @@ status hint (400, 431...) and the connection closed. Idle connections close afte
 
 The metrics sink (router attributes ``metricsDir``, ``metricsIntervalSeconds``,
 ``metricsMaxBytes``, ``metricsKeepFiles``): every interval a snapshot is taken and its
-``agent.metrics.snapshot_records`` are appended by ``agent.metrics_sink.MetricsSink``; when the
-router stops, the agent takes one more (``sample_now``) and ``close`` fsyncs the file.
+``agent.metrics.snapshot_records`` are appended by ``agent.metrics_sink.MetricsSink``. The
+router's first sample counts from zero at its start (what was sent before it is in its deltas);
+when the router stops, the agent takes one more (``sample_now``) and ``close`` closes the file
+(``MetricsSink.close``: renamed to its next ``.<n>``, where the streaming job reads it).
 
 Must not import router_io or router_core.core.
 """
@@ -371,12 +373,13 @@ class MetricsService:
             else:
                 self.gone_seen = max([self.gone_seen] + [g.get("seq", 0)
                                                          for g in state.get("gone", ())])
-            at = time.monotonic()
-            interval = at - self.previous_at if self.previous is not None else self.sink_interval
+            at, ts = time.monotonic(), time.time()
+            previous, interval = self.previous, at - self.previous_at
+            if previous is None:
+                previous, interval = self._first_baseline(ts)
             from agent.metrics import snapshot_records
             try:
-                records = snapshot_records(state, self.router_id, time.time(), interval,
-                                           self.previous)
+                records = snapshot_records(state, self.router_id, ts, interval, previous)
                 self.sink.write(records)
             except (OSError, ValueError, TypeError) as exc:
                 self.log("error", f"cannot write metrics: {exc}")
@@ -390,6 +393,21 @@ class MetricsService:
         # GONE_MAX entries) would cost the core far more than the sample itself
         self.queries.query(on_state, on_timeout, METRICS_TIMEOUT, now,
                            what=f"snapshot+gone>{self.gone_seen}")
+
+    def _first_baseline(self, ts: float) -> tuple[Optional[dict], float]:
+        """The baseline of this agent's first sample and the seconds it covers.
+
+        The router's counters (in the core) start at zero when it starts, so while neither
+        this agent nor the core has been restarted, the first sample is taken against an empty
+        snapshot (``agent.metrics``: every d_ is the value) covering the time since the router
+        started: the traffic sent before the first sample counts in the windows too. After a
+        restart the span the counters cover is not known (a restarted agent does not know what
+        its predecessor wrote; a restarted core counts from its own start): no baseline (null
+        deltas), as before."""
+        restarts = read_restart_counts(self.runtime)
+        if not restarts.get("agent") and not restarts.get("core") and self.started <= ts:
+            return {}, max(0.001, ts - self.started)
+        return None, self.sink_interval
 
     def sample_now(self) -> bool:
         """Start a sample now (the router is stopping); False when there is no sink. The
@@ -419,9 +437,9 @@ class MetricsService:
         self.server.close_all()
         if self.sink is not None:
             try:
-                self.sink.sync()
+                self.sink.close()
             except OSError as exc:
-                self.log("error", f"cannot sync the metrics file: {exc}")
+                self.log("error", f"cannot close the metrics file: {exc}")
 
 
 __all__ = ["HttpServer", "MetricsService", "CoreQueries", "open_unix_listener", "AGENT_SOCKET"]

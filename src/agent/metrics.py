@@ -54,8 +54,11 @@ Record keys ("router-metrics/1"; stable: add keys, never rename or drop them)
     the snapshot has them (the core does not count bytes yet).
     Deltas: ``d_<counter>`` for every counter above (bytes included when present) = this
     snapshot's value minus the previous snapshot's, so rate = d_x / interval_s. Rules:
-      * no previous snapshot at all (first sample since start): every d_ is null (unknown: the
-        counters may cover any length of time);
+      * no previous snapshot at all (``previous`` None: the first sample after the agent or
+        the core was restarted): every d_ is null (unknown: the counters may cover any length
+        of time);
+      * an empty previous snapshot (``{}``: the router's first sample; its counters started
+        at zero when it started, ``interval_s`` before): every d_ is the value;
       * the entity is absent from the previous snapshot (new address or link): d_ = the value
         (it started at zero after the previous snapshot);
       * the value went down (counter reset: link identity reused, router restarted): d_ = the
@@ -113,6 +116,15 @@ KINDS: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 
 
+# The router's own addresses, by hash key (class character, a mobile key's phase, then the
+# text): router, topological and area keys, and local or mobile keys of management
+# ($management, 1.19's $_management_internal), the routing protocol (qdrouter, qdrouter.ma,
+# qdhello) and _$qd.*. The one rule the pipelines (pipelines.transforms.is_internal) and the
+# console (console/src/pages/overview.js, same text, checked by a test) hide them by.
+INTERNAL_KEY = (r"^([RTA]|(L|M[0-9])(\$management|\$_management|\$qd|_\$qd\.|qdrouter|qdhello"
+                r"|_topo/|_local/))")
+
+
 def address_text(key: Optional[str]) -> Optional[str]:
     """``M0orders`` -> ``orders``; keys of other classes (and None) are returned as they are."""
     if key is None:
@@ -157,8 +169,9 @@ def snapshot_records(snapshot: dict, router_id: str, ts: float, interval_s: floa
     """One "router-metrics/1" record for the router, then one per address and per link, then
     a final record per address, link or connection removed since ``previous`` (by seq).
 
-    ``previous`` is the snapshot taken ``interval_s`` earlier (None for the first sample); the
-    d_ deltas are taken against it. Records are JSON-able dicts (see the module docstring).
+    ``previous`` is the snapshot taken ``interval_s`` earlier (``{}``: the counters were all
+    zero then; None: unknown, the first sample of a restarted agent); the d_ deltas are taken
+    against it. Records are JSON-able dicts (see the module docstring).
     """
     common = {"schema": SCHEMA, "ts": float(ts), "router_id": router_id,
               "interval_s": float(interval_s)}

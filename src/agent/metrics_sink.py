@@ -20,8 +20,9 @@ write larger than ``max_bytes`` gets a file of its own), so the directory holds 
 Crash safety: each write() is ONE append (``O_APPEND``, whole lines), so a reader or a crash
 sees whole records or none of a batch; a torn tail (power loss in the middle of a write) is cut
 back to the last complete line when a sink opens the file again. A file is fsync'd before it is
-renamed on rotation (and the directory after), so a closed file is complete on disk; ``sync()``
-fsyncs the active file (the agent calls it when the router stops, after its last sample).
+renamed on rotation (and the directory after), so a closed file is complete on disk. When
+the router stops, the agent takes a last sample and calls ``close()``: the active file is
+closed like a full one (a stopped router leaves no file being appended to).
 
 Final records (``final: true``, see ``agent.metrics``) are written once: the sink remembers the
 newest one it wrote (``seq``, ``gone_mono``, ``gone_ts``; read back from its files when it
@@ -182,6 +183,15 @@ class MetricsSink:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+    def close(self) -> None:
+        """The router is stopping: close the active file (``rotate``), so that every record of
+        a stopped router is in a closed file the streaming job reads; with ``keep_files=0``
+        (no history) the active file stays, fsync'd."""
+        if self.keep_files == 0:
+            self.sync()
+        else:
+            self.rotate()
 
     def rotate(self) -> None:
         """Close the active file now (e.g. on a timer, so the streaming job sees recent data).

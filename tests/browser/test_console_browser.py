@@ -179,6 +179,17 @@ def scenario(router_factory, chromium, receiver_client, shots):
                      ".some(td => td.textContent === 'console/orders')", timeout=WAIT)
     routers = chromium.texts("[data-testid=routers-table] tbody tr td:first-child")
     assert routers == ["Router.A", "Router.B", "Router.C"]
+    # memory as a user means it: resident (memoryResident, VmRSS summed over the router's
+    # processes), labelled so; not memoryUsage (1.19's VmSize, several times larger)
+    memory = ("const t = document.querySelector('[data-testid=routers-table]');"
+              "const i = [...t.querySelectorAll('th')].findIndex(th => th.dataset.key === 'memory');"
+              "return i < 0 ? null : {label: t.querySelectorAll('th')[i].textContent,"
+              " cells: [...t.querySelectorAll('tbody tr')].map(r => r.children[i].textContent)}")
+    chromium.wait_js(f"const m = (() => {{ {memory} }})(); "
+                     "return m && m.cells.every(c => /iB$/.test(c))", timeout=WAIT)
+    shown = chromium.js(memory)
+    assert shown["label"] == "Resident memory", shown
+    assert "Memory" not in chromium.texts("[data-testid=routers-table] th")
     chromium.screenshot(shots / "console-overview.png", full_page=True)
 
     # --- topology: 3 routers, 2 links with their costs, B's client; details on click

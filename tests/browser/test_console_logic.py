@@ -28,3 +28,15 @@ def test_console_logic_in_node():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "# fail 0" in out.stdout and "# pass " in out.stdout, out.stdout
+
+
+def test_console_hides_internal_addresses_by_the_pipelines_rule():
+    """One rule for the router's own addresses: the console's INTERNAL_KEY (overview.js) is
+    agent.metrics.INTERNAL_KEY, the one the Spark jobs apply."""
+    import re
+
+    from agent.metrics import INTERNAL_KEY
+    source = (CONSOLE_DIR / "src" / "pages" / "overview.js").read_text()
+    m = re.search(r"^export const INTERNAL_KEY = /(.*)/;$", source, re.M)
+    assert m, "overview.js defines no INTERNAL_KEY"
+    assert m.group(1).replace("\\/", "/") == INTERNAL_KEY

@@ -100,18 +100,40 @@ def test_top_addresses_leave_internal_ones_out(metrics):
     at = tf.address_throughput(metrics, W)
     assert [r["address"] for r in tf.top_addresses(at, 10).collect()] == ["q1", "q2"]
     everything = [r["address"] for r in tf.top_addresses(at, 10, internal=True).collect()]
-    assert set(everything) == {"q1", "q2", "_topo/0/R2/x", "L$management"}
+    assert set(everything) == {"q1", "q2", "_topo/0/R2/x", "$management"}
+    assert {r["key"] for r in tf.without_internal(at).collect()} == {"M0q1", "M0q2"}
 
 
 def test_internal_patterns(spark):
-    names = [("L$management", "L$management"), ("M0$management", "$management"),
-             ("L_$qd.x", "L_$qd.x"), ("Lqdrouter", "Lqdrouter"), ("M0qdrouter.ma", "qdrouter.ma"),
-             ("M0_topo/0/A/b", "_topo/0/A/b"), ("RRouter.B", "RRouter.B"), ("T0/all", "T0/all"),
-             ("M0orders", "orders"), ("M0management", "management"), ("Ltemp.x", "Ltemp.x")]
-    df = spark.createDataFrame(names, "key string, address string")
-    got = {r["key"]: r["i"] for r in df.select(
-        "key", tf.is_internal(df["key"], df["address"]).alias("i")).collect()}
-    assert [k for k, v in got.items() if v] == [k for k, _ in names[:8]]
+    """One rule on the key: management (1.19's agent address $_management_internal too), the
+    routing protocol, router/topological/area keys; a receiver's dynamic address is not."""
+    internal = ["L$management", "L$_management_internal", "M0$management", "L_$qd.x",
+                "Lqdrouter", "Lqdrouter.ma", "Lqdhello", "Tqdrouter", "M0qdrouter.ma",
+                "M0_topo/0/A/b", "RRouter.B", "T0/all", "AArea2"]
+    users = ["M0orders", "M0management", "Ltemp.x", "M1orders", "L_local_user"]
+    df = spark.createDataFrame([(k,) for k in internal + users], "key string")
+    got = {r["key"]: r["i"] for r in df.select("key", tf.is_internal(df["key"]).alias("i"))
+           .collect()}
+    assert [k for k, v in got.items() if v] == internal
+
+
+def test_address_text_without_the_class_prefix(spark):
+    """Local keys lose their class character as mobile ones lose class and phase, whatever
+    the producer wrote in ``address`` (records written before kept ``Ltemp.x``)."""
+    recs = [{"schema": "router-metrics/1", "ts": 1.0, "router_id": "R", "kind": "address",
+             "key": key, "address": written, "final": False}
+            for key, written in (("M0orders", "orders"), ("Ltemp.x", "Ltemp.x"),
+                                 ("L$_management_internal", "L$_management_internal"),
+                                 ("M1orders", "orders"))]
+    recs.append({"schema": "router-metrics/1", "ts": 1.0, "router_id": "R", "kind": "link",
+                 "key": "7", "owningAddr": "Ltemp.y", "address": "Ltemp.y", "final": False})
+    recs.append({"schema": "router-metrics/1", "ts": 1.0, "router_id": "R", "kind": "router",
+                 "key": "R", "address": None, "final": False})
+    df = tf.metrics_records(spark.createDataFrame(
+        [Row(**{f.name: r.get(f.name) for f in schemas.METRICS_SCHEMA.fields}) for r in recs],
+        schemas.METRICS_SCHEMA))
+    assert [r["address"] for r in df.collect()] == [
+        "orders", "temp.x", "$_management_internal", "orders", "temp.y", None]
 
 
 def test_network_view(metrics):

@@ -16,6 +16,8 @@ from agent.metrics_sink import MetricsSink  # noqa: E402
 from pipelines import batch_job, streaming_job  # noqa: E402
 from spark_support import spark  # noqa: E402,F401  (the fixture)
 from spark_support import T0, loadgen_lines, metrics_records, write_jsonl  # noqa: E402
+from spark_support import _address, _router  # noqa: E402
+from agent.metrics import snapshot_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -109,15 +111,65 @@ def test_streaming_once_terminates_and_writes(spark, tmp_path):
     assert spark.read.parquet(str(out / "router_throughput")).count() == rt.count()
 
 
+def test_streaming_once_reports_an_active_file_it_cannot_read(tmp_path, capsys):
+    """A directory with only the file a router is still appending to (or one killed without
+    stopping left): --once says so and exits non-zero, before starting Spark."""
+    sink = MetricsSink(tmp_path / "metrics", "R1")
+    sink.write([r for r in metrics_records() if r["router_id"] == "R1"])
+    argv = ["--metrics-dir", str(tmp_path / "metrics"), "--out", str(tmp_path / "out"),
+            "--once"]
+    assert streaming_job.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "not read: router-metrics-R1.jsonl" in err
+    assert "no closed metrics files" in err and "nothing to process" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_streaming_once_reads_a_stopped_routers_file(spark, tmp_path, capsys):
+    """A router that stopped closed its file (MetricsSink.close): --once reads all of it."""
+    sink = MetricsSink(tmp_path / "metrics", "R1")
+    sink.write([r for r in metrics_records() if r["router_id"] == "R1"])
+    sink.close()
+    out = tmp_path / "out"
+    argv = ["--metrics-dir", str(tmp_path / "metrics"), "--out", str(out), "--window", "10s",
+            "--watermark", "0s", "--once"]
+    assert streaming_job.main(argv, spark=spark, timeout_s=90) == 0
+    got = {int(r["window_start"].timestamp()): r["ingress"]
+           for r in spark.read.parquet(str(out / "router_throughput")).collect()}
+    assert got[T0] == 150 and got[T0 + 10] == 249
+    err = capsys.readouterr().err
+    assert "not read" not in err and "windows ending by" in err
+
+
+def test_streaming_once_says_why_it_wrote_nothing(spark, tmp_path, capsys):
+    """A router that ran for less than a window and stopped: one sample (counted from the
+    router's start), read, but its window ends after the watermark: exit 3 and why."""
+    snap = {"router": _router(id="R9", deliveriesIngress=100, deliveriesEgress=100),
+            "addresses": [_address("M0q9", deliveriesIngress=100, deliveriesEgress=100)],
+            "links": [], "connections": []}
+    sink = MetricsSink(tmp_path / "metrics", "R9")
+    sink.write(snapshot_records(snap, "R9", T0 + 7, 7.0, {}))
+    sink.close()
+    argv = ["--metrics-dir", str(tmp_path / "metrics"), "--out", str(tmp_path / "out"),
+            "--window", "10s", "--watermark", "0s", "--once"]
+    assert streaming_job.main(argv, spark=spark, timeout_s=90) == 3
+    err = capsys.readouterr().err
+    assert "records but wrote no window" in err and "pipelines.batch_job" in err
+    assert streaming_job.main(argv, spark=spark, timeout_s=90) == 0     # nothing new
+    assert "no new records" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("module", ["pipelines.batch_job", "pipelines.streaming_job"])
 def test_cli_help(module):
     res = subprocess.run([sys.executable, "-m", module, "--help"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert "--metrics-dir" in res.stdout and "--master" in res.stdout
+    assert "docs/metrics.md" in res.stdout            # where to read more
+    assert (ROOT / "docs" / "metrics.md").is_file()
 
 
-def test_class_archive_written_once_then_used(tmp_path):
+def test_class_archive_written_once_then_used(tmp_path, capsys):
     """The driver JVM's class archive: the first run asks the JVM to write it under a temporary
     name, it is put in place once that JVM has exited; later runs load it. A half-written one
     whose writer is gone is removed. (The JVM here is a stand-in process that writes the file.)"""
@@ -127,12 +179,17 @@ def test_class_archive_written_once_then_used(tmp_path):
     stale.parent.mkdir(parents=True)
     stale.write_bytes(b"half")
     opts = archive.options()
+    # the slow first run is announced before the JVM starts, not after it
+    announced = capsys.readouterr().err
+    assert "first run" in announced and str(archive.path.parent) in announced
     assert not stale.exists()
     assert f"-XX:ArchiveClassesAtExit={archive.writing}" in opts and "-Xlog:disable" in opts
     jvm = subprocess.Popen(["sh", "-c", f"cat >/dev/null; printf archive > '{archive.writing}'"],
                            stdin=subprocess.PIPE)
     archive.finish(jvm, timeout=30)    # closes its stdin, waits, renames
     assert archive.path.read_bytes() == b"archive" and not archive.writing.exists()
+    capsys.readouterr()
     again = batch_job.ClassArchive(tmp_path / "cache")
     assert again.options().startswith(f" -XX:SharedArchiveFile={archive.path}")
+    assert "first run" not in capsys.readouterr().err
     assert again.writing is None

@@ -460,8 +460,11 @@ def test_metrics_sink_takes_a_last_sample_when_the_router_stops(launch, tmp_path
     with _traffic(port, "live.q", 4):
         assert not path.exists()    # no sample yet
         assert proc.stop() == 0
-    recs = [json.loads(line) for line in path.read_text().splitlines()]
-    assert path.read_text().endswith("\n")
+    # the stopped router's file is closed (renamed .1), where the streaming job reads it
+    assert not path.exists()
+    closed = out / "router-metrics-Router.Svc.jsonl.1"
+    recs = [json.loads(line) for line in closed.read_text().splitlines()]
+    assert closed.read_text().endswith("\n")
     gone = [r for r in recs if r["kind"] == "address" and r["address"] == "last.q"]
     assert [(r["final"], r["deliveriesIngress"], r["deliveriesEgress"]) for r in gone] == [
         (True, 9, 9)]
@@ -469,6 +472,9 @@ def test_metrics_sink_takes_a_last_sample_when_the_router_stops(launch, tmp_path
     assert [(r["deliveriesIngress"], r["deliveriesEgress"]) for r in live] == [(4, 4)]
     router = [r for r in recs if r["kind"] == "router"]
     assert len(router) == 1 and router[0]["deliveriesIngress"] >= 13
+    # the router's first sample: counted from zero at its start, so the windows have it all
+    assert router[0]["d_deliveriesIngress"] == router[0]["deliveriesIngress"]
+    assert [r["d_deliveriesIngress"] for r in live] == [4]
     assert "last metrics sample not taken" not in proc.output()
 
 

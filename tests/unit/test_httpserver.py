@@ -298,5 +298,46 @@ def test_sink_samples_every_interval(tmp_path):
     records = [json.loads(line) for line in lines]
     routers = [r for r in records if r["kind"] == "router"]
     assert len(routers) == 2
-    assert routers[0]["d_deliveriesIngress"] is None and routers[1]["d_deliveriesIngress"] == 2
+    assert routers[1]["d_deliveriesIngress"] == 2
     assert any(r["kind"] == "address" and r["address"] == "q" for r in records)
+
+
+def _sink_records(svc, sent, tmp_path, state=SNAPSHOT):
+    svc.tick(time.monotonic() + 2)
+    _answer(svc, sent, state)
+    import json
+    return [json.loads(line)
+            for line in (tmp_path / "router-metrics-R.jsonl").read_text().splitlines()]
+
+
+def test_first_sample_counts_from_the_router_start(tmp_path):
+    """The router's counters start at zero: what was sent before the first sample counts in
+    it (deltas = the values, over the time since the router started), so the windows hold the
+    traffic the exact totals do."""
+    svc, sent = _service(router={"metricsDir": str(tmp_path), "metricsIntervalSeconds": 1})
+    records = _sink_records(svc, sent, tmp_path)
+    router = next(r for r in records if r["kind"] == "router")
+    addr = next(r for r in records if r["kind"] == "address")
+    assert (router["d_deliveriesIngress"], router["d_acceptedDeliveries"]) == (3, 3)
+    assert (addr["d_deliveriesIngress"], addr["d_deliveriesEgress"]) == (3, 3)
+    # the service was told the router started 5 s before it was made
+    assert 5.0 <= router["interval_s"] < 60.0 and addr["interval_s"] == router["interval_s"]
+
+
+@pytest.mark.parametrize("restarted", ["agent", "core"])
+def test_first_sample_after_a_restart_has_no_baseline(tmp_path, restarted):
+    """An agent the supervisor restarted does not know what its predecessor counted, and a
+    restarted core counts from its own start: the first deltas stay unknown (the batch job
+    fills them from the files)."""
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    (runtime / "restarts.json").write_text(f'{{"{restarted}": 1, "worker0": 2}}')
+    svc = hs.MetricsService({"router_id": "R", "runtime": str(runtime),
+                             "router": {"metricsDir": str(tmp_path),
+                                        "metricsIntervalSeconds": 1}},
+                            zmq.Poller(), lambda *m: sent.extend(m), lambda lvl, t: None,
+                            time.time() - 5)
+    sent: list = []
+    records = _sink_records(svc, sent, tmp_path)
+    router = next(r for r in records if r["kind"] == "router")
+    assert router["d_deliveriesIngress"] is None and router["interval_s"] == 1.0

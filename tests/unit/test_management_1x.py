@@ -198,6 +198,19 @@ def test_router_memory_usage_is_the_processes_vm_size():
     assert router["blockedLinkCount"] == 0 and router["deliveriesRedirectedToFallback"] == 0
 
 
+def test_router_memory_resident_is_an_extension_beside_vm_size():
+    """memoryResident (what the console shows): the same processes' VmRSS, below their VmSize;
+    asked for by name only, so a QUERY without names answers 1.19's columns."""
+    router = run({"operation": "READ", "type": T + "router", "name": "router/R1"}).body
+    assert isinstance(router["memoryResident"], int)
+    assert 0 < router["memoryResident"] < router["memoryUsage"]
+    named = run({"operation": "QUERY", "entityType": "router"},
+                {"attributeNames": ["memoryResident"]}).body
+    assert isinstance(named["results"][0][0], int) and named["results"][0][0] > 0
+    plain = run({"operation": "QUERY", "entityType": "router"}, {"attributeNames": []}).body
+    assert "memoryResident" not in plain["attributeNames"]
+
+
 def test_policy_entity_exists_without_a_policy_section():
     body = rows(run({"operation": "QUERY", "entityType": "policy"}, {"attributeNames": []}).body)
     assert len(body) == 1 and body[0]["identity"] == "policy/None"

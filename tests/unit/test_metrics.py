@@ -96,6 +96,15 @@ def test_first_sample_has_null_deltas_and_cumulative_counters():
     assert addr["deliveriesIngress"] == 100 and addr["d_deliveriesIngress"] is None
 
 
+def test_first_sample_against_an_empty_baseline_counts_everything():
+    """``{}``: the counters were zero interval_s ago (a freshly started router)."""
+    recs = snapshot_records(FIRST, "R1", 10.0, 10.0, {})
+    rtr = by_key(recs, "router")["R1"]
+    assert all(rtr["d_" + c] == rtr[c] for c in ROUTER_COUNTERS)
+    assert rtr["d_deliveriesIngress"] == 100
+    assert by_key(recs, "address")["M0q1"]["d_deliveriesIngress"] == 100
+
+
 def test_deltas_against_previous_snapshot():
     recs = snapshot_records(SECOND, "R1", 20.0, 10.0, FIRST)
     rtr = by_key(recs, "router")["R1"]
@@ -312,6 +321,23 @@ def test_sink_explicit_rotate(tmp_path):
     sink.write([rec(1)])
     sink.rotate()
     assert [p.name for p in sink.files()] == ["router-metrics-R1.jsonl.1"]
+
+
+def test_sink_close_leaves_no_active_file(tmp_path):
+    """The router stopped: its records are all in closed files (the streaming job reads
+    those), numbered on after the rotated ones; without history the file stays."""
+    sink = MetricsSink(tmp_path, "R1", keep_files=5)
+    sink.write([rec(1)])
+    sink.rotate()
+    sink.write([rec(2)])
+    sink.close()
+    assert [p.name for p in sink.files()] == ["router-metrics-R1.jsonl.1",
+                                              "router-metrics-R1.jsonl.2"]
+    assert json.loads((tmp_path / "router-metrics-R1.jsonl.2").read_text())["ts"] == 2.0
+    keep_none = MetricsSink(tmp_path / "none", "R1", keep_files=0)
+    keep_none.write([rec(3)])
+    keep_none.close()
+    assert [p.name for p in keep_none.files()] == ["router-metrics-R1.jsonl"]
 
 
 @pytest.mark.parametrize("kwargs", [{"max_bytes": 0}, {"keep_files": -1}])

@@ -4,6 +4,14 @@ import { Network, T } from '../network.js';
 
 const CLASS_NAMES = { M: 'mobile', L: 'local', R: 'router', T: 'topological', C: 'link-route in', D: 'link-route out', E: 'edge', H: 'edge', A: 'area' };
 
+/** The router's own addresses (management, routing protocol, router/topological/area keys):
+ * the rule of the metrics pipelines, `agent.metrics.INTERNAL_KEY` (a test checks they match). */
+export const INTERNAL_KEY = /^([RTA]|(L|M[0-9])(\$management|\$_management|\$qd|_\$qd\.|qdrouter|qdhello|_topo\/|_local\/))/;
+
+export function isInternalKey(key) {
+  return INTERNAL_KEY.test(String(key || ''));
+}
+
 /** A router.address key (`M0orders`, `Lqdrouter.ma`, `RRouter.B`) as class and address. */
 export function splitKey(key) {
   const k = String(key || '');
@@ -27,7 +35,7 @@ export function overviewPage(app) {
     const byKey = new Map();
     for (const row of net.rowsOf(T.address)) {
       const { cls, addr, phase } = splitKey(row.key);
-      if (!state.internal && cls !== 'mobile') continue;
+      if (!state.internal && isInternalKey(row.key)) continue;
       const key = row.key;
       let agg = byKey.get(key);
       if (!agg) {
@@ -55,7 +63,7 @@ export function overviewPage(app) {
       links: r.router.linkCount,
       cost: r.node ? r.node.cost : null,
       uptime: r.router.uptimeSeconds,
-      memory: r.router.memoryUsage,
+      memory: r.router.memoryResident,
       ingress: r.router.deliveriesIngress,
       egress: r.router.deliveriesEgress,
       transit: r.router.deliveriesTransit,
@@ -95,7 +103,10 @@ export function overviewPage(app) {
             { key: 'ingress', label: 'In', numeric: true, title: 'Deliveries in from clients' },
             { key: 'egress', label: 'Out', numeric: true, title: 'Deliveries out to clients' },
             { key: 'transit', label: 'Transit', numeric: true },
-            routers.some((r) => typeof r.memory === 'number') ? { key: 'memory', label: 'Memory', numeric: true, format: (v) => formatBytes(v) } : null,
+            routers.some((r) => typeof r.memory === 'number') ? {
+              key: 'memory', label: 'Resident memory', numeric: true, format: (v) => formatBytes(v),
+              title: 'Resident memory (RSS) summed over the router\u2019s processes (memoryResident; memoryUsage is their virtual size)',
+            } : null,
             { key: 'uptime', label: 'Up', numeric: true, format: (v) => formatDuration(v) },
             { key: 'state', label: 'State', format: (v, row) => (row.error ? h('span', { class: 'pill bad', title: row.error }, 'unreachable') : h('span', { class: 'pill good' }, 'ok')) },
           ].filter(Boolean),
@@ -118,7 +129,7 @@ export function overviewPage(app) {
         rows: addresses,
         state: state.addresses,
         onChange: render,
-        empty: 'No mobile addresses yet: an address appears when a client attaches to it.',
+        empty: 'No addresses yet: an address appears when a client attaches to it.',
       })),
       h('section', {}, h('h2', {}, 'Connections'),
         sortableTable({

@@ -4,7 +4,7 @@ import { detailsTable, formatBytes, formatDuration, formatValue, h, replace, sor
 import { Layout, drawTopology } from '../graph.js';
 import { Network } from '../network.js';
 
-const ROUTER_FIELDS = ['id', 'mode', 'version', 'uptimeSeconds', 'memoryUsage', 'connectionCount', 'addrCount', 'linkCount', 'nodeCount',
+const ROUTER_FIELDS = ['id', 'mode', 'version', 'uptimeSeconds', 'memoryResident', 'memoryUsage', 'connectionCount', 'addrCount', 'linkCount', 'nodeCount',
   'deliveriesIngress', 'deliveriesEgress', 'deliveriesTransit', 'acceptedDeliveries', 'releasedDeliveries', 'rejectedDeliveries', 'modifiedDeliveries'];
 
 function costText(e) {
@@ -82,9 +82,9 @@ export function topologyPage(app) {
   }
 
   function memoryLine() {
-    const known = [...net.routers.values()].map((r) => r.router.memoryUsage).filter((m) => typeof m === 'number');
+    const known = [...net.routers.values()].map((r) => r.router.memoryResident).filter((m) => typeof m === 'number');
     if (!known.length) return null;
-    return h('p', { class: 'muted small' }, `Memory in use across the network: ${formatBytes(known.reduce((a, b) => a + b, 0))}`);
+    return h('p', { class: 'muted small', 'data-testid': 'memory-line' }, `Resident memory across the network: ${formatBytes(known.reduce((a, b) => a + b, 0))}`);
   }
 
   function summary() {

@@ -282,6 +282,7 @@ class View:
             "linkRouteCount": len(store.of_type(PREFIX + "router.config.linkRoute")),
             "autoLinkCount": len(store.of_type(PREFIX + "router.config.autoLink")),
             "memoryUsage": router_memory(),
+            "memoryResident": router_memory("VmRSS"),
         })
         for counter in ("deliveriesDelayed1Sec", "deliveriesDelayed10Sec", "deliveriesStuck",
                         "deletedOnDetach", "deliveriesTransit", "blockedLinkCount",
@@ -396,10 +397,11 @@ def _deep_size(value: Any) -> int:
     return size
 
 
-def router_memory() -> Optional[int]:
+def router_memory(field: str = "VmSize") -> Optional[int]:
     """``router.memoryUsage``: bytes of virtual memory (VmSize, as 1.19 reports) of the router's
-    processes: the supervisor (this agent's parent) and every process it started. None where
-    /proc is not available."""
+    processes: the supervisor (this agent's parent) and every process it started; with
+    ``field="VmRSS"`` their resident memory (``router.memoryResident``, what the console shows).
+    None where /proc is not available."""
     parent = os.getppid()
     total, found = 0, False
     try:
@@ -414,7 +416,7 @@ def router_memory() -> Optional[int]:
                 continue
             with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
                 for line in f:
-                    if line.startswith("VmSize:"):
+                    if line.startswith(field + ":"):
                         total += int(line.split()[1]) * 1024
                         found = True
                         break
