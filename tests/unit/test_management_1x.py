@@ -245,7 +245,8 @@ def test_unusable_log_file_is_500(tmp_path):
     path = tmp_path / "no" / "such" / "dir" / "x.log"
     err = refused({"operation": "UPDATE", "type": T + "log", "name": "log/ROUTER"},
                   {"outputFile": str(path)})
-    assert (err.status, err.description) == (500, f"Failed to open log file '{path}'")
+    assert (err.status, err.description) == (
+        500, f"CError: Configuration: Failed to open log file '{path}'")
 
 
 def test_connection_delete_is_forbidden_and_inter_router_close_too():

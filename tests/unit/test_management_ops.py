@@ -314,7 +314,41 @@ def test_connection_delete_goes_to_the_owner_and_internal_is_hidden():
                  {"adminStatus": "deleted"}, in_conn=5)
     assert change.workers == "any" and change.attributes["connId"] == 5
     assert status_of({"operation": "UPDATE", "type": "connection", "identity": "1"},
-                     {"adminStatus": "deleted"}) == 404
+                     {"adminStatus": "deleted"}) == 400
+
+
+def error_of(props, body=None, store=None):
+    with pytest.raises(ManagementError) as err:
+        run(props, body, store=store)
+    return err.value.status, err.value.description
+
+
+def test_answers_with_1_19_statuses_and_texts():
+    # 1.19's core agent: an UPDATE of a connection it does not have is a bare bad request
+    for key in ("identity", "name"):
+        assert error_of({"operation": "UPDATE", "type": "connection", key: "999"},
+                        {"adminStatus": "deleted"}) == (400, "Bad Request")
+    # its log code fails the UPDATE with the C error, as its Python agent words it
+    assert error_of({"operation": "UPDATE", "type": "log", "identity": "log/DEFAULT"},
+                    {"outputFile": "/nonexistent/dir/f.log"}) == (
+        500, "CError: Configuration: Failed to open log file '/nonexistent/dir/f.log'")
+    # a vhost its policy code refuses: PolicyError, 500
+    assert error_of({"operation": "CREATE", "type": "vhost", "name": "vh1"},
+                    {"hostname": "vh1", "groups": {"$default": {"sources": "a",
+                                                                "sourcePattern": "b"}}}) == (
+        500, "PolicyError: Policy 'vh1' is invalid: Policy vhost 'vh1' user group '$default' "
+             "specifies conflicting 'sources' and 'sourcePattern' attributes. Use only one or "
+             "the other.")
+    # an http listener stays (1.19 with the libwebsockets it ships with)
+    spec = dict(SPEC, listeners=SPEC["listeners"] + [{
+        "host": "127.0.0.1", "port": "8080", "http": True, "identity": "listener/127.0.0.1:8080",
+        "name": "web"}])
+    assert error_of({"operation": "DELETE", "type": "listener", "name": "web"},
+                    store=ConfigStore(spec)) == (400, "HTTP listeners cannot be deleted")
+    assert error_of({"operation": "FROB", "type": "listener",
+                     "name": "listener/127.0.0.1:5672"}) == (
+        501, "Operation 'FROB' not implemented for 'org.apache.qpid.dispatch.listener' "
+             "['CREATE', 'DELETE', 'READ']")
 
 
 def test_connection_protocol_trace_goes_to_the_owner_and_only_two_attributes_update():
@@ -466,6 +500,24 @@ def test_agent_change_failure_and_timeout():
     rollback = plane.of(ipc.ConfigChange, plane.control)[-1]
     assert rollback.op == "delete"  # worker 0 opened it: taken back
     assert not any(e["port"] == "5999" for e in plane.agent.store.of_type(T + "listener"))
+
+
+def test_agent_logs_1_19s_error_line_for_what_its_python_agent_answers():
+    """1.19's Python agent logs each failed request at AGENT error; what its core agent
+    answers (connections, links, addresses, router.config types: CRUD and QUERY) is not
+    logged."""
+    plane = FakePlane()
+    plane.agent.on_credit(ipc.LinkCredit(plane.agent.reply_link, 5), 0.0)
+    deliver(plane, {"operation": "CREATE", "type": T + "nosuch", "name": "x1"}, {})
+    deliver(plane, {"operation": "UPDATE", "type": T + "connection", "identity": "999"},
+            {"adminStatus": "deleted"})
+    for query in plane.of(ipc.CoreQuery, plane.control):
+        plane.agent.on_core_state(ipc.CoreState(query.request_id, SNAPSHOT), 0.0)
+    statuses = [decode(t.payload).properties["statusCode"] for t in plane.of(ipc.Transfer)]
+    assert statuses == [400, 400]
+    errors = [e[2] for e in plane.agent.log.recent if e[0] == "AGENT" and e[1] == "error"]
+    assert errors == ["Error performing CREATE: No such entity type "
+                      "'org.apache.qpid.dispatch.nosuch'"]
 
 
 def test_agent_logs_the_raw_request_at_debug_as_1x():

@@ -205,7 +205,13 @@ def _entity_operation(request: Request, view: View) -> Outcome:
         if etype.short_name == connroutes.SHORT:
             return connroutes.create(request, view, etype, Change)
         return _create(request, view, etype)
-    etype, entity = _locate(request, view, etype)
+    try:
+        etype, entity = _locate(request, view, etype)
+    except ManagementError as exc:
+        if exc.status == NOT_FOUND and op == "UPDATE" and etype is not None \
+                and etype.short_name == "connection":  # 1.19's core agent: a bare 400
+            raise ManagementError(BAD_REQUEST, "Bad Request") from None
+        raise
     if etype.short_name == "connection" and op == "DELETE":  # 1.19: close one with UPDATE
         raise ManagementError(FORBIDDEN, "Forbidden")
     if op != "READ" or etype.short_name != connroutes.SHORT:  # 1.19 reads those too
@@ -271,6 +277,9 @@ def _delete(etype: EntityType, entity: dict, view: View) -> Outcome:
                                                + ", ".join(f"{u['type'].rsplit('.', 1)[-1]} "
                                                            f"'{u['name']}'" for u in users)
                                                + ": delete those first")
+    if etype.short_name == "listener" and entity.get("http"):
+        # 1.19 with the libwebsockets it is built with (4.0 to 4.1) cannot close one
+        raise ManagementError(BAD_REQUEST, "HTTP listeners cannot be deleted")
     if etype.short_name == "dummy":
         view.store.remove(entity)
         return Reply(NO_CONTENT, {})
@@ -341,7 +350,8 @@ def _update_log(view: View, etype: EntityType, entity: dict, changes: dict) -> C
             with open(output, "a", encoding="utf-8"):
                 pass
         except OSError:
-            raise ManagementError(INTERNAL_ERROR, f"Failed to open log file '{output}'") from None
+            raise ManagementError(INTERNAL_ERROR, "CError: Configuration: Failed to open log "
+                                                  f"file '{output}'") from None
     if updated["module"] not in LOG_MODULES:
         raise ManagementError(NOT_IMPLEMENTED, f"log module '{updated['module']}' is not used by "
                                                "this router")
