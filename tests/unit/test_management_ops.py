@@ -145,6 +145,30 @@ def test_internal_connection_is_hidden_and_its_consumer_is_in_process():
     assert addrs[0] == ["M0$management", 1, 0, "router.address/M0$management", 0, 4]
 
 
+def test_query_without_a_type_answers_what_1_19s_python_agent_holds():
+    """1.19 answers an untyped QUERY from its Python agent's entities: no connections, links
+    or addresses (its core agent has those), and of the router.config types only those of the
+    configuration file, under the identities its Python agent gave them (``linkRoute/0``);
+    every row has a name."""
+    spec = dict(SPEC, linkRoutes=[{"prefix": "lr", "direction": "in", "identity": "1",
+                                   "name": "linkRoute/0"},
+                                  {"prefix": "lr2", "direction": "out", "identity": "2",
+                                   "name": "named"}])
+    store = ConfigStore(spec)
+    created = run({"operation": "CREATE", "type": "linkRoute"},
+                  {"prefix": "x", "direction": "in"}, store=store)
+    store.add(created.entity)
+    reply = run({"operation": "QUERY"}, {"attributeNames": ["type", "name", "identity"]},
+                store=store)
+    rows = reply.body["results"]
+    types = {r[0] for r in rows}
+    assert not types & {T + "connection", T + "router.link", T + "router.address"}
+    assert {T + "management", T + "router", T + "listener", T + "log"} <= types
+    assert [r[1:] for r in rows if r[0] == T + "router.config.linkRoute"] == [
+        ["linkRoute/0", "linkRoute/0"], ["named", "linkRoute/1"]]
+    assert all(r[1] for r in rows)
+
+
 def test_unknown_type_is_a_bad_request_as_in_1x():
     assert status_of({"operation": "QUERY", "entityType": "nosuch"}) == 400
 

@@ -146,15 +146,38 @@ def _query(request: Request, view: View) -> Reply:
     if request.entity_type:  # every type that is or extends it (org.amqp.management: the node)
         base = schemaops.resolve_type(schema, request.entity_type)
         types = [t for t in schema.concrete_types() if t.extends_type(base.short_name)]
+        entities = [e for etype in types for e in view.entities(etype)]
     else:
-        types = schema.concrete_types()
+        types = [t for t in schema.concrete_types() if t.short_name not in _CORE_AGENT_ONLY]
+        entities = [e for etype in types for e in _python_agent_entities(etype, view)]
     if not names:
         names = []
         for etype in types:
             names.extend(n for n in schemaops.query_columns(etype) if n not in names)
-    entities = [e for etype in types for e in view.entities(etype)]
     return Reply(OK, {"attributeNames": names,
                       "results": query_rows(entities, names, offset, count)})
+
+
+# 1.19 answers a QUERY without a type from its Python agent's entities: these types are only in
+# its core agent (and of the router.config types, only the configuration file's are in both)
+_CORE_AGENT_ONLY = frozenset(("connection", "router.link", "router.address",
+                              "router.connection.linkRoute"))
+
+
+def _python_agent_entities(etype: EntityType, view: View) -> list[dict]:
+    """The entities of one type as 1.19's Python agent lists them: the router.config ones of
+    the configuration file only, under the identity it gave them (``linkRoute/0``...)."""
+    entities = view.entities(etype)
+    if etype.short_name not in ROUTER_CONFIG_TYPES:
+        return entities
+    from_file = view.store.from_file.get(etype.long_name, [])
+    short = etype.short_name[len("router.config."):]
+    out = []
+    for entity in entities:
+        if str(entity.get("identity")) in from_file:
+            index = from_file.index(str(entity["identity"]))
+            out.append({**entity, "identity": f"{short}/{index}"})
+    return out
 
 
 # --- GET-LOG ----------------------------------------------------------------------------------

@@ -49,6 +49,11 @@ class ConfigStore:
         self._put("policy", [policy] if policy else [])
         for key, short in SPEC_KEYS:
             self._put(short, spec.get(key) or [])
+        # the router.config entities of the configuration file, in order: 1.19's Python agent
+        # holds these (and not those created by management, which only its core holds)
+        self.from_file = {self.schema.long_name(short): [str(e.get("identity"))
+                                                         for e in spec.get(key) or []]
+                          for key, short in SPEC_KEYS if short in ROUTER_CONFIG_TYPES}
 
     # --- lookup -------------------------------------------------------------------------------
     def _put(self, short: str, entities: list) -> None:
