@@ -181,6 +181,24 @@ def test_read_router_merges_counters_and_config():
     assert reply.body["version"] == "1.19.0"
 
 
+def test_read_without_name_or_identity_is_the_management_entity_as_in_1_19():
+    assert run({"operation": "READ"}).body["identity"] == "self"
+    assert run({"operation": "READ", "type": "org.amqp.management"}).body["name"] == "self"
+    assert error_of({"operation": "READ", "type": "listener"}) == (
+        400, "org.apache.qpid.dispatch.listener: No name or identity provided")
+    assert error_of({"operation": "DELETE"})[0] == 501  # not an operation of the node
+
+
+def test_get_log_limit_zero_is_every_entry_as_in_1_19():
+    from agent.management.operations import Context
+    entries = [["ROUTER", "info", f"line {i}", None, None, 0] for i in range(3)]
+    view = View(SNAPSHOT, ConfigStore(SPEC), version="1.19.0", started=0.0)
+    for limit, expected in ((0, 3), (2, 2), (None, 3)):
+        props = {"operation": "GET-LOG"} if limit is None else {"operation": "GET-LOG",
+                                                                  "limit": limit}
+        assert len(execute(request(props), view, Context(log_entries=entries)).body) == expected
+
+
 def test_read_without_type_finds_by_identity_and_404_otherwise():
     assert run({"operation": "READ", "identity": "log/DEFAULT"}).body["module"] == "DEFAULT"
     assert status_of({"operation": "READ", "identity": "nope"}) == 404
@@ -423,8 +441,9 @@ def test_qdmanage_bare_word_names_entity_and_stdin_bulk():
     reqs = build("create", "--type", "address", "--stdin",
                  stdin='[{"prefix": "a"}, {"prefix": "b", "name": "n"}]')
     assert [b["prefix"] for _, b, _ in reqs] == ["a", "b"] and reqs[1][2]["name"] == "n"
-    with pytest.raises(qdmanage.UsageError):
-        build("delete", "--type", "listener")
+    # no name: sent, as 1.19's qdmanage sends it (the router answers 400)
+    [(op, body, props)] = build("delete", "--type", "listener")
+    assert (op, props["name"], props["identity"]) == ("DELETE", None, None)
 
 
 # --- qdstat table -----------------------------------------------------------------------------

@@ -185,8 +185,8 @@ def _get_log(request: Request, ctx: Context) -> Reply:
     module = request.prop("module")
     limit = request.int_prop("limit")
     entries = [list(e) for e in ctx.log_entries if module is None or e[0] == module]
-    if limit is not None:
-        entries = entries[-limit:] if limit else []
+    if limit:  # (1.19: 0 is no limit)
+        entries = entries[-limit:]
     return Reply(OK, entries)
 
 
@@ -205,8 +205,11 @@ def _target_type(request: Request, view: View) -> Optional[EntityType]:
 
 def _locate(request: Request, view: View, etype: Optional[EntityType]) -> tuple:
     if request.name is None and request.identity is None:
-        what = etype.long_name if etype is not None else request.operation
-        raise ManagementError(BAD_REQUEST, f"{what}: No name or identity provided")
+        # 1.19: with no type (or the node's own) the request is for the management node
+        if etype is None or etype.short_name == "management":
+            management = view.store.schema.entity_type("management")
+            return management, view.find(management, None, "self")
+        raise ManagementError(BAD_REQUEST, f"{etype.long_name}: No name or identity provided")
     if etype is not None:
         return etype, view.find(etype, request.name, request.identity)
     for candidate in view.store.schema.concrete_types():
