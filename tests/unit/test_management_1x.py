@@ -332,7 +332,7 @@ def test_dummy_entity_and_callme_as_1x():
 
 def test_schema_document_has_1x_shape():
     schema = run({"operation": "GET-SCHEMA"}).body
-    assert sorted(schema) == ["entityTypes", "prefix"]
+    assert list(schema) == ["prefix", "entityTypes", "qdrouterExtension"]
     log = schema["entityTypes"]["log"]
     assert sorted(log) == ["attributes", "description", "fullyQualifiedType", "operations"]
     assert list(log["attributes"]) == ["module", "enable", "includeTimestamp", "includeSource",
@@ -345,6 +345,32 @@ def test_schema_document_has_1x_shape():
             for k in a}
     assert keys <= {"description", "deprecated", "unique", "type", "graph", "required",
                     "default"}
+
+
+def test_schema_document_is_1_19s_model_with_our_additions_apart():
+    """1.19's keys, attributes and facts; what only this router has sits in the extension."""
+    schema = run({"operation": "GET-SCHEMA"}).body
+    types = schema["entityTypes"]
+    assert {"address", "linkRoute", "autoLink", "exchange", "binding"} <= set(types)
+    assert not any(k.startswith("router.config.") for k in types)
+    assert types["linkRoute"]["fullyQualifiedType"] == T + "router.config.linkRoute"
+    listener, connector = types["listener"]["attributes"], types["connector"]["attributes"]
+    assert "maxMessageSize" not in listener and "default" not in listener["linkCapacity"]
+    assert "default" not in listener["http"]  # false: left out, as 1.19 dumps
+    assert listener["openProperties"]["type"] == "properties"
+    assert "protocolFamily" in connector and "socketAddressFamily" not in connector
+    assert list(connector)[:4] == ["host", "port", "protocolFamily", "role"]
+    assert types["router"]["attributes"]["memoryUsage"].get("graph") is True
+    assert types["console"].get("deprecated") is True
+    assert "unique" not in types["vhost"]["attributes"]["hostname"]
+    extension = schema["qdrouterExtension"]["entityTypes"]
+    assert {"metricsDir", "deletedOnDetach"} <= set(extension["router"]["attributes"])
+    assert set(extension["listener"]["attributes"]) == {"maxMessageSize"}
+    assert not set(extension) - set(types)
+    # GET-JSON-SCHEMA: the same document; one line unless the request asks for an indent
+    text = run({"operation": "GET-JSON-SCHEMA"}).body
+    assert "\n" not in text and json.loads(text) == schema
+    assert "\n  " in run({"operation": "GET-JSON-SCHEMA", "indent": 2}).body
 
 
 def test_deprecated_names_beside_the_new_ones_as_1x():

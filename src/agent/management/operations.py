@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from agent.management import connroutes, schemaops
+from agent.management import connroutes, schemadoc, schemaops
 from agent.management.entities import View, address_columns
 from agent.management.protocol import (
     BAD_REQUEST, CREATED, ENTITY_OPERATIONS, FORBIDDEN, GLOBAL_OPERATIONS, INTERNAL_ERROR,
@@ -94,9 +94,9 @@ def execute(request: Request, view: View, ctx: Optional[Context] = None) -> Outc
     if op == "GET-MGMT-NODES":
         return Reply(OK, view.management_nodes())
     if op == "GET-SCHEMA":
-        return Reply(OK, schemaops.get_schema(schema))
+        return Reply(OK, schemadoc.get_schema(schema))
     if op == "GET-JSON-SCHEMA":
-        return Reply(OK, schemaops.get_json_schema(schema))
+        return Reply(OK, schemadoc.get_json_schema(schema, request.int_prop("indent")))
     if op == "GET-LOG":
         return _get_log(request, ctx)
     raise ManagementError(NOT_IMPLEMENTED, f"Operation '{op}' not implemented")  # pragma: no cover
