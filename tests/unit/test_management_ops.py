@@ -356,7 +356,7 @@ def test_connection_delete_goes_to_the_owner_and_internal_is_hidden():
                  {"adminStatus": "deleted"}, in_conn=5)
     assert change.workers == "any" and change.attributes["connId"] == 5
     assert status_of({"operation": "UPDATE", "type": "connection", "identity": "1"},
-                     {"adminStatus": "deleted"}) == 400
+                     {"adminStatus": "deleted"}) == 404
 
 
 def error_of(props, body=None, store=None):
@@ -366,10 +366,13 @@ def error_of(props, body=None, store=None):
 
 
 def test_answers_with_1_19_statuses_and_texts():
-    # 1.19's core agent: an UPDATE of a connection it does not have is a bare bad request
+    # 1.19's core agent (the type named in full): an UPDATE of a connection it does not have
+    # is a bare bad request; named short, its Python agent answers 404
     for key in ("identity", "name"):
-        assert error_of({"operation": "UPDATE", "type": "connection", key: "999"},
+        assert error_of({"operation": "UPDATE", "type": T + "connection", key: "999"},
                         {"adminStatus": "deleted"}) == (400, "Bad Request")
+    assert error_of({"operation": "UPDATE", "type": "connection", "identity": "999"},
+                    {"adminStatus": "deleted"}) == (404, "No entity with identity=999")
     # its log code fails the UPDATE with the C error, as its Python agent words it
     assert error_of({"operation": "UPDATE", "type": "log", "identity": "log/DEFAULT"},
                     {"outputFile": "/nonexistent/dir/f.log"}) == (

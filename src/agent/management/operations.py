@@ -21,7 +21,8 @@ from agent.management import connroutes, schemadoc, schemaops
 from agent.management.entities import View, address_columns
 from agent.management.protocol import (
     BAD_REQUEST, CREATED, ENTITY_OPERATIONS, FORBIDDEN, GLOBAL_OPERATIONS, INTERNAL_ERROR,
-    MANAGEMENT_NODE_TYPES, NO_CONTENT, NOT_FOUND, NOT_IMPLEMENTED, OK, ManagementError, Request)
+    MANAGEMENT_NODE_TYPES, NO_CONTENT, NOT_FOUND, NOT_IMPLEMENTED, OK, ManagementError, Request,
+    answered_by_core_agent)
 from common.schema import ROUTER_CONFIG_TYPES, EntityType
 from common.log import MODULES as LOG_MODULES
 
@@ -235,7 +236,8 @@ def _entity_operation(request: Request, view: View) -> Outcome:
         etype, entity = _locate(request, view, etype)
     except ManagementError as exc:
         if exc.status == NOT_FOUND and op == "UPDATE" and etype is not None \
-                and etype.short_name == "connection":  # 1.19's core agent: a bare 400
+                and etype.short_name == "connection" \
+                and answered_by_core_agent(request.properties):  # 1.19's core agent: a bare 400
             raise ManagementError(BAD_REQUEST, "Bad Request") from None
         raise
     if etype.short_name == "connection" and op == "DELETE":  # 1.19: close one with UPDATE
