@@ -37,7 +37,11 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
     link.received += 1
     link.delivery_count += 1
     link.conn.last_delivery_at = core.now
-    core.ingress += 1
+    # 1.19's agent is in the router: what it sends enters through no link, so it is neither
+    # ingress nor pre-settled in the router's counters (the link's own counters still count)
+    own = link.conn.role == ROLE_INTERNAL
+    if not own:
+        core.ingress += 1
     if link.from_container:
         core.ingress_container += 1
     addr = link.addr
@@ -50,7 +54,8 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
             addr = core.addrs.get(key)
     if settled:
         link.presettled_count += 1
-        core.presettled += 1
+        if not own:
+            core.presettled += 1
     else:
         link.in_unsettled += 1
     if addr is not None:
@@ -80,9 +85,8 @@ def on_router_transfer(core: Any, peer: Any, cmd: Any) -> None:
     link.received += 1
     link.delivery_count += 1
     link.conn.last_delivery_at = core.now
-    if settled:
+    if settled:  # (1.19: the router's pre-settled counter is for endpoint links only)
         link.presettled_count += 1
-        core.presettled += 1
     else:
         link.in_unsettled += 1
     if to is None:

@@ -46,7 +46,8 @@ def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
     addr = link.addr
     if not link.fallback:  # (1.19: a fallback store is not egress)
         addr.egress += 1
-        core.egress += 1
+        if link.conn.role != ROLE_INTERNAL:  # (1.19: its agent takes them in-process)
+            core.egress += 1
     if link.to_container:
         addr.to_container += 1
         core.egress_container += 1

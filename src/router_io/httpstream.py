@@ -13,6 +13,7 @@ Must not import router_core.core or agent (except common.security for the TLS pa
 """
 from __future__ import annotations
 
+import errno
 import mimetypes
 import os
 import socket
@@ -30,6 +31,7 @@ _READ_SIZE = 65536
 OUTPUT_HIGH_WATER = 1 << 20   # bytes queued for the socket before the engine is held back
 IDLE_TIMEOUT = 30.0           # an HTTP connection (not a WebSocket) waiting for a request
 AGENT_TIMEOUT = 10.0          # /metrics, /healthz: the agent answers within this (else 503)
+AGENT_RETRY = 0.05            # a request held for an agent not listening yet: connect again
 MAX_FILE_BYTES = 16 << 20       # static files are read whole, in the worker loop
 AGENT_SOCKET = "http-agent"   # the agent's Unix socket in the router's ipc directory
 _EXTRA_TYPES = {".json": "application/json", ".woff2": "font/woff2", ".js": "text/javascript",
@@ -226,20 +228,42 @@ class HttpStream:
 
 
 class AgentFetch:
-    """One ``GET /metrics`` or ``/healthz`` asked of the agent over its Unix socket (bounded)."""
+    """One ``GET /metrics`` or ``/healthz`` asked of the agent over its Unix socket (bounded).
+
+    An agent that is not listening yet (the router is starting, or the agent restarts) does
+    not make the request fail: it is held (``connected`` false) and ``retry`` connects again
+    until the deadline, so the port answers 200 from the moment it accepts, as 1.19's does
+    (its answer waits for the router core, never for a separate process)."""
+
+    NOT_YET = (errno.ENOENT, errno.ECONNREFUSED, errno.EAGAIN)
 
     def __init__(self, ipc_dir: str, path: str) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.setblocking(False)
+        self.path = os.path.join(ipc_dir, AGENT_SOCKET)
+        self.request = (f"GET {path} HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n"
+                        .encode("ascii"))
         self.deadline = time.monotonic() + AGENT_TIMEOUT
         self.buf = bytearray()
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.connected = False
+        self.retry()
+
+    def retry(self) -> bool:
+        """Connect and send the request; False while the agent is not listening yet. Any
+        other failure raises OSError."""
+        if self.connected:
+            return True
         try:
-            self.sock.connect(os.path.join(ipc_dir, AGENT_SOCKET))
-            self.sock.send(f"GET {path} HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n"
-                           .encode("ascii"))
-        except OSError:
+            self.sock.setblocking(False)
+            self.sock.connect(self.path)
+            self.sock.send(self.request)
+        except OSError as exc:
             self.sock.close()
-            raise
+            if exc.errno not in self.NOT_YET:
+                raise
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            return False
+        self.connected = True
+        return True
 
     def fileno(self) -> int:
         return self.sock.fileno()

@@ -547,8 +547,7 @@ class Worker(ConnectorsMixin, HttpMixin):
                 deadline = min(deadline, nxt / 1000.0)
             self.engine.dirty.add(conn)
         if self.http or self.fetches:
-            self._http_tick(now)
-            deadline = min(deadline, now + 1.0)
+            deadline = min(deadline, self._http_tick(now))
         self.next_tick = min(deadline, self._service_connectors(now))
 
     def _shutdown(self) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import zmq
 
 from common.httpproto import AmqpData, Closed, Request, Upgraded
-from router_io.httpstream import (IDLE_TIMEOUT, AgentFetch, HttpStream, http_root,
+from router_io.httpstream import (AGENT_RETRY, IDLE_TIMEOUT, AgentFetch, HttpStream, http_root,
                                   static_response, tls_context)
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
@@ -92,9 +92,9 @@ class HttpMixin:
                                      .encode())
                 return
             stream.fetch = fetch
-            self.fetches[fetch.fileno()] = (fetch, stream)
-            self.poller.register(fetch, POLLIN)
-            return
+            if fetch.connected:
+                self._fetch_started(fetch, stream)
+            return  # else held: _http_tick connects again (the agent is starting)
         status, body, ctype, headers = static_response(http_root(settings), request.method, path)
         stream.proto.respond(status, body, ctype, headers)
 
@@ -131,6 +131,10 @@ class HttpMixin:
             pass
         stream.close()
 
+    def _fetch_started(self, fetch: AgentFetch, stream: HttpStream) -> None:
+        self.fetches[fetch.fileno()] = (fetch, stream)
+        self.poller.register(fetch, POLLIN)
+
     def _fetch_done(self, fetch: AgentFetch) -> None:
         entry = self.fetches.pop(fetch.fileno(), None)
         try:
@@ -150,14 +154,34 @@ class HttpMixin:
         if self.http.get(stream.fileno()) is stream:
             self._http_respond(stream, *answer)
 
-    def _http_tick(self, now: float) -> None:
+    def _http_tick(self, now: float) -> float:
+        """Time-outs, and the requests held for an agent not listening yet; returns when to
+        tick again."""
         for fetch, stream in list(self.fetches.values()):
             if now >= fetch.deadline:
                 self._fetch_done(fetch)
                 self._http_respond(stream, 503, b"the router's agent did not answer in time\n")
+        held = False
         for fd, stream in list(self.http.items()):
-            if not stream.proto.busy and now - stream.last > IDLE_TIMEOUT:
+            fetch = stream.fetch
+            if fetch is not None and not fetch.connected:
+                try:
+                    if fetch.retry():
+                        self._fetch_started(fetch, stream)
+                        continue
+                except OSError as exc:
+                    reason = f"the router's agent is not reachable: {exc}\n"
+                else:
+                    if now < fetch.deadline:
+                        held = True
+                        continue
+                    reason = "the router's agent is not reachable: it did not start in time\n"
+                fetch.close()
+                stream.fetch = None
+                self._http_respond(stream, 503, reason.encode())
+            elif not stream.proto.busy and now - stream.last > IDLE_TIMEOUT:
                 self._http_close(fd)
+        return now + (AGENT_RETRY if held else 1.0)
 
     def _ws_upgrade(self, fd: int, stream: HttpStream, rest: list) -> None:
         """The request became a WebSocket: from now on an AMQP connection like any other."""

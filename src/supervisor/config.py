@@ -373,8 +373,9 @@ def _apply_order(entities: list[Entity]) -> list[Entity]:
 
 def _identifier(entity: Entity, counters: dict[str, int]) -> str:
     attrs = entity.attributes
-    if entity.short_type in ("listener", "connector"):
-        return f"{attrs['host']}:{attrs['port']}"
+    if entity.short_type in ("listener", "connector"):  # 1.19: HOST:PORT, then :NAME if named
+        named = f":{attrs['name']}" if attrs.get("name") else ""
+        return f"{attrs['host']}:{attrs['port']}{named}"
     if entity.short_type == "log":
         return attrs["module"]
     if entity.short_type == "router":

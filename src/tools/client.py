@@ -3,7 +3,8 @@
 Owns the connection options of both tools (``-b/--bus``, ``-r/--router``, ``-t/--timeout``, TLS
 and SASL), the connection (proton BlockingConnection with a dynamic reply receiver via
 SyncRequestResponse), and one request/response call that raises :class:`StatusError` for a
-non-2xx answer. ``0.0.0.0`` (qdstat's documented default bus) means this host.
+non-2xx answer. ``0.0.0.0`` (qdstat's documented default bus) means this host; the open's
+hostname is the host as given (``0.0.0.0`` too), as 1.19's tools send it.
 
 Must not import zmq, router_io or router_core.
 """
@@ -92,6 +93,13 @@ def bus_url(bus: str, ssl: bool = False) -> str:
     return f"{url.scheme or 'amqp'}://{host}:{port}"
 
 
+def open_hostname(bus: str) -> Optional[str]:
+    """The hostname the open carries: the host the user gave, ``0.0.0.0`` included, as 1.19's
+    tools send it (a vhost policy selects the vhost by it)."""
+    url = Url(bus if "://" in bus else f"amqp://{bus}")
+    return url.host or None
+
+
 def ssl_domain(opts: argparse.Namespace) -> Optional[SSLDomain]:
     """The client's TLS settings: the router's certificate is always verified (against
     --ssl-trustfile, else the system's CAs), its name too unless
@@ -163,6 +171,9 @@ class ManagementClient:
         # in the URL) asks for one, so the router shows the connection as no-auth
         sasl = bool(domain or opts.sasl_mechanisms or "user" in kwargs or password
                     or getattr(opts, "sasl_password_file", None))
+        hostname = open_hostname(opts.bus)
+        if hostname:
+            kwargs["virtual_host"] = hostname
         self.conn = BlockingConnection(bus_url(opts.bus, uses_ssl(opts)), timeout=opts.timeout,
                                        ssl_domain=domain, sasl_enabled=sasl, **kwargs)
         self.address = management_address(opts.router)
@@ -186,8 +197,10 @@ class ManagementClient:
 
     def query(self, entity_type: Optional[str], attribute_names: Optional[list] = None,
               count: Optional[int] = None) -> list[dict]:
-        """Every entity of the type (at most ``count``), asked for PAGE rows at a time so that
-        no answer is too large to carry (a proton client decodes at most 65,535 values)."""
+        """Every entity of the type (at most ``count``; 0 or None: no limit, as 1.19's tools),
+        asked for PAGE rows at a time so that no answer is too large to carry (a proton
+        client decodes at most 65,535 values)."""
+        count = count or None
         out: list[dict] = []
         offset = 0
         while count is None or len(out) < count:

@@ -5,7 +5,9 @@
 ``linkRoute``, ``autoLink`` expand to the ``router.*`` names). ATTR=VALUE pairs are typed by the
 schema; ``type=``, ``name=`` and ``identity=`` select the entity; a bare word names it (as in
 ``qdmanage update log/DEFAULT enable=debug+``); for QUERY, bare words are attribute names.
-``--stdin`` reads a JSON map, or a list of maps for bulk CREATE/UPDATE. An error status prints
+For the GET-* operations ATTR=VALUE pairs are request properties (``get-log limit=10``).
+READ, UPDATE and DELETE without a name or identity go to the router as 1.19's qdmanage sends
+them (it answers with the management entity itself, or 400). ``--stdin`` reads a JSON map, or a list of maps for bulk CREATE/UPDATE. An error status prints
 ``<Status>: <description>`` on stderr and exits 1. ``-r/--router ROUTER`` sends the requests to
 ``amqp:/_topo/0/ROUTER/$management`` (that router's agent, through the network) instead of
 ``$management``, e.g. ``qdmanage -r R2 query --type node`` or ``qdmanage get-mgmt-nodes``.
@@ -107,9 +109,13 @@ def build_requests(opts: argparse.Namespace, stdin_text: Optional[str] = None) -
     if op.startswith("GET-"):
         if etype is None and words and op != "GET-LOG":  # get-attributes TYPE, as 1.19
             etype = long_type(words[0])
-        props = {"entityType": etype, **extra}
+        props = {"entityType": etype}
         if op == "GET-LOG":
             props["limit"] = opts.limit
+        # as 1.19's qdmanage: ATTR=VALUE of these operations are request properties
+        props.update({k: int(v) if isinstance(v, str) and v.isdigit() else v
+                      for k, v in attrs.items()})
+        props.update(extra)
         return [(op, json.loads(opts.body) if opts.body else None, props)]
     if words and name is None and identity is None:
         name = words[0]
@@ -134,8 +140,6 @@ def build_requests(opts: argparse.Namespace, stdin_text: Optional[str] = None) -
         if op in ("READ", "DELETE"):
             body = None
         props = {"type": item_type, "name": item_name, "identity": item_identity, **extra}
-        if op != "CREATE" and item_name is None and item_identity is None:
-            raise UsageError(f"{op} needs --name or --identity")
         requests.append((op, body, props))
     return requests
 

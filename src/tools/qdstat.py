@@ -373,7 +373,7 @@ class Qdstat:
                     for user, hosts in (v.get("perUserState") or {}).items()])
 
     def log(self) -> None:
-        for entry in self.client.call("GET-LOG", None, limit=self.opts.limit):
+        for entry in self.client.call("GET-LOG", None, limit=self.opts.limit or None):
             module, level, text = entry[0], entry[1], entry[2]
             stamp = time.ctime(entry[5]) if len(entry) > 5 and entry[5] else ""
             self.print(f"{stamp} {module} ({level}) {text}")

@@ -287,7 +287,7 @@ def test_vhost_created_at_run_time_is_enforced(router_factory):
     assert conn is None and "amqp:resource-limit-exceeded" in err
     out = cli("qdstat", router.port, "--vhosts")
     assert "runtime.vh" in out
-    # a setting the router does not enforce is refused (400), never accepted silently
+    # a setting the router does not enforce is refused (as a PolicyError), never accepted
     bad = subprocess.run([sys.executable, "-m", "tools.qdmanage", "-b",
                           f"127.0.0.1:{router.port}", "-t", "5", "create", "--type=vhost",
                           "--name=bad.vh", "hostname=bad.vh", "groups=" + json.dumps(

@@ -499,3 +499,43 @@ def test_bulk_transfer_both_ways_over_websockets(net, bridges):
         assert tx.outcomes == {Delivery.ACCEPTED: 800}
     finally:
         loop.close()
+
+
+def test_healthz_is_held_while_the_agent_is_not_listening(tmp_path):
+    """1.19 answers /healthz from the router itself; here the agent answers, and an agent not
+    listening yet (starting, restarting) holds the request rather than failing it with 503.
+    The agent's socket is moved away to stand for an agent that is not up yet."""
+    runtime = tmp_path / "run"
+    runtime.mkdir()
+    port = free_port()
+    conf = tmp_path / "qdrouterd.conf"
+    conf.write_text(textwrap.dedent(f"""\
+        router {{
+            mode: standalone
+            id: Router.Held
+        }}
+        listener {{
+            host: 127.0.0.1
+            port: {port}
+            http: yes
+        }}
+        """))
+    proc = RouterProcess(conf, env={"RUNTIME_DIRECTORY": str(runtime)})
+    try:
+        proc.wait_for_line("Operational")
+        agent_socket = next(runtime.glob("qdrouterd-*/http-agent"))
+        away = agent_socket.with_name("away")
+        agent_socket.rename(away)
+        with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            sock.settimeout(1.0)
+            with pytest.raises(socket.timeout):  # held, not answered 503
+                sock.recv(65536)
+            away.rename(agent_socket)
+            sock.settimeout(TIMEOUT)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"ok\n"), answer
+    finally:
+        proc.stop()

@@ -134,6 +134,16 @@ def test_defaults_without_router_section() -> None:
     assert listener.type == f"{P}.listener" and listener.short_type == "listener"
 
 
+def test_named_listener_and_connector_identities_end_with_the_name_as_in_1_19() -> None:
+    c = conf("listener {\n  name: front\n  host: 127.0.0.1\n  port: 20000\n}\n"
+             "listener {\n  host: 127.0.0.1\n  port: 20001\n}\n"
+             "connector {\n  name: up\n  host: 127.0.0.2\n  port: 20002\n}\n")
+    first, second = c.of_type("listener")
+    assert (first.identity, first.name) == ("listener/127.0.0.1:20000:front", "front")
+    assert (second.identity, second.name) == ("listener/127.0.0.1:20001",) * 2
+    assert c.of_type("connector")[0].identity == "connector/127.0.0.2:20002:up"
+
+
 def test_address_defaults_and_comments_and_hash_in_pattern() -> None:
     c = conf("""\
         # leading comment
@@ -381,7 +391,7 @@ listener {
 def test_waypoint_and_link_route_examples_from_the_book() -> None:
     c = conf(WAYPOINT_EXAMPLE)
     (connector,) = c.of_type("connector")
-    assert connector.name == "broker" and connector.identity == "connector/broker.example.com:61617"
+    assert connector.name == "broker" and connector.identity == "connector/broker.example.com:61617:broker"
     assert connector.attributes["role"] == "route-container"
     assert [a.attributes["direction"] for a in c.of_type("autoLink")] == ["in", "out"]
     assert [lr.attributes["direction"] for lr in c.of_type("linkRoute")] == ["in", "out"]

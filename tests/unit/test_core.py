@@ -809,3 +809,29 @@ def test_connector_status_for_management(core_cls):
     h.do(ipc.ConnectorStatus("c", "CONNECTING", refused))
     assert h.core.snapshot()["connectors"] == {
         "c": {"connectionStatus": "CONNECTING", "connectionMsg": refused}}
+
+
+def test_router_counters_leave_out_the_agents_own_deliveries(core_cls):
+    """1.19's agent lives in the router: its replies enter through no link, so they are neither
+    ingress nor pre-settled, and what reaches it is not egress (10 messages and 3 management
+    requests: +13 ingress, +13 egress, +10 pre-settled). Pre-settled deliveries arriving from
+    another router (the routing protocol's HELLOs included) are not counted either: 1.19
+    counts them on endpoint links only."""
+    h = Harness(core_cls, mode="interior")
+    h.conn(1, role="internal").receiver(20, 1, "$management", credit=10)
+    h.sender(21, 1, None)
+    h.conn(2).sender(30, 2, "q").receiver(31, 2, "q", credit=20).receiver(32, 2, "reply",
+                                                                          credit=10)
+    h.sender(33, 2, "$management")
+    h.conn(3, role="inter-router")
+    _inter_router_links(h, conn_id=3)
+    h.flat()
+    for _ in range(10):
+        h.send(30, settled=True)
+    for _ in range(3):
+        h.send(33)                         # the request, unsettled
+        h.send(21, settled=True, to="reply")  # the agent's pre-settled reply
+    h.do(RouterTransfer(1, 100, "qdhello", True, 4, 0, None, [], b"hello"))
+    router = h.snap()["router"]
+    assert (router["deliveriesIngress"], router["deliveriesEgress"],
+            router["presettledDeliveries"]) == (13, 13, 10)

@@ -65,11 +65,11 @@ def test_requests_to_the_node_itself_are_answered(op):
     assert run({**NODE, "operation": op}).status == 200
 
 
-def test_query_of_the_node_without_entity_type_lists_every_entity():
+def test_query_of_the_node_without_entity_type_lists_the_python_agents_entities():
     body = run({**NODE, "operation": "QUERY"}, {"attributeNames": ["type", "identity"]}).body
     found = {tuple(r) for r in body["results"]}
     assert (T + "management", "self") in found and (T + "router", "router/R1") in found
-    assert (T + "connection", "5") in found
+    assert (T + "connection", "5") not in found  # 1.19: only its core agent has those
 
 
 def test_node_type_in_query_entity_type_finds_the_management_entity():
@@ -258,7 +258,8 @@ def test_unusable_log_file_is_500(tmp_path):
     path = tmp_path / "no" / "such" / "dir" / "x.log"
     err = refused({"operation": "UPDATE", "type": T + "log", "name": "log/ROUTER"},
                   {"outputFile": str(path)})
-    assert (err.status, err.description) == (500, f"Failed to open log file '{path}'")
+    assert (err.status, err.description) == (
+        500, f"CError: Configuration: Failed to open log file '{path}'")
 
 
 def test_connection_delete_is_forbidden_and_inter_router_close_too():
@@ -344,7 +345,7 @@ def test_dummy_entity_and_callme_as_1x():
 
 def test_schema_document_has_1x_shape():
     schema = run({"operation": "GET-SCHEMA"}).body
-    assert sorted(schema) == ["entityTypes", "prefix"]
+    assert list(schema) == ["prefix", "entityTypes", "qdrouterExtension"]
     log = schema["entityTypes"]["log"]
     assert sorted(log) == ["attributes", "description", "fullyQualifiedType", "operations"]
     assert list(log["attributes"]) == ["module", "enable", "includeTimestamp", "includeSource",
@@ -357,6 +358,32 @@ def test_schema_document_has_1x_shape():
             for k in a}
     assert keys <= {"description", "deprecated", "unique", "type", "graph", "required",
                     "default"}
+
+
+def test_schema_document_is_1_19s_model_with_our_additions_apart():
+    """1.19's keys, attributes and facts; what only this router has sits in the extension."""
+    schema = run({"operation": "GET-SCHEMA"}).body
+    types = schema["entityTypes"]
+    assert {"address", "linkRoute", "autoLink", "exchange", "binding"} <= set(types)
+    assert not any(k.startswith("router.config.") for k in types)
+    assert types["linkRoute"]["fullyQualifiedType"] == T + "router.config.linkRoute"
+    listener, connector = types["listener"]["attributes"], types["connector"]["attributes"]
+    assert "maxMessageSize" not in listener and "default" not in listener["linkCapacity"]
+    assert "default" not in listener["http"]  # false: left out, as 1.19 dumps
+    assert listener["openProperties"]["type"] == "properties"
+    assert "protocolFamily" in connector and "socketAddressFamily" not in connector
+    assert list(connector)[:4] == ["host", "port", "protocolFamily", "role"]
+    assert types["router"]["attributes"]["memoryUsage"].get("graph") is True
+    assert types["console"].get("deprecated") is True
+    assert "unique" not in types["vhost"]["attributes"]["hostname"]
+    extension = schema["qdrouterExtension"]["entityTypes"]
+    assert {"metricsDir", "deletedOnDetach"} <= set(extension["router"]["attributes"])
+    assert set(extension["listener"]["attributes"]) == {"maxMessageSize"}
+    assert not set(extension) - set(types)
+    # GET-JSON-SCHEMA: the same document; one line unless the request asks for an indent
+    text = run({"operation": "GET-JSON-SCHEMA"}).body
+    assert "\n" not in text and json.loads(text) == schema
+    assert "\n  " in run({"operation": "GET-JSON-SCHEMA", "indent": 2}).body
 
 
 def test_deprecated_names_beside_the_new_ones_as_1x():

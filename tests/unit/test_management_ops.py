@@ -145,6 +145,30 @@ def test_internal_connection_is_hidden_and_its_consumer_is_in_process():
     assert addrs[0] == ["M0$management", 1, 0, "router.address/M0$management", 0, 4]
 
 
+def test_query_without_a_type_answers_what_1_19s_python_agent_holds():
+    """1.19 answers an untyped QUERY from its Python agent's entities: no connections, links
+    or addresses (its core agent has those), and of the router.config types only those of the
+    configuration file, under the identities its Python agent gave them (``linkRoute/0``);
+    every row has a name."""
+    spec = dict(SPEC, linkRoutes=[{"prefix": "lr", "direction": "in", "identity": "1",
+                                   "name": "linkRoute/0"},
+                                  {"prefix": "lr2", "direction": "out", "identity": "2",
+                                   "name": "named"}])
+    store = ConfigStore(spec)
+    created = run({"operation": "CREATE", "type": "linkRoute"},
+                  {"prefix": "x", "direction": "in"}, store=store)
+    store.add(created.entity)
+    reply = run({"operation": "QUERY"}, {"attributeNames": ["type", "name", "identity"]},
+                store=store)
+    rows = reply.body["results"]
+    types = {r[0] for r in rows}
+    assert not types & {T + "connection", T + "router.link", T + "router.address"}
+    assert {T + "management", T + "router", T + "listener", T + "log"} <= types
+    assert [r[1:] for r in rows if r[0] == T + "router.config.linkRoute"] == [
+        ["linkRoute/0", "linkRoute/0"], ["named", "linkRoute/1"]]
+    assert all(r[1] for r in rows)
+
+
 def test_unknown_type_is_a_bad_request_as_in_1x():
     assert status_of({"operation": "QUERY", "entityType": "nosuch"}) == 400
 
@@ -155,6 +179,24 @@ def test_read_router_merges_counters_and_config():
     assert reply.body["acceptedDeliveries"] == 7 and reply.body["workerThreads"] == 2
     assert reply.body["connectionCount"] == 1 and reply.body["linkCount"] == 2
     assert reply.body["version"] == "1.19.0"
+
+
+def test_read_without_name_or_identity_is_the_management_entity_as_in_1_19():
+    assert run({"operation": "READ"}).body["identity"] == "self"
+    assert run({"operation": "READ", "type": "org.amqp.management"}).body["name"] == "self"
+    assert error_of({"operation": "READ", "type": "listener"}) == (
+        400, "org.apache.qpid.dispatch.listener: No name or identity provided")
+    assert error_of({"operation": "DELETE"})[0] == 501  # not an operation of the node
+
+
+def test_get_log_limit_zero_is_every_entry_as_in_1_19():
+    from agent.management.operations import Context
+    entries = [["ROUTER", "info", f"line {i}", None, None, 0] for i in range(3)]
+    view = View(SNAPSHOT, ConfigStore(SPEC), version="1.19.0", started=0.0)
+    for limit, expected in ((0, 3), (2, 2), (None, 3)):
+        props = {"operation": "GET-LOG"} if limit is None else {"operation": "GET-LOG",
+                                                                  "limit": limit}
+        assert len(execute(request(props), view, Context(log_entries=entries)).body) == expected
 
 
 def test_read_without_type_finds_by_identity_and_404_otherwise():
@@ -317,6 +359,43 @@ def test_connection_delete_goes_to_the_owner_and_internal_is_hidden():
                      {"adminStatus": "deleted"}) == 404
 
 
+def error_of(props, body=None, store=None):
+    with pytest.raises(ManagementError) as err:
+        run(props, body, store=store)
+    return err.value.status, err.value.description
+
+
+def test_answers_with_1_19_statuses_and_texts():
+    # 1.19's core agent (the type named in full): an UPDATE of a connection it does not have
+    # is a bare bad request; named short, its Python agent answers 404
+    for key in ("identity", "name"):
+        assert error_of({"operation": "UPDATE", "type": T + "connection", key: "999"},
+                        {"adminStatus": "deleted"}) == (400, "Bad Request")
+    assert error_of({"operation": "UPDATE", "type": "connection", "identity": "999"},
+                    {"adminStatus": "deleted"}) == (404, "No entity with identity=999")
+    # its log code fails the UPDATE with the C error, as its Python agent words it
+    assert error_of({"operation": "UPDATE", "type": "log", "identity": "log/DEFAULT"},
+                    {"outputFile": "/nonexistent/dir/f.log"}) == (
+        500, "CError: Configuration: Failed to open log file '/nonexistent/dir/f.log'")
+    # a vhost its policy code refuses: PolicyError, 500
+    assert error_of({"operation": "CREATE", "type": "vhost", "name": "vh1"},
+                    {"hostname": "vh1", "groups": {"$default": {"sources": "a",
+                                                                "sourcePattern": "b"}}}) == (
+        500, "PolicyError: Policy 'vh1' is invalid: Policy vhost 'vh1' user group '$default' "
+             "specifies conflicting 'sources' and 'sourcePattern' attributes. Use only one or "
+             "the other.")
+    # an http listener stays (1.19 with the libwebsockets it ships with)
+    spec = dict(SPEC, listeners=SPEC["listeners"] + [{
+        "host": "127.0.0.1", "port": "8080", "http": True, "identity": "listener/127.0.0.1:8080",
+        "name": "web"}])
+    assert error_of({"operation": "DELETE", "type": "listener", "name": "web"},
+                    store=ConfigStore(spec)) == (400, "HTTP listeners cannot be deleted")
+    assert error_of({"operation": "FROB", "type": "listener",
+                     "name": "listener/127.0.0.1:5672"}) == (
+        501, "Operation 'FROB' not implemented for 'org.apache.qpid.dispatch.listener' "
+             "['CREATE', 'DELETE', 'READ']")
+
+
 def test_connection_protocol_trace_goes_to_the_owner_and_only_two_attributes_update():
     """1.19: UPDATE of a connection takes adminStatus and enableProtocolTrace; the answer is
     the connection with the new flag; anything else (or nothing) is a bad request."""
@@ -365,8 +444,9 @@ def test_qdmanage_bare_word_names_entity_and_stdin_bulk():
     reqs = build("create", "--type", "address", "--stdin",
                  stdin='[{"prefix": "a"}, {"prefix": "b", "name": "n"}]')
     assert [b["prefix"] for _, b, _ in reqs] == ["a", "b"] and reqs[1][2]["name"] == "n"
-    with pytest.raises(qdmanage.UsageError):
-        build("delete", "--type", "listener")
+    # no name: sent, as 1.19's qdmanage sends it (the router answers 400)
+    [(op, body, props)] = build("delete", "--type", "listener")
+    assert (op, props["name"], props["identity"]) == ("DELETE", None, None)
 
 
 # --- qdstat table -----------------------------------------------------------------------------
@@ -466,6 +546,24 @@ def test_agent_change_failure_and_timeout():
     rollback = plane.of(ipc.ConfigChange, plane.control)[-1]
     assert rollback.op == "delete"  # worker 0 opened it: taken back
     assert not any(e["port"] == "5999" for e in plane.agent.store.of_type(T + "listener"))
+
+
+def test_agent_logs_1_19s_error_line_for_what_its_python_agent_answers():
+    """1.19's Python agent logs each failed request at AGENT error; what its core agent
+    answers (connections, links, addresses, router.config types: CRUD and QUERY) is not
+    logged."""
+    plane = FakePlane()
+    plane.agent.on_credit(ipc.LinkCredit(plane.agent.reply_link, 5), 0.0)
+    deliver(plane, {"operation": "CREATE", "type": T + "nosuch", "name": "x1"}, {})
+    deliver(plane, {"operation": "UPDATE", "type": T + "connection", "identity": "999"},
+            {"adminStatus": "deleted"})
+    for query in plane.of(ipc.CoreQuery, plane.control):
+        plane.agent.on_core_state(ipc.CoreState(query.request_id, SNAPSHOT), 0.0)
+    statuses = [decode(t.payload).properties["statusCode"] for t in plane.of(ipc.Transfer)]
+    assert statuses == [400, 400]
+    errors = [e[2] for e in plane.agent.log.recent if e[0] == "AGENT" and e[1] == "error"]
+    assert errors == ["Error performing CREATE: No such entity type "
+                      "'org.apache.qpid.dispatch.nosuch'"]
 
 
 def test_agent_logs_the_raw_request_at_debug_as_1x():

@@ -87,6 +87,31 @@ def test_mau_goes_before_the_ra_announcing_its_seq():
     assert out[-1].body["mobile_seq"] == 1
 
 
+def test_a_router_that_just_became_reachable_gets_an_ra_before_any_mau():
+    """1.19 sends its differential MAU on its own tick, so a router that has just become a
+    neighbour has had HELLO and RA first. Here the core floods to the routers it has a route
+    to: the first flooded message after a router becomes reachable is an RA (with the seq it
+    can ask a MAR for), then the MAU, then the RA announcing the MAU's seq."""
+    engines, links = pair()
+    pump(engines, links, until=3.0)
+    a = engines["A"]
+    a.tick(3.1)
+    a.set_reachable([])                       # B lost, then back (e.g. a new connection)
+    a.add_local("M0x", 2)
+    a.set_reachable(["B"])
+    assert a.next_deadline() <= 3.1           # the RA it is owed goes at the next tick
+    # a tick when the MAU is due too: RA first
+    out = [e for e in a.tick(max(a.mobile.next_deadline(), 3.15))
+           if isinstance(e, Send) and "/all/" in e.to]
+    assert [s.opcode for s in out] == ["RA", "MAU", "RA"]
+    assert out[0].body["mobile_seq"] == out[1].body["mobile_seq"] - 1
+    # nothing owed once sent: the next MAU goes with just the RA announcing it
+    a.add_local("M0y", 2)
+    later = [e for e in a.tick(a.next_deadline() + 1.5) if isinstance(e, Send)
+             and "/all/" in e.to]
+    assert [s.opcode for s in later] == ["MAU", "RA"]
+
+
 def test_protocol_version_2_is_logged_once_per_router_and_ignored():
     a = RoutingEngine("A", instance=1)
     body = {"id": "Z", "pv": 2, "ls_seq": 1, "mobile_seq": 1}

@@ -168,3 +168,63 @@ def test_empty_table_is_its_title_and_csv_leaves_empty_cells_unquoted():
     from tools.display import format_table
     assert format_table("Vhost User Stats", ["vhost", "user"], []) == "Vhost User Stats"
     assert format_table("T", ["a", "b"], [["x", None]], csv=True) == 'T\n"a","b"\n"x",'
+
+
+def test_limit_zero_means_no_limit_as_in_1x():
+    many = {"router.address": [{"name": f"M0a{i}"} for i in range(3)]}
+    assert len(FakeClient(many).query(T + "router.address", ["name"], count=0)) == 3
+
+    class LogClient(FakeClient):
+        def call(self, operation, body=None, **properties):
+            self.requests.append((operation, body, properties))
+            return []
+
+    client = LogClient(ENTITIES)
+    tool = qdstat.Qdstat(client, qdstat.parse_args(["--log", "--limit=0"]))
+    tool.log()
+    assert client.requests == [("GET-LOG", None, {"limit": None})]
+
+
+def test_qdmanage_get_log_takes_limit_as_1x_does():
+    """1.19's qdmanage sends ATTR=VALUE of an operation it has no method for (GET-LOG) as
+    request properties: ``qdmanage get-log limit=2``."""
+    [(op, _, props)] = qdmanage.build_requests(qdmanage.parse_args(["get-log", "limit=2"]))
+    assert op == "GET-LOG" and props["limit"] == 2
+    [(_, _, props)] = qdmanage.build_requests(qdmanage.parse_args(["get-log", "--limit=3"]))
+    assert props["limit"] == 3
+
+
+def test_qdmanage_read_without_a_name_goes_to_the_router():
+    """1.19's qdmanage sends it; the router answers (1.19: the management entity itself, or
+    400 naming the type)."""
+    [(op, _, props)] = qdmanage.build_requests(qdmanage.parse_args(["read"]))
+    assert op == "READ" and props.get("name") is None and props.get("identity") is None
+    [(_, _, props)] = qdmanage.build_requests(qdmanage.parse_args(["read", "--type=listener"]))
+    assert props["type"] == T + "listener"
+
+
+def test_open_hostname_is_the_host_the_user_gave(monkeypatch):
+    """1.19's tools open with the bus host as hostname (``0.0.0.0`` too), which the router's
+    vhost policy matches; we connect to loopback for 0.0.0.0 but say what the user gave."""
+    from tools import client as client_mod
+    seen = []
+
+    class Conn:
+        def __init__(self, url, **kwargs):
+            seen.append((url, kwargs.get("virtual_host")))
+
+        def create_receiver(self, *a, **k):
+            raise RuntimeError("enough")
+
+        create_sender = create_receiver
+
+    monkeypatch.setattr(client_mod, "BlockingConnection", Conn)
+    for bus in ("0.0.0.0", "localhost:5999", "amqp://vh.example:5672", "127.0.0.1"):
+        opts = qdstat.parse_args(["-g", "-b", bus])
+        try:
+            ManagementClient(opts)
+        except RuntimeError:
+            pass
+    assert [hostname for _, hostname in seen] == ["0.0.0.0", "localhost", "vh.example",
+                                                  "127.0.0.1"]
+    assert seen[0][0].startswith("amqp://127.0.0.1:")  # 0.0.0.0: this host

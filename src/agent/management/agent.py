@@ -34,8 +34,8 @@ from agent.management.loggather import (
     LogGather, get_log_entries, merge, needs_logs, supervisor_report)
 from agent.management.operations import Change, Context, Reply
 from agent.management.protocol import (
-    BAD_REQUEST, INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request, decode,
-    encode_message, error_response, parse_request, response)
+    BAD_REQUEST, INTERNAL_ERROR, NOT_FOUND, NOT_IMPLEMENTED, ManagementError, Request,
+    answered_by_core_agent, decode, encode_message, error_response, parse_request, response)
 from agent.management.store import ConfigStore
 from agent.testhooks import TestHooks
 from common import ipc
@@ -172,8 +172,8 @@ class ManagementAgent:
         try:
             request = parse_request(msg)
         except ManagementError as exc:
-            self.log.log("AGENT", "info", f"Bad management request: {exc.description}")
             if msg.reply_to:
+                self._log_failure(msg.properties or {}, exc.description)
                 self._reply(msg.reply_to, response(msg.reply_to, msg.correlation_id, exc.status,
                                                    exc.description))
             self._accept(settle_id)
@@ -393,6 +393,7 @@ class ManagementAgent:
             return
         if request.reply_to:
             if status >= 400:
+                self._log_failure(request.properties, description or "")
                 msg = error_response(request, ManagementError(status, description or ""))
             else:
                 msg = response(request.reply_to, request.correlation_id, status, description,
@@ -400,6 +401,12 @@ class ManagementAgent:
             self._reply(request.reply_to, msg)
         self._accept(request.settle_id)  # after the reply, as 1.19
         request.settle_id = None
+
+    def _log_failure(self, properties: dict, description: str) -> None:
+        """1.19's Python agent logs each request it fails (its core agent does not)."""
+        if not answered_by_core_agent(properties):
+            self.log.log("AGENT", "error", f"Error performing {properties.get('operation')}: "
+                                           f"{description}")
 
     def _reply(self, to: str, msg: Any) -> None:
         try:

@@ -17,11 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from agent.management import connroutes, schemaops
+from agent.management import connroutes, schemadoc, schemaops
 from agent.management.entities import View, address_columns
 from agent.management.protocol import (
     BAD_REQUEST, CREATED, ENTITY_OPERATIONS, FORBIDDEN, GLOBAL_OPERATIONS, INTERNAL_ERROR,
-    MANAGEMENT_NODE_TYPES, NO_CONTENT, NOT_FOUND, NOT_IMPLEMENTED, OK, ManagementError, Request)
+    MANAGEMENT_NODE_TYPES, NO_CONTENT, NOT_FOUND, NOT_IMPLEMENTED, OK, ManagementError, Request,
+    answered_by_core_agent)
 from common.schema import ROUTER_CONFIG_TYPES, EntityType
 from common.log import MODULES as LOG_MODULES
 
@@ -94,9 +95,9 @@ def execute(request: Request, view: View, ctx: Optional[Context] = None) -> Outc
     if op == "GET-MGMT-NODES":
         return Reply(OK, view.management_nodes())
     if op == "GET-SCHEMA":
-        return Reply(OK, schemaops.get_schema(schema))
+        return Reply(OK, schemadoc.get_schema(schema))
     if op == "GET-JSON-SCHEMA":
-        return Reply(OK, schemaops.get_json_schema(schema))
+        return Reply(OK, schemadoc.get_json_schema(schema, request.int_prop("indent")))
     if op == "GET-LOG":
         return _get_log(request, ctx)
     raise ManagementError(NOT_IMPLEMENTED, f"Operation '{op}' not implemented")  # pragma: no cover
@@ -146,15 +147,38 @@ def _query(request: Request, view: View) -> Reply:
     if request.entity_type:  # every type that is or extends it (org.amqp.management: the node)
         base = schemaops.resolve_type(schema, request.entity_type)
         types = [t for t in schema.concrete_types() if t.extends_type(base.short_name)]
+        entities = [e for etype in types for e in view.entities(etype)]
     else:
-        types = schema.concrete_types()
+        types = [t for t in schema.concrete_types() if t.short_name not in _CORE_AGENT_ONLY]
+        entities = [e for etype in types for e in _python_agent_entities(etype, view)]
     if not names:
         names = []
         for etype in types:
             names.extend(n for n in schemaops.query_columns(etype) if n not in names)
-    entities = [e for etype in types for e in view.entities(etype)]
     return Reply(OK, {"attributeNames": names,
                       "results": query_rows(entities, names, offset, count)})
+
+
+# 1.19 answers a QUERY without a type from its Python agent's entities: these types are only in
+# its core agent (and of the router.config types, only the configuration file's are in both)
+_CORE_AGENT_ONLY = frozenset(("connection", "router.link", "router.address",
+                              "router.connection.linkRoute"))
+
+
+def _python_agent_entities(etype: EntityType, view: View) -> list[dict]:
+    """The entities of one type as 1.19's Python agent lists them: the router.config ones of
+    the configuration file only, under the identity it gave them (``linkRoute/0``...)."""
+    entities = view.entities(etype)
+    if etype.short_name not in ROUTER_CONFIG_TYPES:
+        return entities
+    from_file = view.store.from_file.get(etype.long_name, [])
+    short = etype.short_name[len("router.config."):]
+    out = []
+    for entity in entities:
+        if str(entity.get("identity")) in from_file:
+            index = from_file.index(str(entity["identity"]))
+            out.append({**entity, "identity": f"{short}/{index}"})
+    return out
 
 
 # --- GET-LOG ----------------------------------------------------------------------------------
@@ -162,8 +186,8 @@ def _get_log(request: Request, ctx: Context) -> Reply:
     module = request.prop("module")
     limit = request.int_prop("limit")
     entries = [list(e) for e in ctx.log_entries if module is None or e[0] == module]
-    if limit is not None:
-        entries = entries[-limit:] if limit else []
+    if limit:  # (1.19: 0 is no limit)
+        entries = entries[-limit:]
     return Reply(OK, entries)
 
 
@@ -182,8 +206,11 @@ def _target_type(request: Request, view: View) -> Optional[EntityType]:
 
 def _locate(request: Request, view: View, etype: Optional[EntityType]) -> tuple:
     if request.name is None and request.identity is None:
-        what = etype.long_name if etype is not None else request.operation
-        raise ManagementError(BAD_REQUEST, f"{what}: No name or identity provided")
+        # 1.19: with no type (or the node's own) the request is for the management node
+        if etype is None or etype.short_name == "management":
+            management = view.store.schema.entity_type("management")
+            return management, view.find(management, None, "self")
+        raise ManagementError(BAD_REQUEST, f"{etype.long_name}: No name or identity provided")
     if etype is not None:
         return etype, view.find(etype, request.name, request.identity)
     for candidate in view.store.schema.concrete_types():
@@ -205,7 +232,14 @@ def _entity_operation(request: Request, view: View) -> Outcome:
         if etype.short_name == connroutes.SHORT:
             return connroutes.create(request, view, etype, Change)
         return _create(request, view, etype)
-    etype, entity = _locate(request, view, etype)
+    try:
+        etype, entity = _locate(request, view, etype)
+    except ManagementError as exc:
+        if exc.status == NOT_FOUND and op == "UPDATE" and etype is not None \
+                and etype.short_name == "connection" \
+                and answered_by_core_agent(request.properties):  # 1.19's core agent: a bare 400
+            raise ManagementError(BAD_REQUEST, "Bad Request") from None
+        raise
     if etype.short_name == "connection" and op == "DELETE":  # 1.19: close one with UPDATE
         raise ManagementError(FORBIDDEN, "Forbidden")
     if op != "READ" or etype.short_name != connroutes.SHORT:  # 1.19 reads those too
@@ -271,6 +305,9 @@ def _delete(etype: EntityType, entity: dict, view: View) -> Outcome:
                                                + ", ".join(f"{u['type'].rsplit('.', 1)[-1]} "
                                                            f"'{u['name']}'" for u in users)
                                                + ": delete those first")
+    if etype.short_name == "listener" and entity.get("http"):
+        # 1.19 with the libwebsockets it is built with (4.0 to 4.1) cannot close one
+        raise ManagementError(BAD_REQUEST, "HTTP listeners cannot be deleted")
     if etype.short_name == "dummy":
         view.store.remove(entity)
         return Reply(NO_CONTENT, {})
@@ -342,7 +379,8 @@ def _update_log(view: View, etype: EntityType, entity: dict, changes: dict) -> C
             with open(output, "a", encoding="utf-8"):
                 pass
         except OSError:
-            raise ManagementError(INTERNAL_ERROR, f"Failed to open log file '{output}'") from None
+            raise ManagementError(INTERNAL_ERROR, "CError: Configuration: Failed to open log "
+                                                  f"file '{output}'") from None
     if updated["module"] not in LOG_MODULES:
         raise ManagementError(NOT_IMPLEMENTED, f"log module '{updated['module']}' is not used by "
                                                "this router")

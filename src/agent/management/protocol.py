@@ -40,6 +40,23 @@ OPERATIONS = ENTITY_OPERATIONS + GLOBAL_OPERATIONS
 MANAGEMENT_NODE_TYPES = frozenset({
     "org.amqp.management", "org.apache.qpid.dispatch.org.amqp.management", "management",
     "org.apache.qpid.dispatch.management"})
+# What 1.19's agent in the router core answers itself (the rest goes to its Python agent, which
+# logs every failure at AGENT error): these types, named exactly, in entityType (else type),
+# with one of these operations, spelled exactly.
+_CORE_AGENT_TYPES = frozenset("org.apache.qpid.dispatch." + t for t in (
+    "router.address", "router.link", "router.config.address", "router.config.linkRoute",
+    "router.config.autoLink", "router", "console", "connection", "router.config.exchange",
+    "router.config.binding", "router.connection.linkRoute"))
+_CORE_AGENT_OPERATIONS = frozenset(("QUERY", "CREATE", "READ", "UPDATE", "DELETE"))
+
+
+def answered_by_core_agent(properties: dict) -> bool:
+    """Whether 1.19 answers a request with these application properties from its core agent
+    (whose failures it does not log) rather than its Python agent."""
+    target = properties.get("entityType")
+    if target is None:
+        target = properties.get("type")
+    return target in _CORE_AGENT_TYPES and properties.get("operation") in _CORE_AGENT_OPERATIONS
 
 
 class ManagementError(Exception):

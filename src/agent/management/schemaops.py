@@ -1,5 +1,6 @@
-"""Schema queries of the management agent: GET-TYPES, GET-ATTRIBUTES, GET-OPERATIONS,
-GET-ANNOTATIONS, GET-SCHEMA and GET-JSON-SCHEMA, answered from ``common/schema/qdrouterd.json``.
+"""Schema queries of the management agent: GET-TYPES, GET-ATTRIBUTES, GET-OPERATIONS and
+GET-ANNOTATIONS, answered from ``common/schema/qdrouterd.json`` (GET-SCHEMA and GET-JSON-SCHEMA:
+schemadoc.py).
 
 Pure functions over :class:`common.schema.Schema`; no router state. Must not import zmq,
 router_io or router_core.
@@ -106,54 +107,4 @@ def get_annotations(schema: Schema, entity_type: Optional[str]) -> dict:
     """This schema has no annotations: an empty map (as 1.19 answers); a named type must
     exist."""
     _selected(schema, entity_type)
-    return {}
-
-
-def get_schema(schema: Schema) -> dict:
-    """The schema document in 1.19's GET-SCHEMA shape: ``prefix`` and ``entityTypes`` by short
-    name, each with its ``attributes`` (its own, then inherited ones; ``type`` left out),
-    ``operations`` (inherited included; left out when none), ``description``,
-    ``fullyQualifiedType`` and ``singleton``/``deprecated`` when true. An attribute shows
-    ``type``, ``description``, ``default`` when it has one, and ``required``, ``unique``,
-    ``graph``, ``deprecated`` when true."""
-    types = {}
-    for t in schema.entity_types.values():
-        raw = schema.document["entityTypes"][t.short_name]
-        attributes = {}
-        for name in attribute_names(t):
-            if name == "type":
-                continue
-            spec = _raw_attribute(schema, t, name)
-            entry = {"type": spec.get("type"), "description": spec.get("description", "")}
-            if spec.get("default") is not None:
-                entry["default"] = spec["default"]
-            for flag in ("required", "unique", "graph", "deprecated"):
-                if spec.get(flag):
-                    entry[flag] = True
-            attributes[name] = entry
-        entry = {"attributes": attributes}
-        if t.operations:
-            entry["operations"] = list(t.operations)
-        entry["description"] = raw.get("description", "")
-        entry["fullyQualifiedType"] = t.long_name
-        for flag in ("singleton", "deprecated"):
-            if raw.get(flag):
-                entry[flag] = True
-        types[t.short_name] = entry
-    return {"prefix": schema.prefix, "entityTypes": types}
-
-
-def get_json_schema(schema: Schema) -> str:
-    """GET-JSON-SCHEMA answers the same document as GET-SCHEMA, as JSON text."""
-    return json.dumps(get_schema(schema), indent=2, sort_keys=True)
-
-
-def _raw_attribute(schema: Schema, etype: EntityType, name: str) -> dict:
-    raw_types = schema.document["entityTypes"]
-    current: Optional[str] = etype.short_name
-    while current:
-        attrs = raw_types[current].get("attributes", {})
-        if name in attrs:
-            return attrs[name]
-        current = raw_types[current].get("extends")
     return {}

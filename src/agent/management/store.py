@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from agent.management.protocol import BAD_REQUEST, ManagementError
+from agent.management.protocol import BAD_REQUEST, INTERNAL_ERROR, ManagementError
 from common.schema import (ROUTER_CONFIG_TYPES, EntityType, Schema, SchemaError, address_problem,
                            auto_link_phase, auto_link_problem, listen_addresses_clash, load_schema,
                            reference_problem)
@@ -49,6 +49,11 @@ class ConfigStore:
         self._put("policy", [policy] if policy else [])
         for key, short in SPEC_KEYS:
             self._put(short, spec.get(key) or [])
+        # the router.config entities of the configuration file, in order: 1.19's Python agent
+        # holds these (and not those created by management, which only its core holds)
+        self.from_file = {self.schema.long_name(short): [str(e.get("identity"))
+                                                         for e in spec.get(key) or []]
+                          for key, short in SPEC_KEYS if short in ROUTER_CONFIG_TYPES}
 
     # --- lookup -------------------------------------------------------------------------------
     def _put(self, short: str, entities: list) -> None:
@@ -197,8 +202,9 @@ class ConfigStore:
             raise ManagementError(BAD_REQUEST, problem)
 
     def check_vhost(self, entity: dict, replacing: Optional[dict] = None) -> None:
-        """ManagementError(400) if the vhost is invalid, conflicts with another vhost's name or
-        aliases, or asks for something this router does not enforce."""
+        """ManagementError if the vhost conflicts with another vhost's name (400), is invalid,
+        conflicts with another's aliases or asks for something this router does not enforce
+        (500, as 1.19's policy code fails it)."""
         from supervisor.config import policy_problem
         long = self.schema.long_name("vhost")
         others = [dict(e) for e in self.of_type(long)
@@ -207,8 +213,10 @@ class ConfigStore:
                                      for o in others):
             raise ManagementError(BAD_REQUEST, f"vhost '{entity.get('hostname')}' exists")
         found = policy_problem(others + [dict(entity)])
-        if found is not None:
-            raise ManagementError(BAD_REQUEST, found[1])
+        if found is not None:  # 1.19: its policy code's PolicyError, a 500
+            raise ManagementError(INTERNAL_ERROR, f"PolicyError: Policy "
+                                                  f"'{entity.get('hostname')}' is invalid: "
+                                                  f"{found[1]}")
 
     def validate_update(self, etype: EntityType, entity: dict, attributes: dict) -> dict:
         """The changed attributes of an UPDATE (canonical names, converted values)."""

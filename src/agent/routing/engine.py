@@ -25,7 +25,10 @@ Usage from the control plane (the adapter to the core)::
 
 The routes are the core's (``router_core/routetable.py`` computes them from the Topology
 reports); this engine learns back only which routers the core reaches (:meth:`set_reachable`),
-which decides when an LSR or MAR can go to a router that is not a neighbour.
+which decides when an LSR or MAR can go to a router that is not a neighbour. The core floods
+(RA, MAU) to the routers it reaches, so a router that just became reachable missed our earlier
+RAs: the next tick sends one, and a differential MAU due in that tick goes after it (as with
+1.19, whose MAU leaves on its own tick, a new neighbour hears HELLO and RA before any MAU).
 
 Resume after an agent restart (the core and the other routers carry on meanwhile)::
 
@@ -91,6 +94,11 @@ class RoutingEngine:
         self.dirty_since: Optional[float] = float("-inf")
         self.last_now = float("-inf")
         self.housekeeping_at = float("-inf")
+        # routers the core floods to, and whether one of them joined since our last RA: it
+        # hears an RA before any MAU (1.19 sends its MAU on its own tick, after HELLO and RA)
+        # (None after a restore: the core kept its routes, so every router there had our RAs)
+        self.reachable: Optional[frozenset] = frozenset()
+        self.ra_owed = False
 
     @classmethod
     def from_router_entity(cls, my_id: str, instance: int, entity: Mapping[str, Any],
@@ -122,6 +130,10 @@ class RoutingEngine:
         """The core: every router it has a route to, after its latest route computation (the
         requests waiting for one of them go out at the next tick)."""
         self.nodes.set_reachable(routers)
+        reachable = frozenset(str(r) for r in routers)
+        if self.reachable is not None and reachable - self.reachable:
+            self.ra_owed = True
+        self.reachable = reachable
 
     def receive(self, link_id: Optional[Hashable], opcode: str, body: Any,
                 now: float) -> List[Effect]:
@@ -200,15 +212,19 @@ class RoutingEngine:
                 out.append(report)
         for kind, router in self.nodes.due_requests():
             out.append(ls.lsr_for(router) if kind == "LSR" else self.mobile.mar_for(router))
+        seq_before = self.mobile.mobile_seq
         mobile_effects, advanced = self.mobile.tick(now)
+        if self.ra_owed and mobile_effects:       # a router that just joined: RA first
+            out.append(ls.ra(seq_before, now))
         out.extend(mobile_effects)                # the differential MAU goes before the RA
-        if send_ra or advanced or now >= ls.next_ra_at():
+        if send_ra or advanced or self.ra_owed or now >= ls.next_ra_at():
             out.append(ls.ra(self.mobile.mobile_seq, now))
+        self.ra_owed = False
         return out
 
     def next_deadline(self) -> float:
         """When :meth:`tick` must next run (a past time, or ``-inf``, means at once)."""
-        if self.linkstate.own_changed:
+        if self.linkstate.own_changed or self.ra_owed:
             return self.last_now
         deadlines = [self.hello.next_deadline(), self.linkstate.next_ra_at(),
                      self.housekeeping_at, self.mobile.next_deadline()]
@@ -250,6 +266,7 @@ class RoutingEngine:
         self.nodes.restore_state(state.get("nodes") or {})
         self.mobile.restore_state(state.get("mobile") or {})
         self.neighbours = {str(router): link for router, link in state.get("neighbours", ())}
+        self.reachable = None
         # then what a new agent does differently from the one that saved the state
         self.linkstate.resume(now)
         self.mobile.resume()
