@@ -499,9 +499,16 @@ class PolicyDb:
         return self.max_message_size
 
 
+def strip_comment_lines(text: str) -> str:
+    """A policy file's JSON: 1.19 blanks every line whose first non-blank character is ``#``
+    (its files open with ``##`` licence lines); blanking keeps the line numbers of JSON errors."""
+    return "\n".join("" if line.lstrip().startswith("#") else line
+                     for line in text.split("\n"))
+
+
 def load_policy_dir(path: str) -> list:
     """The vhosts of a policyDir: every ``*.json`` file, 1.19's format (a list of
-    ``["vhost", {attributes}]``); sorted by file name. Raises PolicyError naming the file."""
+    ``["vhost", {attributes}]``, ``#`` comment lines allowed); sorted by file name. Raises PolicyError naming the file."""
     if not os.path.isdir(path):
         raise PolicyError(f"policyDir '{path}' is not a directory")
     out = []
@@ -511,7 +518,7 @@ def load_policy_dir(path: str) -> list:
         full = os.path.join(path, fname)
         try:
             with open(full, encoding="utf-8") as f:
-                data = json.load(f)
+                data = json.loads(strip_comment_lines(f.read()))
         except (OSError, ValueError) as exc:
             raise PolicyError(f"policy file '{full}': {exc}") from None
         if not isinstance(data, list):

@@ -300,9 +300,12 @@ def test_vhost_created_at_run_time_is_enforced(router_factory):
 def test_policy_dir(router_factory, tmp_path):
     pdir = tmp_path / "policies"
     pdir.mkdir()
-    (pdir / "a.json").write_text(json.dumps([["vhost", {
-        "hostname": "from.dir", "maxConnections": 1, "allowUnknownUser": True,
-        "groups": {"$default": {"remoteHosts": "*", "sources": "*", "targets": "*"}}}]]))
+    (pdir / "a.json").write_text("##\n## Comment lines as 1.19's shipped files have\n##\n"
+                                 + json.dumps([["vhost", {
+                                     "hostname": "from.dir", "maxConnections": 1,
+                                     "allowUnknownUser": True,
+                                     "groups": {"$default": {"remoteHosts": "*", "sources": "*",
+                                                             "targets": "*"}}}]]))
     router = router_factory(policy(extra=f"\n            policyDir: {pdir}") + OPEN_DEFAULT)
     first, err = connect(router.port, "from.dir")
     assert err is None

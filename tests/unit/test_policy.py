@@ -173,6 +173,19 @@ def test_policy_dir(tmp_path):
         p.load_policy_dir(str(tmp_path))
 
 
+def test_policy_dir_comment_lines(tmp_path):
+    """1.19 blanks lines whose first non-blank character is '#' (its shipped files open with
+    '##' licence lines); a '#' inside a JSON string on another line stays."""
+    body = json.dumps([["vhost", vhost("c.com", aliases="x#y")]], indent=2)
+    (tmp_path / "c.json").write_text("##\n## Licence header\n##\n  # indented\n" + body
+                                     + "\n# trailing\n")
+    found = p.load_policy_dir(str(tmp_path))
+    assert [v["hostname"] for v in found] == ["c.com"] and found[0]["aliases"] == "x#y"
+    (tmp_path / "d.json").write_text("##\n[\n  [\"vhost\", {\n}")  # error keeps line numbers
+    with pytest.raises(p.PolicyError, match=r"d.json.*line 4"):
+        p.load_policy_dir(str(tmp_path))
+
+
 # --- the core's counts -------------------------------------------------------------------------
 def test_counts_router_wide():
     counts = PolicyCounts()
