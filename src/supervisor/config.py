@@ -93,8 +93,9 @@ class RouterConfig:
     router: Entity
     entities: list[Entity] = field(default_factory=list)
     path: str | None = None
-    # what 1.19 prints at AGENT warning while loading (deprecated attribute names)
-    warnings: list[str] = field(default_factory=list, compare=False)
+    # what 1.19 logs at warning level while loading: a str is an AGENT line (deprecated
+    # attribute names), a (module, text) pair another module's (POLICY: ignored vhost options)
+    warnings: list = field(default_factory=list, compare=False)
 
     def of_type(self, name: str) -> list[Entity]:
         """Entities of one type, named by short name, long name or section alias."""
@@ -209,21 +210,28 @@ def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> li
                             _complete({}, router_type, "router", None), None))
     router = next(e for e in built if e.short_type == "router")
     _check_roles(router.attributes["mode"], built)
-    built.extend(_policy_dir_vhosts(built))
+    file_warnings: list = []
+    built.extend(_policy_dir_vhosts(built, file_warnings))
     ordered = _apply_order(built)
     _assign_names(ordered)
     _check_unique(ordered)
     _check_references(ordered)
     _check_security(ordered)
     _check_listen_addresses(ordered)
-    _check_policy(ordered)
+    policy_warnings: list = []
+    _check_policy(ordered, policy_warnings)  # the config's vhosts, then the policyDir's
+    if warnings is not None:
+        warnings.extend(text for module, text in file_warnings if module == "AGENT")
+        warnings.extend(policy_warnings)
     return ordered
 
 
-def policy_problem(vhosts: list[dict], connectors: list[dict] = ()) -> tuple[int, str] | None:
+def policy_problem(vhosts: list[dict], connectors: list[dict] = (),
+                   warnings: list | None = None) -> tuple[int, str] | None:
     """The first vhost/policy setting the router would not enforce or 1.19 would refuse, as
     (index in ``vhosts`` or -1 for a connector, message); None when all are usable. Shared with
-    management CREATE/UPDATE (router_io/policy.py is pure: no proton, zmq or sockets)."""
+    management CREATE/UPDATE (router_io/policy.py is pure: no proton, zmq or sockets).
+    ``warnings`` receives the ("POLICY", text) lines 1.19 logs for options it ignores."""
     from router_io import policy as vpolicy
     db = vpolicy.PolicyDb()
     for index, attrs in enumerate(vhosts):
@@ -232,6 +240,8 @@ def policy_problem(vhosts: list[dict], connectors: list[dict] = ()) -> tuple[int
             db.add(vhost)
         except vpolicy.PolicyError as exc:
             return index, str(exc)
+        if warnings is not None:
+            warnings.extend(("POLICY", w) for w in vhost.warnings)
     for connector in connectors:
         if connector.get("policyVhost"):
             return -1, ("connector attribute 'policyVhost' (policy for outgoing connections, "
@@ -239,15 +249,16 @@ def policy_problem(vhosts: list[dict], connectors: list[dict] = ()) -> tuple[int
     return None
 
 
-def _policy_dir_vhosts(built: list[Entity]) -> list[Entity]:
+def _policy_dir_vhosts(built: list[Entity], warnings: list) -> list[Entity]:
     """The vhosts of the policy's ``policyDir`` (1.19's JSON files), as vhost entities at the
-    policy section's line."""
+    policy section's line. 1.19 loads them after the configuration's own vhosts, so a clash
+    with one of those is theirs to report."""
     policy = next((e for e in built if e.short_type == "policy"), None)
     if policy is None or not policy.attributes.get("policyDir"):
         return []
     from router_io import policy as vpolicy
     try:
-        found = vpolicy.load_policy_dir(str(policy.attributes["policyDir"]))
+        found = vpolicy.load_policy_dir(str(policy.attributes["policyDir"]), warnings)
     except vpolicy.PolicyError as exc:
         raise _Problem(f"policy policyDir: {exc}", policy.line) from None
     etype = load_schema().entity_type("vhost")
@@ -256,9 +267,10 @@ def _policy_dir_vhosts(built: list[Entity]) -> list[Entity]:
         values: dict[str, Any] = {}
         for key, value in attrs.items():
             canonical = etype.canonical_attribute(key)
-            if canonical is None:
-                raise _Problem(f"policy policyDir: vhost '{attrs.get('hostname')}': unknown "
-                               f"attribute '{key}'", policy.line)
+            if canonical is None:  # 1.19's schema check of the file's entities
+                raise _Problem(f"policy policyDir: vhost '{attrs.get('hostname')}': "
+                               f"{etype.long_name}: Unknown attribute '{key}' for "
+                               f"'{etype.long_name}'", policy.line)
             try:
                 values[canonical] = etype.attributes[canonical].convert(
                     value if not isinstance(value, bool) else str(value).lower())
@@ -270,11 +282,11 @@ def _policy_dir_vhosts(built: list[Entity]) -> list[Entity]:
     return out
 
 
-def _check_policy(entities: list[Entity]) -> None:
+def _check_policy(entities: list[Entity], warnings: list) -> None:
     vhosts = [e for e in entities if e.short_type == "vhost"]
     connectors = [e for e in entities if e.short_type == "connector"]
     found = policy_problem([dict(v.attributes) for v in vhosts],
-                           [dict(c.attributes) for c in connectors])
+                           [dict(c.attributes) for c in connectors], warnings)
     if found is not None:
         index, message = found
         line = vhosts[index].line if index >= 0 else next(

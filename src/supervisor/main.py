@@ -80,8 +80,9 @@ def main(argv: Optional[list] = None) -> int:
         daemon.fail(f"configuration error: {exc}")
         print(f"qdrouterd: configuration error: {exc}", file=sys.stderr)
         return 1
-    for warning in config.warnings:
-        log.log("AGENT", "warning", warning)
+    for warning in config.warnings:  # str: AGENT's; (module, text): another module's
+        module, text = warning if isinstance(warning, tuple) else ("AGENT", warning)
+        log.log(module, "warning", text)
     if args.user:
         import pwd
         pw = pwd.getpwnam(args.user)

@@ -285,14 +285,20 @@ def test_vhost_created_at_run_time_is_enforced(router_factory):
     assert conn is None and "amqp:resource-limit-exceeded" in err
     out = cli("qdstat", router.port, "--vhosts")
     assert "runtime.vh" in out
-    # a setting the router does not enforce is refused (400), never accepted silently
+    # an option 1.19's policy code does not use is logged and ignored, as 1.19 does
+    cli("qdmanage", router.port, "create", "--type=vhost", "--name=other.vh",
+        "hostname=other.vh", "groups=" + json.dumps(
+            {"g": {"users": "u", "remoteHosts": "*", "allowSomethingElse": False}}))
+    router.proc.wait_for_line("POLICY (warning) Policy vhost 'other.vh' user group 'g' "
+                                 "option 'allowSomethingElse' is ignored.")
+    # an invalid value is refused (400), as 1.19 refuses it
     bad = subprocess.run([sys.executable, "-m", "tools.qdmanage", "-b",
                           f"127.0.0.1:{router.port}", "-t", "5", "create", "--type=vhost",
                           "--name=bad.vh", "hostname=bad.vh", "groups=" + json.dumps(
                               {"g": {"users": "u", "remoteHosts": "*",
-                                     "allowSomethingElse": False}})],
+                                     "allowDynamicSource": "maybe"}})],
                          capture_output=True, text=True, timeout=30)
-    assert bad.returncode != 0 and "allowSomethingElse" in bad.stderr + bad.stdout
+    assert bad.returncode != 0 and "illegal boolean value 'maybe'" in bad.stderr + bad.stdout
     cli("qdmanage", router.port, "delete", "--type=vhost", "--name=runtime.vh")
     first.close()
 
@@ -313,6 +319,32 @@ def test_policy_dir(router_factory, tmp_path):
     assert conn is None and "amqp:resource-limit-exceeded" in err
     assert "from.dir" in cli("qdstat", router.port, "--vhosts")
     first.close()
+
+
+def test_policy_dir_as_1_19_ships_them(router_factory, tmp_path):
+    """A policy directory shaped like 1.19's examples ('##' header lines, a vhost named '',
+    group options 1.19's policy code does not use, an entity that is not a vhost) loads as in
+    1.19: the router starts, logs 1.19's warning for each ignored option and enforces the rest."""
+    pdir = tmp_path / "policies"
+    pdir.mkdir()
+    vhosts = [["vhost", {"hostname": "", "allowUnknownUser": True,
+                         "groups": {"$default": {"remoteHosts": "*", "maxConnections": 4}}}],
+              ["vhost", {"hostname": "tenant.dir", "allowUnknownUser": True,
+                         "groups": {"$default": {"remoteHosts": "*", "sources": "only",
+                                                 "targets": "*", "maxConnections": 9}}}],
+              ["listener", {"host": "127.0.0.1", "port": 1}]]
+    (pdir / "tenants.json").write_text("##\n## Our tenants\n##\n\n" + json.dumps(vhosts,
+                                                                                indent=2))
+    router = router_factory(policy(extra=f"\n            policyDir: {pdir}") + OPEN_DEFAULT)
+    for vhost in ("", "tenant.dir"):
+        router.proc.wait_for_line(f"POLICY (warning) Policy vhost '{vhost}' user group "
+                                  "'$default' option 'maxConnections' is ignored.")
+    conn, err = connect(router.port, "tenant.dir")
+    assert err is None
+    conn.create_receiver("only")
+    with pytest.raises(LinkDetached):
+        conn.create_receiver("other")
+    conn.close()
 
 
 def test_qdstat_vhost_tables(router_factory):

@@ -196,6 +196,14 @@ class ConfigStore:
         if problem:
             raise ManagementError(BAD_REQUEST, problem)
 
+    @staticmethod
+    def vhost_warnings(entity: dict) -> list:
+        """The ("POLICY", text) warnings 1.19 logs for a (valid) vhost's ignored options."""
+        from supervisor.config import policy_problem
+        warnings: list = []
+        policy_problem([dict(entity)], (), warnings)
+        return warnings
+
     def check_vhost(self, entity: dict, replacing: Optional[dict] = None) -> None:
         """ManagementError(400) if the vhost is invalid, conflicts with another vhost's name or
         aliases, or asks for something this router does not enforce."""
