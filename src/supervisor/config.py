@@ -42,12 +42,16 @@ _LATE_ORDER = ["connector", "listener"]
 
 
 class ConfigError(Exception):
-    """A configuration that cannot be used; ``line`` is 1-based, or None when not known."""
+    """A configuration that cannot be used; ``line`` is 1-based, or None when not known.
+    ``warnings``: what 1.19 would have logged before it met the error (as
+    RouterConfig.warnings), for the caller to print first."""
 
-    def __init__(self, message: str, path: str | None = None, line: int | None = None) -> None:
+    def __init__(self, message: str, path: str | None = None, line: int | None = None,
+                 warnings: list | None = None) -> None:
         self.message = message
         self.path = path
         self.line = line
+        self.warnings = list(warnings or [])
         super().__init__(message)
 
     def __str__(self) -> str:
@@ -156,12 +160,12 @@ def parse_config(text: str, path: str = "<config>", *, json_form: bool | None = 
     """Parse and validate configuration text; the form follows ``path`` unless ``json_form``."""
     if json_form is None:
         json_form = path.endswith(".json")
+    warnings: list = []
     try:
         sections = _parse_json(text) if json_form else _parse_conf(text)
-        warnings: list[str] = []
         entities = _build(sections, warnings)
     except _Problem as e:
-        raise ConfigError(e.message, path, e.line) from None
+        raise ConfigError(e.message, path, e.line, warnings) from None
     except RecursionError:  # a value nested thousands deep ([[[[...) in JSON
         raise ConfigError("a value is nested too deeply", path) from None
     return RouterConfig(router=next(e for e in entities if e.short_type == "router"),
@@ -311,13 +315,15 @@ def _explicit_values(section: _RawSection, etype: EntityType,
                 and canonical not in (raw.name, normalize_attribute_name(raw.name)):
             deprecated[canonical] = old
             if warnings is not None:
-                warnings.append(f"Attribute '{old}' of entity '{entity}' has been deprecated. "
-                                f"Use '{canonical}' instead")
+                warnings.append(_deprecation_warning(old, entity, canonical))
         else:
             current.add(canonical)
-        if canonical in deprecated and canonical in current:
-            raise _Problem(f"Both '{deprecated[canonical]}' and '{canonical}' cannot be specified "
-                           f"for entity '{entity}'", raw.line)
+        if canonical in deprecated and canonical in current:  # 1.19's schema error text
+            if warnings is not None:  # 1.19 fails on the pair without warning about it
+                warnings[:] = [w for w in warnings if w != _deprecation_warning(
+                    deprecated[canonical], entity, canonical)]
+            raise _Problem(f"{etype.long_name}: Both '{deprecated[canonical]}' and "
+                           f"'{canonical}' cannot be specified for entity '{entity}'", raw.line)
         attr = etype.attributes[canonical]
         if not attr.create:
             raise _Problem(f"attribute '{raw.name}' of section '{section.name}' is read-only and "
@@ -328,6 +334,10 @@ def _explicit_values(section: _RawSection, etype: EntityType,
             raise _Problem(f"bad value for attribute '{raw.name}' in section '{section.name}': {e}",
                            raw.line) from None
     return values
+
+
+def _deprecation_warning(old: str, entity: str, new: str) -> str:
+    return f"Attribute '{old}' of entity '{entity}' has been deprecated. Use '{new}' instead"
 
 
 def _complete(values: dict[str, Any], etype: EntityType, section: str, line: int | None) -> dict[str, Any]:
