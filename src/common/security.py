@@ -8,8 +8,10 @@ builds proton's SSL domains and SASL settings from the same attributes):
   ``file:PATH`` (its first line), ``pass:TEXT``, ``literal:TEXT`` (sslProfile only), or the
   text itself); :func:`profile_password` adds the deprecated ``passwordFile``.
 * :func:`ssl_profile_problem` checks an sslProfile: the files exist and load (certificate with
-  its key and password, CA file), ciphers and protocols are valid, uidFormat is made of
-  ``c s l o u n 1 2 5``, uidNameMappingFile is a JSON map.
+  its key and password, CA file), uidFormat is made of ``c s l o u n 1 2 5``,
+  uidNameMappingFile is a JSON map. ``ciphers`` and ``protocols`` are not checked here: as in
+  1.19 a value the TLS library rejects fails each connection of the listener or connector
+  using the profile (amqp:internal-error, router_io.engine), and the router still starts.
 * :func:`connection_problem` checks a listener's or connector's security attributes against its
   sslProfile: a setting that could not be enforced is refused, never ignored.
 * :func:`cert_uid` builds the user id of a client certificate from uidFormat, as 1.19 does
@@ -25,7 +27,6 @@ import ssl
 from typing import Any, Callable, Optional
 
 UID_FIELDS = "csloun125"
-TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
 MAX_PASSWORD_LINE = 199  # 1.19 reads at most this many characters of a password file's line
 
 
@@ -120,18 +121,6 @@ def ssl_profile_problem(profile: dict) -> Optional[str]:
             ctx.load_verify_locations(cafile=str(profile["caCertFile"]))
         except (ssl.SSLError, OSError) as exc:
             return f"{where}: cannot load caCertFile '{profile['caCertFile']}': {exc}"
-    if profile.get("ciphers"):
-        try:
-            ctx.set_ciphers(str(profile["ciphers"]))
-        except ssl.SSLError:
-            return (f"{where}: ciphers '{profile['ciphers']}' selects no cipher OpenSSL knows "
-                    "(check it with 'openssl ciphers -v')")
-    if profile.get("protocols") is not None:
-        names = str(profile["protocols"]).split()
-        bad = [n for n in names if n not in TLS_PROTOCOLS]
-        if bad or not names:
-            return (f"{where}: protocols '{profile['protocols']}' is not a space separated list "
-                    f"of {', '.join(TLS_PROTOCOLS)}")
     uid = profile.get("uidFormat")
     if uid is not None:
         uid = str(uid)

@@ -190,8 +190,6 @@ def _refused(tmp_path: Path, body: str) -> str:
     ("externalNoCa", "EXTERNAL needs an sslProfile with caCertFile"),
     ("trustedCerts", "trustedCertsFile"),
     ("uidFormat", "uidFormat 'xyz'"),
-    ("protocols", "protocols 'SSLv3'"),
-    ("ciphers", "ciphers 'NOSUCHCIPHER'"),
     ("listenerNoCert", "has no certFile"),
     ("connectorExternalNoCert", "EXTERNAL needs an sslProfile with certFile"),
 ])
@@ -207,8 +205,6 @@ def test_unenforceable_settings_are_refused_at_start(tmp_path, pki, case, expect
         + listener(5999, sslProfile="tls", saslMechanisms="EXTERNAL"),
         "trustedCerts": listener(5999, trustedCertsFile=pki["ca"]),
         "uidFormat": ok.replace("}\n", "    uidFormat: xyz\n}\n"),
-        "protocols": ok.replace("}\n", "    protocols: SSLv3\n}\n"),
-        "ciphers": ok.replace("}\n", "    ciphers: NOSUCHCIPHER\n}\n"),
         "listenerNoCert": f"sslProfile {{\n    name: tls\n    caCertFile: {pki['ca']}\n}}\n"
         + listener(5999, sslProfile="tls"),
         "connectorExternalNoCert": f"sslProfile {{\n    name: tls\n    caCertFile: {pki['ca']}"
@@ -219,6 +215,25 @@ def test_unenforceable_settings_are_refused_at_start(tmp_path, pki, case, expect
     assert "bad.conf:" in output and expect in output, output
     line = next(ln for ln in output.splitlines() if "bad.conf:" in ln)
     assert line.split("bad.conf:")[1].split(":")[0].isdigit()  # FILE:LINE:
+
+
+@pytest.mark.parametrize("setting", ["protocols: SSLv23", "ciphers: NOSUCHCIPHER"])
+def test_profile_the_tls_library_rejects_fails_its_connections_only(router_factory, pki,
+                                                                     setting):
+    """As 1.19: the router starts; every connection to the listener whose sslProfile has
+    protocols or ciphers the TLS library rejects fails (amqp:internal-error); the other
+    listeners work."""
+    bad = free_port()
+    name, value = setting.split(": ")
+    r = router_factory(profile(pki, name="bad", **{name: value})
+                       + listener(bad, sslProfile="bad", saslMechanisms="ANONYMOUS"))
+    conn, err = connect(f"amqps://localhost:{bad}", ssl_domain=domain(pki),
+                        allowed_mechs="ANONYMOUS")
+    assert conn is None, "a TLS connection was accepted with a profile the library rejects"
+    r.proc.wait_for_line(f"amqp:internal-error TLS set-up failed: sslProfile 'bad'")
+    ok, err = connect(r.url)
+    assert ok, err
+    ok.close()
 
 
 def test_ssl_profile_through_management_and_qdstat_over_tls(router_factory, pki):
