@@ -183,7 +183,10 @@ def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> li
     log_index: dict[str, int] = {}
     for section in sections:
         etype = schema.find(section.name)
-        if etype is None or not etype.is_configuration:
+        if etype is None:  # 1.19's schema text
+            raise _Problem(f"No such entity type 'org.apache.qpid.dispatch.{section.name}' "
+                           f"(unknown section '{section.name}')", section.line)
+        if not etype.is_configuration:
             raise _Problem(f"unknown section '{section.name}'", section.line)
         if etype.singleton:
             if etype.short_name in singletons:
@@ -308,8 +311,9 @@ def _explicit_values(section: _RawSection, etype: EntityType,
         canonical = etype.canonical_attribute(raw.name)
         if canonical == "type":
             continue  # the JSON form may repeat the type inside the map
-        if canonical is None:
-            raise _Problem(f"unknown attribute '{raw.name}' in section '{section.name}'", raw.line)
+        if canonical is None:  # 1.19's schema text
+            raise _Problem(f"{etype.long_name}: Unknown attribute '{raw.name}' for "
+                           f"'{etype.long_name}'", raw.line)
         old = etype.attributes[canonical].deprecation_name
         if old is not None and old in (raw.name, normalize_attribute_name(raw.name)) \
                 and canonical not in (raw.name, normalize_attribute_name(raw.name)):

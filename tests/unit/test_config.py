@@ -407,9 +407,11 @@ def test_shipped_default_config_parses() -> None:
 
 
 @pytest.mark.parametrize("text, line, fragment", [
-    ("listenr {\n  port: 1\n}\n", 1, "unknown section 'listenr'"),
+    ("listenr {\n  port: 1\n}\n", 1, "No such entity type 'org.apache.qpid.dispatch.listenr'"),
     ("connection {\n}\n", 1, "unknown section 'connection'"),
-    ("listener {\n  host: x\n  prot: 1\n}\n", 3, "unknown attribute 'prot' in section 'listener'"),
+    ("listener {\n  host: x\n  prot: 1\n}\n", 3, "org.apache.qpid.dispatch.listener: Unknown "
+                                                 "attribute 'prot' for "
+                                                 "'org.apache.qpid.dispatch.listener'"),
     ("listener {\n  port: abc\n}\n", 2, "invalid port 'abc'"),
     ("router {\n  mode: foo\n}\n", 2, "bad value for attribute 'mode'"),
     ("listener {\n  authenticatePeer: maybe\n}\n", 2, "invalid boolean 'maybe'"),
@@ -452,7 +454,8 @@ def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:
 
 def test_unknown_attribute_message_format() -> None:
     err = error_of("router {\n  mode: standalone\n}\n\n\n\n\n\n\n\nlistener {\n  prot: 5672\n}\n")
-    assert str(err) == "qdrouterd.conf:12: unknown attribute 'prot' in section 'listener'"
+    assert str(err) == ("qdrouterd.conf:12: org.apache.qpid.dispatch.listener: Unknown "
+                        "attribute 'prot' for 'org.apache.qpid.dispatch.listener'")
 
 
 @pytest.mark.parametrize("kind, role", [("listener", "inter-router"), ("connector", "inter-router"),
@@ -507,7 +510,7 @@ def test_json_form(tmp_path: Path) -> None:
 def test_json_form_errors_name_the_entry_line() -> None:
     text = '[\n ["router", {"mode": "interior"}],\n ["listener", {"prot": 1}]\n]\n'
     err = error_of(text, "qdrouterd.json")
-    assert err.line == 3 and "unknown attribute 'prot'" in err.message
+    assert err.line == 3 and "Unknown attribute 'prot'" in err.message
     assert error_of('{"router": {}}', "x.json").line == 1
     assert error_of('[\n ["router"]\n]', "x.json").line == 2
     assert error_of('[\n ["router", {}],\n ["log", {]\n]', "x.json").line == 3
