@@ -31,6 +31,7 @@ whole, and the per-connection counting, the one truly separate part, already liv
 """
 from __future__ import annotations
 
+import copy
 import ipaddress
 import json
 import os
@@ -514,6 +515,25 @@ class PolicyDb:
                                  "network host"))
             return vhost, None, None, logs
         return vhost, group, settings, logs
+
+    def connector_group(self, policy_vhost: str) -> Optional[tuple]:
+        """A connector's ``policyVhost``: ``(vhost, settings)`` of the ``$connector`` user group
+        of the vhost it names (by name, alias or pattern, else the default vhost, as 1.19
+        looks it up), for the links the peer opens on the outgoing connection; None when there
+        is no such group (1.19 then closes the connection). As 1.19, the group's
+        maxSessionWindow does not apply to an outgoing connection (its window is the
+        connector's)."""
+        vhost = self.resolve(policy_vhost)
+        if vhost is None or CONNECTOR_GROUP not in vhost.groups:
+            return None
+        settings = copy.copy(vhost.groups[CONNECTOR_GROUP])
+        settings.max_session_window = 0
+        return vhost, settings
+
+    def connector_failure(self, conn_id: int, policy_vhost: str) -> str:
+        """The POLICY error line 1.19 logs when a connector's policyVhost has no settings."""
+        return (f"[C{conn_id}] Failed to find policyVhost settings for connection '{conn_id}', "
+                f"policyVhost: '{policy_vhost}'")
 
     def message_size(self, vhost: Vhost, settings: GroupSettings) -> int:
         """maxMessageSize of a policed connection: the group's, else the vhost's, else the

@@ -233,10 +233,10 @@ def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> li
     return ordered
 
 
-def policy_problem(vhosts: list[dict], connectors: list[dict] = (),
+def policy_problem(vhosts: list[dict],
                    warnings: list | None = None) -> tuple[int, str] | None:
     """The first vhost/policy setting the router would not enforce or 1.19 would refuse, as
-    (index in ``vhosts`` or -1 for a connector, message); None when all are usable. Shared with
+    (index in ``vhosts``, message); None when all are usable. Shared with
     management CREATE/UPDATE (router_io/policy.py is pure: no proton, zmq or sockets).
     ``warnings`` receives the ("POLICY", text) lines 1.19 logs for options it ignores."""
     from router_io import policy as vpolicy
@@ -249,10 +249,6 @@ def policy_problem(vhosts: list[dict], connectors: list[dict] = (),
             return index, str(exc)
         if warnings is not None:
             warnings.extend(("POLICY", w) for w in vhost.warnings)
-    for connector in connectors:
-        if connector.get("policyVhost"):
-            return -1, ("connector attribute 'policyVhost' (policy for outgoing connections, "
-                        "user group '$connector') is not supported by this router")
     return None
 
 
@@ -291,14 +287,10 @@ def _policy_dir_vhosts(built: list[Entity], warnings: list) -> list[Entity]:
 
 def _check_policy(entities: list[Entity], warnings: list) -> None:
     vhosts = [e for e in entities if e.short_type == "vhost"]
-    connectors = [e for e in entities if e.short_type == "connector"]
-    found = policy_problem([dict(v.attributes) for v in vhosts],
-                           [dict(c.attributes) for c in connectors], warnings)
+    found = policy_problem([dict(v.attributes) for v in vhosts], warnings)
     if found is not None:
         index, message = found
-        line = vhosts[index].line if index >= 0 else next(
-            c.line for c in connectors if c.attributes.get("policyVhost"))
-        raise _Problem(message, line)
+        raise _Problem(message, vhosts[index].line)
 
 
 def _explicit_values(section: _RawSection, etype: EntityType,

@@ -347,6 +347,64 @@ def test_policy_dir_as_1_19_ships_them(router_factory, tmp_path):
     conn.close()
 
 
+def test_connector_policy_vhost(router_factory):
+    """connector policyVhost (as 1.19, compared with it): the named vhost's '$connector' group
+    polices the links the peer opens on the outgoing connection; a vhost without that group
+    gets the connection closed (amqp:resource-limit-exceeded) and 1.19's POLICY error line."""
+    import link_opening_peer as lop
+    good, bad = free_port(), free_port()
+    links = [("send", "allowed.a"), ("send", "denied.a"), ("recv", "allowed.b"),
+             ("recv", "denied.b")]
+    peers = [lop.run_in_thread(good, links), lop.run_in_thread(bad, [("send", "allowed.a")])]
+    try:
+        router = router_factory(policy() + textwrap.dedent(f"""
+            vhost {{
+                hostname: conn.vh
+                groups: {{
+                    "$connector": {{
+                        "sources": "allowed.*",
+                        "targets": "allowed.*"
+                    }}
+                }}
+            }}
+            vhost {{
+                hostname: nogroup.vh
+                groups: {{
+                    "other": {{
+                        "users": "x"
+                    }}
+                }}
+            }}
+            connector {{
+                name: out1
+                host: 127.0.0.1
+                port: {good}
+                role: normal
+                policyVhost: conn.vh
+            }}
+            connector {{
+                name: out2
+                host: 127.0.0.1
+                port: {bad}
+                role: normal
+                policyVhost: nogroup.vh
+            }}
+            """))
+        assert peers[0][0].done.wait(T * 3) and peers[1][0].done.wait(T * 3)
+        denied = "amqp:unauthorized-access: link disallowed by local policy"
+        assert {k: v for k, v in peers[0][0].results.items() if k != "connection"} == {
+            "send:allowed.a": "open", "send:denied.a": denied, "recv:allowed.b": "open",
+            "recv:denied.b": denied}
+        assert peers[1][0].results == {
+            "connection": "amqp:resource-limit-exceeded: connection disallowed by local policy"}
+        router.proc.wait_for_line("POLICY (error) [C")
+        assert "Failed to find policyVhost settings for connection '" in router.proc.output()
+        assert "policyVhost: 'nogroup.vh'" in router.proc.output()
+    finally:
+        for peer in peers:
+            lop.stop(*peer)
+
+
 def test_qdstat_vhost_tables(router_factory):
     router = router_factory(policy() + TENANT + OPEN_DEFAULT)
     out = cli("qdstat", router.port, "--vhosts")
@@ -367,7 +425,6 @@ def test_qdstat_vhost_tables(router_factory):
     ("vhost {\n    hostname: x\n    aliases: x\n}\n", "duplicates vhost name"),
     ("vhost {\n    hostname: x\n    groups: {\"g\": {\"users\": \"u\", \"remoteHosts\": \"*\", "
      "\"sources\": \"a\", \"sourcePattern\": \"b\"}}\n}\n", "conflicting"),
-    ("connector {\n    host: 127.0.0.1\n    port: 1\n    policyVhost: x\n}\n", "policyVhost"),
 ])
 def test_refused_at_start(tmp_path, section, text):
     conf = tmp_path / "bad.conf"

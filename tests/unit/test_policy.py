@@ -188,6 +188,27 @@ def test_lenient_as_1_19():
                                           f"'g' {text}")
 
 
+def test_connector_group():
+    """connector policyVhost: the '$connector' group of the vhost named (alias, default vhost
+    as 1.19's lookup), without the group's maxSessionWindow (not applied to outgoing
+    connections in 1.19); None without such a group."""
+    conn_group = {"sources": "a.*", "maxSessionWindow": 999, "maxSenders": 2}
+    db = p.PolicyDb({"defaultVhost": "fallback"}, [
+        {"hostname": "c.vh", "aliases": "alias.vh", "groups": {"$connector": conn_group}},
+        {"hostname": "fallback", "groups": {"$connector": {"targets": "t"}}},
+        {"hostname": "none.vh", "groups": {"g": {"users": "u"}}}])
+    vhost, settings = db.connector_group("alias.vh")
+    assert vhost.name == "c.vh" and settings.max_senders == 2
+    assert settings.max_session_window == 0
+    assert db.vhosts["c.vh"].groups["$connector"].max_session_window == 999  # not changed
+    assert settings.approve_address("anonymous", "a.b", True)
+    assert not settings.approve_address("anonymous", "b", True)
+    assert db.connector_group("unknown.vh")[0].name == "fallback"
+    assert db.connector_group("none.vh") is None
+    assert db.connector_failure(7, "none.vh") == ("[C7] Failed to find policyVhost settings for "
+                                                  "connection '7', policyVhost: 'none.vh'")
+
+
 def test_message_size_resolution():
     db = p.PolicyDb({"maxMessageSize": 100}, [
         vhost("a", maxMessageSize=50), vhost("b"),

@@ -201,7 +201,7 @@ class ConfigStore:
         """The ("POLICY", text) warnings 1.19 logs for a (valid) vhost's ignored options."""
         from supervisor.config import policy_problem
         warnings: list = []
-        policy_problem([dict(entity)], (), warnings)
+        policy_problem([dict(entity)], warnings)
         return warnings
 
     def check_vhost(self, entity: dict, replacing: Optional[dict] = None) -> None:
