@@ -27,7 +27,7 @@ from common.linkroutes import create_problem as link_route_problem
 from common.schema import (ROUTER_CONFIG_TYPES, EntityType, SchemaError, address_problem,
                            auto_link_phase, auto_link_problem, listen_addresses_clash, load_schema,
                            normalize_attribute_name, reference_problem)
-from common.security import connection_problem, ssl_profile_problem
+from common.security import connection_problem, ssl_files_problem, ssl_profile_problem
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config",
            "default_router_id", "router_id_problem"]
@@ -223,13 +223,15 @@ def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> li
     _assign_names(ordered)
     _check_unique(ordered)
     _check_references(ordered)
-    _check_security(ordered)
+    tls_warnings: list = []
+    _check_security(ordered, tls_warnings)
     _check_listen_addresses(ordered)
     policy_warnings: list = []
     _check_policy(ordered, policy_warnings)  # the config's vhosts, then the policyDir's
     if warnings is not None:
         warnings.extend(text for module, text in file_warnings if module == "AGENT")
         warnings.extend(policy_warnings)
+        warnings.extend(tls_warnings)
     return ordered
 
 
@@ -472,15 +474,20 @@ def _check_references(entities: list[Entity]) -> None:
             raise _Problem(problem, entity.line)
 
 
-def _check_security(entities: list[Entity]) -> None:
+def _check_security(entities: list[Entity], warnings: list) -> None:
     """TLS/SASL settings the router cannot enforce are refused (common.security), never
-    ignored: sslProfile files that do not load, requireSsl without a profile, EXTERNAL without
-    the certificates it needs..."""
+    ignored: requireSsl without a profile, EXTERNAL without the certificates it needs...
+    sslProfile files the TLS library rejects do not stop the start (1.19 starts; each
+    connection using the profile fails): ``warnings`` gets a SERVER line for each."""
     profiles = {e.attributes["name"]: e.attributes for e in entities
                 if e.short_type == "sslProfile"}
     for entity in entities:
         if entity.short_type == "sslProfile":
             problem = ssl_profile_problem(entity.attributes)
+            files = None if problem else ssl_files_problem(entity.attributes)
+            if files:
+                warnings.append(("SERVER", f"{files}: every connection using this sslProfile "
+                                           "will fail TLS set-up"))
         else:
             problem = connection_problem(entity.short_type, entity.attributes, profiles.get)
         if problem:
