@@ -182,7 +182,8 @@ def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> li
     singletons: dict[str, int | None] = {}
     log_index: dict[str, int] = {}
     for section in sections:
-        etype = schema.find(section.name)
+        # 1.19 camelCases section names as it does attribute names (ssl-profile: sslProfile)
+        etype = schema.find(section.name) or schema.find(normalize_attribute_name(section.name))
         if etype is None:  # 1.19's schema text
             raise _Problem(f"No such entity type 'org.apache.qpid.dispatch.{section.name}' "
                            f"(unknown section '{section.name}')", section.line)

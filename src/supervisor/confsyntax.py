@@ -197,6 +197,9 @@ def _json_scalar(text: str) -> str:
 
 
 def parse_json(text: str) -> list[RawSection]:
+    # as 1.19, a line whose first non-blank character is '#' is a comment (blanked, so the
+    # line numbers stay)
+    text = "\n".join("" if line.lstrip().startswith("#") else line for line in text.split("\n"))
     decoder = json.JSONDecoder()
     idx = _skip_ws(text, 0)
     if not text.startswith("[", idx):

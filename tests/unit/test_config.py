@@ -158,6 +158,21 @@ def test_address_defaults_and_comments_and_hash_in_pattern() -> None:
     assert first.line == 2 and second.line == 6
 
 
+def test_dashed_section_names_and_json_comment_lines_as_1_19() -> None:
+    """1.19 camelCases section names (ssl-profile is sslProfile) and skips '#' lines in the
+    .json form; it starts with both (checked)."""
+    c = conf("router {\n    mode: standalone\n}\nssl-profile {\n    name: x\n}\n"
+             "link-route {\n    prefix: a\n    direction: in\n}\n")
+    assert [e.short_type for e in c.entities if e.short_type in (
+        "sslProfile", "router.config.linkRoute")] == ["sslProfile", "router.config.linkRoute"]
+    text = ('# comment\n[\n  # another\n  ["router", {"mode": "standalone"}],\n'
+            '  ["listener", {"port": 1, "bogus": 2}]\n]\n')
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, "c.json")
+    assert err.value.line == 5  # line numbers are the file's
+    assert parse_config(text.replace(', "bogus": 2', ""), "c.json").of_type("listener")
+
+
 def test_dashed_and_deprecated_names_in_file() -> None:
     c = conf("""\
         router {
