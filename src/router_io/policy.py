@@ -343,7 +343,7 @@ class Vhost:
     ignores. A refusal is a PolicyError worded as 1.19's ("Policy 'NAME' is invalid: ...")."""
 
     def __init__(self, attrs: dict) -> None:
-        if "hostname" in attrs:  # '' is a name 1.19 accepts (the vhost of an open without one)
+        if attrs.get("hostname") is not None:  # '' is a name 1.19 accepts
             name = str(attrs["hostname"])
         elif attrs.get("name") is not None or attrs.get("id") is not None:
             name = str(attrs["name"] if attrs.get("name") is not None else attrs["id"])

@@ -166,6 +166,7 @@ def test_lenient_as_1_19():
     db = p.PolicyDb({"defaultVhost": "other"}, [])
     db.add(v)
     assert db.resolve("").name == ""
+    assert p.Vhost({"hostname": None, "name": "named"}).name == "named"  # an unset hostname
     # groups without users each hold the user '': 1.19 refuses two of them
     with pytest.raises(p.PolicyError) as info:
         p.Vhost({"hostname": "v", "groups": {"a": {}, "b": {"remoteHosts": "*"}}})
