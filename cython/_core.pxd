@@ -444,6 +444,7 @@ cdef class RouterCore:
     cdef public list info_logs
     cdef readonly object agent_peer
     cdef readonly dict routers, neighbour_conns, control_counts, test_refusals
+    cdef public bint allow_resumable_lr
     cdef readonly object gone
     cdef readonly long long gone_seq
     cdef readonly object policy_counts

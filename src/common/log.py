@@ -67,6 +67,17 @@ DEFAULT_ENABLE = "info+"  # the DEFAULT module's levels when nothing configures 
 _ENABLE_SEPARATORS = re.compile(r"[,\s]+")
 
 
+def _full_level_name(item: str) -> str:
+    """1.19 reads a level by its first letters ("warn+" is "warning+", "inf" is "info"): the
+    first of default, none, trace ... critical that starts with them."""
+    plus = "+" if item.endswith("+") else ""
+    name = item[:-1] if plus else item
+    for full in ("default", "none") + tuple(LEVELS):
+        if full.startswith(name):
+            return full + plus
+    return item
+
+
 def parse_enable(spec: Optional[str]) -> Optional[frozenset]:
     """The ONE grammar of a log ``enable`` value (config, management and logging use it).
 
@@ -77,7 +88,8 @@ def parse_enable(spec: Optional[str]) -> Optional[frozenset]:
     """
     if spec is not None and not isinstance(spec, str):
         raise LogConfigError(f"log levels must be a string, got {type(spec).__name__}")
-    items = [i for i in _ENABLE_SEPARATORS.split((spec or "").strip().lower()) if i]
+    items = [_full_level_name(i) for i in _ENABLE_SEPARATORS.split((spec or "").strip().lower())
+             if i]
     if items == ["default"]:
         return None
     enabled: set = set()

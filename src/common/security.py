@@ -7,9 +7,14 @@ builds proton's SSL domains and SASL settings from the same attributes):
 * :func:`resolve_password` reads the password forms of Qpid Dispatch 1.19 (``env:VAR``,
   ``file:PATH`` (its first line), ``pass:TEXT``, ``literal:TEXT`` (sslProfile only), or the
   text itself); :func:`profile_password` adds the deprecated ``passwordFile``.
-* :func:`ssl_profile_problem` checks an sslProfile: the files exist and load (certificate with
-  its key and password, CA file), ciphers and protocols are valid, uidFormat is made of
-  ``c s l o u n 1 2 5``, uidNameMappingFile is a JSON map.
+* :func:`ssl_profile_problem` checks what stops an sslProfile from being created, as in
+  1.19: a password that cannot be resolved, uidFormat not made of ``c s l o u n 1 2 5``,
+  uidNameMappingFile not a JSON map.
+* :func:`ssl_files_problem` says why the TLS library will reject a profile's files
+  (certificate with its key and password, CA file). As in 1.19 that does not stop the start:
+  each connection of a listener or connector using the profile then fails TLS set-up
+  (amqp:internal-error, router_io.engine); the configuration logs it as a warning. The same
+  holds for ``ciphers`` and ``protocols`` the library rejects.
 * :func:`connection_problem` checks a listener's or connector's security attributes against its
   sslProfile: a setting that could not be enforced is refused, never ignored.
 * :func:`cert_uid` builds the user id of a client certificate from uidFormat, as 1.19 does
@@ -25,7 +30,6 @@ import ssl
 from typing import Any, Callable, Optional
 
 UID_FIELDS = "csloun125"
-TLS_PROTOCOLS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
 MAX_PASSWORD_LINE = 199  # 1.19 reads at most this many characters of a password file's line
 
 
@@ -93,7 +97,32 @@ def load_name_mapping(path: str) -> dict:
 
 
 def ssl_profile_problem(profile: dict) -> Optional[str]:
-    """Why an sslProfile cannot be used as configured, or None."""
+    """Why an sslProfile cannot be created (1.19 refuses it too), or None."""
+    where = f"sslProfile '{profile.get('name')}'"
+    if str(profile.get("password") or "").startswith("env:"):
+        try:  # 1.19 refuses the profile for an unset variable (a password file it cannot
+            # read only fails the connections: ssl_files_problem)
+            profile_password(profile)
+        except ValueError as exc:
+            return f"{where}: password: {exc}"
+    uid = profile.get("uidFormat")
+    if uid is not None:
+        uid = str(uid)
+        if not uid or len(uid) > 7 or any(ch not in UID_FIELDS for ch in uid):
+            return (f"{where}: uidFormat '{uid}' must be 1 to 7 of the letters "
+                    "c, s, l, o, u, n, 1, 2, 5")
+    mapping = profile.get("uidNameMappingFile")
+    if mapping:
+        try:
+            load_name_mapping(str(mapping))
+        except ValueError as exc:
+            return f"{where}: {exc}"
+    return None
+
+
+def ssl_files_problem(profile: dict) -> Optional[str]:
+    """Why the TLS library will reject an sslProfile's certificate, key or CA file (every
+    connection using the profile then fails), or None."""
     where = f"sslProfile '{profile.get('name')}'"
     cert, key = profile.get("certFile"), profile.get("privateKeyFile")
     if bool(cert) != bool(key):
@@ -120,30 +149,6 @@ def ssl_profile_problem(profile: dict) -> Optional[str]:
             ctx.load_verify_locations(cafile=str(profile["caCertFile"]))
         except (ssl.SSLError, OSError) as exc:
             return f"{where}: cannot load caCertFile '{profile['caCertFile']}': {exc}"
-    if profile.get("ciphers"):
-        try:
-            ctx.set_ciphers(str(profile["ciphers"]))
-        except ssl.SSLError:
-            return (f"{where}: ciphers '{profile['ciphers']}' selects no cipher OpenSSL knows "
-                    "(check it with 'openssl ciphers -v')")
-    if profile.get("protocols") is not None:
-        names = str(profile["protocols"]).split()
-        bad = [n for n in names if n not in TLS_PROTOCOLS]
-        if bad or not names:
-            return (f"{where}: protocols '{profile['protocols']}' is not a space separated list "
-                    f"of {', '.join(TLS_PROTOCOLS)}")
-    uid = profile.get("uidFormat")
-    if uid is not None:
-        uid = str(uid)
-        if not uid or len(uid) > 7 or any(ch not in UID_FIELDS for ch in uid):
-            return (f"{where}: uidFormat '{uid}' must be 1 to 7 of the letters "
-                    "c, s, l, o, u, n, 1, 2, 5")
-    mapping = profile.get("uidNameMappingFile")
-    if mapping:
-        try:
-            load_name_mapping(str(mapping))
-        except ValueError as exc:
-            return f"{where}: {exc}"
     return None
 
 

@@ -123,7 +123,8 @@ class RouterCore:
     def __init__(self, router_id: str, *, default_distribution: str = "balanced",
                  addresses: Optional[list] = None, area: str = "0",
                  seed: Optional[int] = None, mode: str = "standalone",
-                 link_routes: Optional[list] = None, test_hooks: bool = False) -> None:
+                 link_routes: Optional[list] = None, test_hooks: bool = False,
+                 allow_resumable_link_route: bool = True) -> None:
         if default_distribution not in DIST_CODES:
             raise ValueError(f"unknown distribution {default_distribution!r}")
         if mode not in MODE_CODES:
@@ -195,6 +196,9 @@ class RouterCore:
         self.control_counts = {}
         # qdrouterd -T: the test endpoints' refusals (lifecycle.TEST_REFUSALS), else empty
         self.test_refusals = dict(TEST_REFUSALS) if test_hooks else {}
+        # router allowResumableLinkRoute: off, a link-routed attach whose terminus outlives
+        # its link (linkroute.resumable) is refused
+        self.allow_resumable_lr = bool(allow_resumable_link_route)
         # the final view of what was removed lately (corestate.gone_entry; snapshot["gone"])
         self.gone = deque(maxlen=GONE_MAX)
         self.gone_seq = 0

@@ -67,7 +67,9 @@ class CoreProcess:
                              addresses=spec.get("addresses", []),
                              link_routes=spec.get("linkRoutes", []),
                              mode=router.get("mode", "standalone"),
-                             test_hooks=bool(spec.get("testHooks")))
+                             test_hooks=bool(spec.get("testHooks")),
+                             allow_resumable_link_route=router.get("allowResumableLinkRoute",
+                                                                   True) is not False)
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)

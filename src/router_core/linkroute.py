@@ -41,6 +41,8 @@ from router_core.records import (
 # --- end core parts ---
 
 NO_ROUTE = ("qd:no-route-to-dest", "No route to the destination node")
+LINK_EXPIRATION = ("qd:link-expiration", "Requested link expiration not allowed")
+EXPIRE_NEVER = 3  # terminus expiry-policy "never" (proton's PN_EXPIRE_NEVER)
 ROUTED_LINK_LOST = ("qd:routed-link-lost", "Connectivity to the peer container was lost")
 COORDINATOR_ADDRESS = "$coordinator"
 HINT_LINK_BALANCED = 4  # the treatment hint 1.19 advertises with a link-route key
@@ -386,6 +388,12 @@ def split_condition(error: str) -> tuple:
     return name, description if sep else ""
 
 
+def resumable(term: Any) -> bool:
+    """A terminus that outlives its link (1.19's survives-disconnect): a non-zero timeout or
+    the expiry-policy "never"."""
+    return term is not None and (bool(term.get("timeout")) or term.get("expiry") == EXPIRE_NEVER)
+
+
 def route_attach(core: Any, conn: Any, link_id: Any, direction: int, name: str, address: Any,
                  dynamic: Any, presettled: Any, capacity: int, source: Any, target: Any,
                  settle: Any) -> bool:
@@ -410,6 +418,9 @@ def route_attach(core: Any, conn: Any, link_id: Any, direction: int, name: str, 
     dest = pick_destination(core, raddr, conn)
     if dest is None:
         refuse_no_route(core, conn, link_id)
+        return True
+    if not core.allow_resumable_lr and resumable(term):
+        core._emit(conn.peer, LinkRefuse(link_id, LINK_EXPIRATION[0], LINK_EXPIRATION[1]))
         return True
     link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
     link.rate_at = link.zero_at = core.now

@@ -1206,6 +1206,19 @@ class WorkerEngine:
                 and conn.role in ("normal", "route-container")):
             if not self._policy_open(conn, c_ptr, user):
                 return
+        elif (self.policy_db.enabled and conn.direction == "out" and conn.settings.get(
+                "policyVhost") and conn.role in ("normal", "route-container")):
+            # a connector's policyVhost: its $connector group polices the peer's links
+            wanted = str(conn.settings["policyVhost"])
+            found = self.policy_db.connector_group(wanted)
+            if found is None:
+                self.policy_log("error", self.policy_db.connector_failure(conn.conn_id, wanted))
+                self._refuse_connection(conn, vpolicy.RESOURCE_LIMIT_EXCEEDED,
+                                        vpolicy.CONNECTION_DISALLOWED)
+                return
+            conn.policy_vhost, conn.policy = found[0].name, found[1]
+            conn.policy_user, conn.policy_rhost = user, vpolicy.remote_ip(conn.host)
+            conn.policy_hostname = _text(lib.pn_connection_remote_hostname(c_ptr)) or "(null)"
         elif conn.settings.get("multiTenant") and conn.direction == "in":
             conn.tenant = _text(lib.pn_connection_remote_hostname(c_ptr))
         if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:

@@ -31,6 +31,7 @@ whole, and the per-connection counting, the one truly separate part, already liv
 """
 from __future__ import annotations
 
+import copy
 import ipaddress
 import json
 import os
@@ -82,9 +83,22 @@ def _check_number(value: Any, what: str, top: Optional[int]) -> None:
     try:
         number = int(value)
     except (TypeError, ValueError):
-        raise PolicyError(f"{what} has error 'Value '{value}' is not a number'.") from None
-    if number < 0 or (top is not None and number > top):
-        raise PolicyError(f"{what} has error 'Value '{value}' is out of range'.")
+        raise PolicyError(f"{what} has error 'Value '{value}' does not resolve to an "
+                          "integer.'.") from None
+    if number < 0:
+        raise PolicyError(f"{what} has error 'Value '{value}' is below minimum '0'.'.")
+    if top is not None and number > top:
+        raise PolicyError(f"{what} has error 'Value '{value}' is above maximum '{top}'.'.")
+
+
+def _group_users(value: Any) -> list:
+    """A group's ``users`` as 1.19 maps them: comma-separated, blanks trimmed, and an empty
+    item (a group without users has one) kept as the user ''. So two groups without users
+    clash on user '' and the vhost is refused, as in 1.19."""
+    if value is None:
+        return [""]
+    items = list(value) if isinstance(value, (list, tuple)) else str(value).split(",")
+    return list(dict.fromkeys(str(v).strip(" ") for v in items))
 
 
 def split_list(value: Any) -> list:
@@ -252,16 +266,19 @@ class GroupSettings:
     def __init__(self, vhost: str, name: str, attrs: dict) -> None:
         self.vhost = vhost
         self.name = name
-        unknown = [k for k in attrs if k not in GROUP_ATTRIBUTES]
-        if unknown:
-            raise PolicyError(f"Policy vhost '{vhost}' user group '{name}' option "
-                              f"'{unknown[0]}' is not supported")
-        self.users = split_list(attrs.get("users"))
-        try:
-            self.remote_hosts = [HostRange(h) for h in split_list(attrs.get("remoteHosts"))]
-        except PolicyError as exc:
-            raise PolicyError(f"Policy vhost '{vhost}' user group '{name}' option 'remoteHosts' "
-                              f"failed to translate: '{exc}'.") from None
+        # 1.19 logs an option it does not use at POLICY warning and goes on (its multi-tenancy
+        # examples put maxConnections in groups); the loader's caller logs these
+        self.warnings = [f"Policy vhost '{vhost}' user group '{name}' option '{k}' is ignored."
+                         for k in attrs if k not in GROUP_ATTRIBUTES]
+        self.users = _group_users(attrs.get("users"))
+        self.remote_hosts = []
+        for spec in split_list(attrs.get("remoteHosts")):
+            try:
+                self.remote_hosts.append(HostRange(spec))
+            except PolicyError as exc:
+                raise PolicyError(f"Policy vhost '{vhost}' user group '{name}' option "
+                                  f"'remoteHosts' connectionOption '{spec}' failed to "
+                                  f"translate: '{exc}'.") from None
         for key in _GROUP_COUNTS + _GROUP_SIZES:
             _check_number(attrs.get(key), f"Policy vhost '{vhost}' user group '{name}' option "
                                           f"'{key}'", 65535 if key in _GROUP_COUNTS else None)
@@ -275,8 +292,8 @@ class GroupSettings:
         self.max_receivers = int(attrs.get("maxReceivers", UNLIMITED_LINKS))
         for key, default in _GROUP_BOOLS.items():
             value = attrs.get(key, default)
-            if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no"):
-                value = value.lower() in ("true", "yes")
+            if isinstance(value, str) and value.lower() in ("true", "false"):
+                value = value.lower() == "true"  # 1.19: only these two words
             if not isinstance(value, bool):
                 raise PolicyError(f"Policy vhost '{vhost}' user group '{name}' option '{key}' "
                                   f"has illegal boolean value '{value}'.")
@@ -322,18 +339,27 @@ def _opt(value: Any) -> Optional[int]:
 
 
 class Vhost:
-    """One compiled vhost."""
+    """One compiled vhost; ``warnings`` are the POLICY warning lines 1.19 logs for options it
+    ignores. A refusal is a PolicyError worded as 1.19's ("Policy 'NAME' is invalid: ...")."""
 
     def __init__(self, attrs: dict) -> None:
-        name = str(attrs.get("hostname") or attrs.get("name") or attrs.get("id") or "")
-        if not name:
+        if attrs.get("hostname") is not None:  # '' is a name 1.19 accepts
+            name = str(attrs["hostname"])
+        elif attrs.get("name") is not None or attrs.get("id") is not None:
+            name = str(attrs["name"] if attrs.get("name") is not None else attrs["id"])
+        else:
             raise PolicyError("vhost needs a 'hostname'")
         self.name = name
         self.attrs = dict(attrs)
+        try:
+            self._compile(name, attrs)
+        except PolicyError as exc:
+            raise PolicyError(f"Policy '{name}' is invalid: {exc}") from None
+
+    def _compile(self, name: str, attrs: dict) -> None:
         ignored = ("name", "identity", "type", "id")
-        unknown = [k for k in attrs if k not in VHOST_ATTRIBUTES and k not in ignored]
-        if unknown:
-            raise PolicyError(f"Policy vhost '{name}' option '{unknown[0]}' is not supported")
+        self.warnings = [f"Policy vhost '{name}' option '{k}' is ignored." for k in attrs
+                         if k not in VHOST_ATTRIBUTES and k not in ignored]
         for key in ("maxConnections", "maxConnectionsPerUser", "maxConnectionsPerHost",
                     "maxMessageSize"):
             _check_number(attrs.get(key), f"Policy vhost '{name}' option '{key}'",
@@ -374,6 +400,7 @@ class Vhost:
             if not isinstance(gattrs, dict):
                 raise PolicyError(f"Policy vhost '{name}' user group '{gname}' must be a map")
             group = GroupSettings(name, str(gname), gattrs)
+            self.warnings.extend(group.warnings)
             self.groups[str(gname)] = group
             for user in group.users:
                 if user in self.user_groups:
@@ -489,6 +516,25 @@ class PolicyDb:
             return vhost, None, None, logs
         return vhost, group, settings, logs
 
+    def connector_group(self, policy_vhost: str) -> Optional[tuple]:
+        """A connector's ``policyVhost``: ``(vhost, settings)`` of the ``$connector`` user group
+        of the vhost it names (by name, alias or pattern, else the default vhost, as 1.19
+        looks it up), for the links the peer opens on the outgoing connection; None when there
+        is no such group (1.19 then closes the connection). As 1.19, the group's
+        maxSessionWindow does not apply to an outgoing connection (its window is the
+        connector's)."""
+        vhost = self.resolve(policy_vhost)
+        if vhost is None or CONNECTOR_GROUP not in vhost.groups:
+            return None
+        settings = copy.copy(vhost.groups[CONNECTOR_GROUP])
+        settings.max_session_window = 0
+        return vhost, settings
+
+    def connector_failure(self, conn_id: int, policy_vhost: str) -> str:
+        """The POLICY error line 1.19 logs when a connector's policyVhost has no settings."""
+        return (f"[C{conn_id}] Failed to find policyVhost settings for connection '{conn_id}', "
+                f"policyVhost: '{policy_vhost}'")
+
     def message_size(self, vhost: Vhost, settings: GroupSettings) -> int:
         """maxMessageSize of a policed connection: the group's, else the vhost's, else the
         policy's (0: no limit)."""
@@ -499,9 +545,19 @@ class PolicyDb:
         return self.max_message_size
 
 
-def load_policy_dir(path: str) -> list:
+def strip_comment_lines(text: str) -> str:
+    """A policy file's JSON: 1.19 blanks every line whose first non-blank character is ``#``
+    (its files open with ``##`` licence lines); blanking keeps the line numbers of JSON errors."""
+    return "\n".join("" if line.lstrip().startswith("#") else line
+                     for line in text.split("\n"))
+
+
+def load_policy_dir(path: str, warnings: Optional[list] = None) -> list:
     """The vhosts of a policyDir: every ``*.json`` file, 1.19's format (a list of
-    ``["vhost", {attributes}]``); sorted by file name. Raises PolicyError naming the file."""
+    ``["vhost", {attributes}]``, ``#`` comment lines allowed); sorted by file name. Entries of
+    other types are skipped, as 1.19 only loads vhosts from these files. Raises PolicyError
+    naming the file; ``warnings`` (if given) receives ``(module, text)`` lines 1.19 logs at
+    warning level: the deprecated ``id`` (AGENT) and ignored options (POLICY)."""
     if not os.path.isdir(path):
         raise PolicyError(f"policyDir '{path}' is not a directory")
     out = []
@@ -511,22 +567,33 @@ def load_policy_dir(path: str) -> list:
         full = os.path.join(path, fname)
         try:
             with open(full, encoding="utf-8") as f:
-                data = json.load(f)
+                data = json.loads(strip_comment_lines(f.read()))
         except (OSError, ValueError) as exc:
             raise PolicyError(f"policy file '{full}': {exc}") from None
         if not isinstance(data, list):
             raise PolicyError(f"policy file '{full}': must be a list of [\"vhost\", {{...}}]")
         for item in data:
             if (not isinstance(item, list) or len(item) != 2 or not isinstance(item[1], dict)
-                    or str(item[0]).rsplit(".", 1)[-1] != "vhost"):
+                    or not isinstance(item[0], str)):
                 raise PolicyError(f"policy file '{full}': entries must be "
-                                  f"[\"vhost\", {{attributes}}], got {str(item)[:80]}")
+                                  f"[\"type\", {{attributes}}], got {str(item)[:80]}")
+            if item[0].rsplit(".", 1)[-1] != "vhost":
+                continue
             attrs = dict(item[1])
-            if "hostname" not in attrs and "id" in attrs:
+            if "id" in attrs:
+                if "hostname" in attrs:
+                    raise PolicyError(f"policy file '{full}': org.apache.qpid.dispatch.vhost: "
+                                      "Both 'id' and 'hostname' cannot be specified for entity "
+                                      "'vhost'")
                 attrs["hostname"] = attrs.pop("id")
+                if warnings is not None:
+                    warnings.append(("AGENT", "Attribute 'id' of entity 'vhost' has been "
+                                              "deprecated. Use 'hostname' instead"))
             try:
-                Vhost(attrs)
+                vhost = Vhost(attrs)
             except PolicyError as exc:
                 raise PolicyError(f"policy file '{full}': {exc}") from None
+            if warnings is not None:
+                warnings.extend(("POLICY", w) for w in vhost.warnings)
             out.append(attrs)
     return out

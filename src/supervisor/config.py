@@ -27,7 +27,7 @@ from common.linkroutes import create_problem as link_route_problem
 from common.schema import (ROUTER_CONFIG_TYPES, EntityType, SchemaError, address_problem,
                            auto_link_phase, auto_link_problem, listen_addresses_clash, load_schema,
                            normalize_attribute_name, reference_problem)
-from common.security import connection_problem, ssl_profile_problem
+from common.security import connection_problem, ssl_files_problem, ssl_profile_problem
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config",
            "default_router_id", "router_id_problem"]
@@ -42,12 +42,16 @@ _LATE_ORDER = ["connector", "listener"]
 
 
 class ConfigError(Exception):
-    """A configuration that cannot be used; ``line`` is 1-based, or None when not known."""
+    """A configuration that cannot be used; ``line`` is 1-based, or None when not known.
+    ``warnings``: what 1.19 would have logged before it met the error (as
+    RouterConfig.warnings), for the caller to print first."""
 
-    def __init__(self, message: str, path: str | None = None, line: int | None = None) -> None:
+    def __init__(self, message: str, path: str | None = None, line: int | None = None,
+                 warnings: list | None = None) -> None:
         self.message = message
         self.path = path
         self.line = line
+        self.warnings = list(warnings or [])
         super().__init__(message)
 
     def __str__(self) -> str:
@@ -93,8 +97,9 @@ class RouterConfig:
     router: Entity
     entities: list[Entity] = field(default_factory=list)
     path: str | None = None
-    # what 1.19 prints at AGENT warning while loading (deprecated attribute names)
-    warnings: list[str] = field(default_factory=list, compare=False)
+    # what 1.19 logs at warning level while loading: a str is an AGENT line (deprecated
+    # attribute names), a (module, text) pair another module's (POLICY: ignored vhost options)
+    warnings: list = field(default_factory=list, compare=False)
 
     def of_type(self, name: str) -> list[Entity]:
         """Entities of one type, named by short name, long name or section alias."""
@@ -155,12 +160,12 @@ def parse_config(text: str, path: str = "<config>", *, json_form: bool | None = 
     """Parse and validate configuration text; the form follows ``path`` unless ``json_form``."""
     if json_form is None:
         json_form = path.endswith(".json")
+    warnings: list = []
     try:
         sections = _parse_json(text) if json_form else _parse_conf(text)
-        warnings: list[str] = []
         entities = _build(sections, warnings)
     except _Problem as e:
-        raise ConfigError(e.message, path, e.line) from None
+        raise ConfigError(e.message, path, e.line, warnings) from None
     except RecursionError:  # a value nested thousands deep ([[[[...) in JSON
         raise ConfigError("a value is nested too deeply", path) from None
     return RouterConfig(router=next(e for e in entities if e.short_type == "router"),
@@ -177,8 +182,12 @@ def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> li
     singletons: dict[str, int | None] = {}
     log_index: dict[str, int] = {}
     for section in sections:
-        etype = schema.find(section.name)
-        if etype is None or not etype.is_configuration:
+        # 1.19 camelCases section names as it does attribute names (ssl-profile: sslProfile)
+        etype = schema.find(section.name) or schema.find(normalize_attribute_name(section.name))
+        if etype is None:  # 1.19's schema text
+            raise _Problem(f"No such entity type 'org.apache.qpid.dispatch.{section.name}' "
+                           f"(unknown section '{section.name}')", section.line)
+        if not etype.is_configuration:
             raise _Problem(f"unknown section '{section.name}'", section.line)
         if etype.singleton:
             if etype.short_name in singletons:
@@ -209,21 +218,30 @@ def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> li
                             _complete({}, router_type, "router", None), None))
     router = next(e for e in built if e.short_type == "router")
     _check_roles(router.attributes["mode"], built)
-    built.extend(_policy_dir_vhosts(built))
+    file_warnings: list = []
+    built.extend(_policy_dir_vhosts(built, file_warnings))
     ordered = _apply_order(built)
     _assign_names(ordered)
     _check_unique(ordered)
     _check_references(ordered)
-    _check_security(ordered)
+    tls_warnings: list = []
+    _check_security(ordered, tls_warnings)
     _check_listen_addresses(ordered)
-    _check_policy(ordered)
+    policy_warnings: list = []
+    _check_policy(ordered, policy_warnings)  # the config's vhosts, then the policyDir's
+    if warnings is not None:
+        warnings.extend(text for module, text in file_warnings if module == "AGENT")
+        warnings.extend(policy_warnings)
+        warnings.extend(tls_warnings)
     return ordered
 
 
-def policy_problem(vhosts: list[dict], connectors: list[dict] = ()) -> tuple[int, str] | None:
+def policy_problem(vhosts: list[dict],
+                   warnings: list | None = None) -> tuple[int, str] | None:
     """The first vhost/policy setting the router would not enforce or 1.19 would refuse, as
-    (index in ``vhosts`` or -1 for a connector, message); None when all are usable. Shared with
-    management CREATE/UPDATE (router_io/policy.py is pure: no proton, zmq or sockets)."""
+    (index in ``vhosts``, message); None when all are usable. Shared with
+    management CREATE/UPDATE (router_io/policy.py is pure: no proton, zmq or sockets).
+    ``warnings`` receives the ("POLICY", text) lines 1.19 logs for options it ignores."""
     from router_io import policy as vpolicy
     db = vpolicy.PolicyDb()
     for index, attrs in enumerate(vhosts):
@@ -232,22 +250,21 @@ def policy_problem(vhosts: list[dict], connectors: list[dict] = ()) -> tuple[int
             db.add(vhost)
         except vpolicy.PolicyError as exc:
             return index, str(exc)
-    for connector in connectors:
-        if connector.get("policyVhost"):
-            return -1, ("connector attribute 'policyVhost' (policy for outgoing connections, "
-                        "user group '$connector') is not supported by this router")
+        if warnings is not None:
+            warnings.extend(("POLICY", w) for w in vhost.warnings)
     return None
 
 
-def _policy_dir_vhosts(built: list[Entity]) -> list[Entity]:
+def _policy_dir_vhosts(built: list[Entity], warnings: list) -> list[Entity]:
     """The vhosts of the policy's ``policyDir`` (1.19's JSON files), as vhost entities at the
-    policy section's line."""
+    policy section's line. 1.19 loads them after the configuration's own vhosts, so a clash
+    with one of those is theirs to report."""
     policy = next((e for e in built if e.short_type == "policy"), None)
     if policy is None or not policy.attributes.get("policyDir"):
         return []
     from router_io import policy as vpolicy
     try:
-        found = vpolicy.load_policy_dir(str(policy.attributes["policyDir"]))
+        found = vpolicy.load_policy_dir(str(policy.attributes["policyDir"]), warnings)
     except vpolicy.PolicyError as exc:
         raise _Problem(f"policy policyDir: {exc}", policy.line) from None
     etype = load_schema().entity_type("vhost")
@@ -256,9 +273,10 @@ def _policy_dir_vhosts(built: list[Entity]) -> list[Entity]:
         values: dict[str, Any] = {}
         for key, value in attrs.items():
             canonical = etype.canonical_attribute(key)
-            if canonical is None:
-                raise _Problem(f"policy policyDir: vhost '{attrs.get('hostname')}': unknown "
-                               f"attribute '{key}'", policy.line)
+            if canonical is None:  # 1.19's schema check of the file's entities
+                raise _Problem(f"policy policyDir: vhost '{attrs.get('hostname')}': "
+                               f"{etype.long_name}: Unknown attribute '{key}' for "
+                               f"'{etype.long_name}'", policy.line)
             try:
                 values[canonical] = etype.attributes[canonical].convert(
                     value if not isinstance(value, bool) else str(value).lower())
@@ -270,16 +288,12 @@ def _policy_dir_vhosts(built: list[Entity]) -> list[Entity]:
     return out
 
 
-def _check_policy(entities: list[Entity]) -> None:
+def _check_policy(entities: list[Entity], warnings: list) -> None:
     vhosts = [e for e in entities if e.short_type == "vhost"]
-    connectors = [e for e in entities if e.short_type == "connector"]
-    found = policy_problem([dict(v.attributes) for v in vhosts],
-                           [dict(c.attributes) for c in connectors])
+    found = policy_problem([dict(v.attributes) for v in vhosts], warnings)
     if found is not None:
         index, message = found
-        line = vhosts[index].line if index >= 0 else next(
-            c.line for c in connectors if c.attributes.get("policyVhost"))
-        raise _Problem(message, line)
+        raise _Problem(message, vhosts[index].line)
 
 
 def _explicit_values(section: _RawSection, etype: EntityType,
@@ -292,20 +306,23 @@ def _explicit_values(section: _RawSection, etype: EntityType,
         canonical = etype.canonical_attribute(raw.name)
         if canonical == "type":
             continue  # the JSON form may repeat the type inside the map
-        if canonical is None:
-            raise _Problem(f"unknown attribute '{raw.name}' in section '{section.name}'", raw.line)
+        if canonical is None:  # 1.19's schema text
+            raise _Problem(f"{etype.long_name}: Unknown attribute '{raw.name}' for "
+                           f"'{etype.long_name}'", raw.line)
         old = etype.attributes[canonical].deprecation_name
         if old is not None and old in (raw.name, normalize_attribute_name(raw.name)) \
                 and canonical not in (raw.name, normalize_attribute_name(raw.name)):
             deprecated[canonical] = old
             if warnings is not None:
-                warnings.append(f"Attribute '{old}' of entity '{entity}' has been deprecated. "
-                                f"Use '{canonical}' instead")
+                warnings.append(_deprecation_warning(old, entity, canonical))
         else:
             current.add(canonical)
-        if canonical in deprecated and canonical in current:
-            raise _Problem(f"Both '{deprecated[canonical]}' and '{canonical}' cannot be specified "
-                           f"for entity '{entity}'", raw.line)
+        if canonical in deprecated and canonical in current:  # 1.19's schema error text
+            if warnings is not None:  # 1.19 fails on the pair without warning about it
+                warnings[:] = [w for w in warnings if w != _deprecation_warning(
+                    deprecated[canonical], entity, canonical)]
+            raise _Problem(f"{etype.long_name}: Both '{deprecated[canonical]}' and "
+                           f"'{canonical}' cannot be specified for entity '{entity}'", raw.line)
         attr = etype.attributes[canonical]
         if not attr.create:
             raise _Problem(f"attribute '{raw.name}' of section '{section.name}' is read-only and "
@@ -316,6 +333,10 @@ def _explicit_values(section: _RawSection, etype: EntityType,
             raise _Problem(f"bad value for attribute '{raw.name}' in section '{section.name}': {e}",
                            raw.line) from None
     return values
+
+
+def _deprecation_warning(old: str, entity: str, new: str) -> str:
+    return f"Attribute '{old}' of entity '{entity}' has been deprecated. Use '{new}' instead"
 
 
 def _complete(values: dict[str, Any], etype: EntityType, section: str, line: int | None) -> dict[str, Any]:
@@ -455,15 +476,20 @@ def _check_references(entities: list[Entity]) -> None:
             raise _Problem(problem, entity.line)
 
 
-def _check_security(entities: list[Entity]) -> None:
+def _check_security(entities: list[Entity], warnings: list) -> None:
     """TLS/SASL settings the router cannot enforce are refused (common.security), never
-    ignored: sslProfile files that do not load, requireSsl without a profile, EXTERNAL without
-    the certificates it needs..."""
+    ignored: requireSsl without a profile, EXTERNAL without the certificates it needs...
+    sslProfile files the TLS library rejects do not stop the start (1.19 starts; each
+    connection using the profile fails): ``warnings`` gets a SERVER line for each."""
     profiles = {e.attributes["name"]: e.attributes for e in entities
                 if e.short_type == "sslProfile"}
     for entity in entities:
         if entity.short_type == "sslProfile":
             problem = ssl_profile_problem(entity.attributes)
+            files = None if problem else ssl_files_problem(entity.attributes)
+            if files:
+                warnings.append(("SERVER", f"{files}: every connection using this sslProfile "
+                                           "will fail TLS set-up"))
         else:
             problem = connection_problem(entity.short_type, entity.attributes, profiles.get)
         if problem:

@@ -86,11 +86,11 @@ def parse_conf(text: str) -> list[RawSection]:
             key, rest = attr.groups()
             if key in _HASH_OK:
                 tokens = rest.split()
-                value: Any = tokens[0] if tokens else ""
+                value: Any = _json_string(tokens[0], key, lineno) if tokens else ""
             elif rest.lstrip().startswith("{"):
                 value, i = _read_map(lines, i - 1, rest, key)
             else:
-                value = rest.split("#")[0].strip()
+                value = _json_string(rest.split("#")[0].strip(), key, lineno)
             if value == "":
                 raise Problem(f"missing value for attribute '{key}' in section '{current.name}'",
                                lineno)
@@ -101,6 +101,22 @@ def parse_conf(text: str) -> list[RawSection]:
     if current is not None:
         raise Problem(f"missing closing brace '}}' for section '{current.name}'", current.line)
     return sections
+
+
+def _json_string(text: str, key: str, lineno: int) -> str:
+    """A scalar value as 1.19 reads it: the text between JSON double quotes, so ``\\b`` is a
+    backspace and ``\\\\`` one backslash; a bad escape or a bare ``"`` is refused, as 1.19's
+    JSON decoder refuses it."""
+    if "\\" not in text and '"' not in text:
+        return text
+    try:
+        value = json.loads(f'"{text}"')
+    except ValueError as e:
+        raise Problem(f"invalid value for attribute '{key}': {getattr(e, 'msg', e)} (the value "
+                      "is read as the text of a JSON string)", lineno) from None
+    if not isinstance(value, str):  # pragma: no cover - a quoted literal is always a string
+        raise Problem(f"invalid value for attribute '{key}'", lineno)
+    return value
 
 
 def _read_map(lines: list[str], start: int, first: str, key: str) -> tuple[dict[str, Any], int]:
@@ -181,6 +197,9 @@ def _json_scalar(text: str) -> str:
 
 
 def parse_json(text: str) -> list[RawSection]:
+    # as 1.19, a line whose first non-blank character is '#' is a comment (blanked, so the
+    # line numbers stay)
+    text = "\n".join("" if line.lstrip().startswith("#") else line for line in text.split("\n"))
     decoder = json.JSONDecoder()
     idx = _skip_ws(text, 0)
     if not text.startswith("[", idx):

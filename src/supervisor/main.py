@@ -65,6 +65,8 @@ def main(argv: Optional[list] = None) -> int:
         spec = build_spec(config)
         spec["testHooks"] = bool(args.test_hooks)  # -T: 1.19's test endpoints (core, agent)
     except ConfigError as exc:
+        if exc.warnings:  # 1.19 logs them (DEFAULT's output: stderr) before it fails
+            _log_warnings(RouterLog(), exc.warnings)
         print(f"qdrouterd: configuration error: {exc}", file=sys.stderr)
         return 1
     except SizingError as exc:
@@ -84,8 +86,7 @@ def main(argv: Optional[list] = None) -> int:
         daemon.fail(f"configuration error: {exc}")
         print(f"qdrouterd: configuration error: {exc}", file=sys.stderr)
         return 1
-    for warning in config.warnings:
-        log.log("AGENT", "warning", warning)
+    _log_warnings(log, config.warnings)
     if args.user:
         import pwd
         pw = pwd.getpwnam(args.user)
@@ -117,6 +118,13 @@ def main(argv: Optional[list] = None) -> int:
     finally:
         notify.stopping()
         sup.shutdown()
+
+
+def _log_warnings(log: RouterLog, warnings: list) -> None:
+    """RouterConfig/ConfigError warnings: a str is AGENT's, a (module, text) pair another's."""
+    for warning in warnings:
+        module, text = warning if isinstance(warning, tuple) else ("AGENT", warning)
+        log.log(module, "warning", text)
 
 
 if __name__ == "__main__":

@@ -287,14 +287,20 @@ def test_vhost_created_at_run_time_is_enforced(router_factory):
     assert conn is None and "amqp:resource-limit-exceeded" in err
     out = cli("qdstat", router.port, "--vhosts")
     assert "runtime.vh" in out
-    # a setting the router does not enforce is refused (as a PolicyError), never accepted
+    # an option 1.19's policy code does not use is logged and ignored, as 1.19 does
+    cli("qdmanage", router.port, "create", "--type=vhost", "--name=other.vh",
+        "hostname=other.vh", "groups=" + json.dumps(
+            {"g": {"users": "u", "remoteHosts": "*", "allowSomethingElse": False}}))
+    router.proc.wait_for_line("POLICY (warning) Policy vhost 'other.vh' user group 'g' "
+                                 "option 'allowSomethingElse' is ignored.")
+    # an invalid value is refused (a PolicyError), as 1.19 refuses it
     bad = subprocess.run([sys.executable, "-m", "tools.qdmanage", "-b",
                           f"127.0.0.1:{router.port}", "-t", "5", "create", "--type=vhost",
                           "--name=bad.vh", "hostname=bad.vh", "groups=" + json.dumps(
                               {"g": {"users": "u", "remoteHosts": "*",
-                                     "allowSomethingElse": False}})],
+                                     "allowDynamicSource": "maybe"}})],
                          capture_output=True, text=True, timeout=30)
-    assert bad.returncode != 0 and "allowSomethingElse" in bad.stderr + bad.stdout
+    assert bad.returncode != 0 and "illegal boolean value 'maybe'" in bad.stderr + bad.stdout
     cli("qdmanage", router.port, "delete", "--type=vhost", "--name=runtime.vh")
     first.close()
 
@@ -302,9 +308,12 @@ def test_vhost_created_at_run_time_is_enforced(router_factory):
 def test_policy_dir(router_factory, tmp_path):
     pdir = tmp_path / "policies"
     pdir.mkdir()
-    (pdir / "a.json").write_text(json.dumps([["vhost", {
-        "hostname": "from.dir", "maxConnections": 1, "allowUnknownUser": True,
-        "groups": {"$default": {"remoteHosts": "*", "sources": "*", "targets": "*"}}}]]))
+    (pdir / "a.json").write_text("##\n## Comment lines as 1.19's shipped files have\n##\n"
+                                 + json.dumps([["vhost", {
+                                     "hostname": "from.dir", "maxConnections": 1,
+                                     "allowUnknownUser": True,
+                                     "groups": {"$default": {"remoteHosts": "*", "sources": "*",
+                                                             "targets": "*"}}}]]))
     router = router_factory(policy(extra=f"\n            policyDir: {pdir}") + OPEN_DEFAULT)
     first, err = connect(router.port, "from.dir")
     assert err is None
@@ -312,6 +321,90 @@ def test_policy_dir(router_factory, tmp_path):
     assert conn is None and "amqp:resource-limit-exceeded" in err
     assert "from.dir" in cli("qdstat", router.port, "--vhosts")
     first.close()
+
+
+def test_policy_dir_as_1_19_ships_them(router_factory, tmp_path):
+    """A policy directory shaped like 1.19's examples ('##' header lines, a vhost named '',
+    group options 1.19's policy code does not use, an entity that is not a vhost) loads as in
+    1.19: the router starts, logs 1.19's warning for each ignored option and enforces the rest."""
+    pdir = tmp_path / "policies"
+    pdir.mkdir()
+    vhosts = [["vhost", {"hostname": "", "allowUnknownUser": True,
+                         "groups": {"$default": {"remoteHosts": "*", "maxConnections": 4}}}],
+              ["vhost", {"hostname": "tenant.dir", "allowUnknownUser": True,
+                         "groups": {"$default": {"remoteHosts": "*", "sources": "only",
+                                                 "targets": "*", "maxConnections": 9}}}],
+              ["listener", {"host": "127.0.0.1", "port": 1}]]
+    (pdir / "tenants.json").write_text("##\n## Our tenants\n##\n\n" + json.dumps(vhosts,
+                                                                                indent=2))
+    router = router_factory(policy(extra=f"\n            policyDir: {pdir}") + OPEN_DEFAULT)
+    for vhost in ("", "tenant.dir"):
+        router.proc.wait_for_line(f"POLICY (warning) Policy vhost '{vhost}' user group "
+                                  "'$default' option 'maxConnections' is ignored.")
+    conn, err = connect(router.port, "tenant.dir")
+    assert err is None
+    conn.create_receiver("only")
+    with pytest.raises(LinkDetached):
+        conn.create_receiver("other")
+    conn.close()
+
+
+def test_connector_policy_vhost(router_factory):
+    """connector policyVhost (as 1.19, compared with it): the named vhost's '$connector' group
+    polices the links the peer opens on the outgoing connection; a vhost without that group
+    gets the connection closed (amqp:resource-limit-exceeded) and 1.19's POLICY error line."""
+    import link_opening_peer as lop
+    good, bad = free_port(), free_port()
+    links = [("send", "allowed.a"), ("send", "denied.a"), ("recv", "allowed.b"),
+             ("recv", "denied.b")]
+    peers = [lop.run_in_thread(good, links), lop.run_in_thread(bad, [("send", "allowed.a")])]
+    try:
+        router = router_factory(policy() + textwrap.dedent(f"""
+            vhost {{
+                hostname: conn.vh
+                groups: {{
+                    "$connector": {{
+                        "sources": "allowed.*",
+                        "targets": "allowed.*"
+                    }}
+                }}
+            }}
+            vhost {{
+                hostname: nogroup.vh
+                groups: {{
+                    "other": {{
+                        "users": "x"
+                    }}
+                }}
+            }}
+            connector {{
+                name: out1
+                host: 127.0.0.1
+                port: {good}
+                role: normal
+                policyVhost: conn.vh
+            }}
+            connector {{
+                name: out2
+                host: 127.0.0.1
+                port: {bad}
+                role: normal
+                policyVhost: nogroup.vh
+            }}
+            """))
+        assert peers[0][0].done.wait(T * 3) and peers[1][0].done.wait(T * 3)
+        denied = "amqp:unauthorized-access: link disallowed by local policy"
+        assert {k: v for k, v in peers[0][0].results.items() if k != "connection"} == {
+            "send:allowed.a": "open", "send:denied.a": denied, "recv:allowed.b": "open",
+            "recv:denied.b": denied}
+        assert peers[1][0].results == {
+            "connection": "amqp:resource-limit-exceeded: connection disallowed by local policy"}
+        router.proc.wait_for_line("POLICY (error) [C")
+        assert "Failed to find policyVhost settings for connection '" in router.proc.output()
+        assert "policyVhost: 'nogroup.vh'" in router.proc.output()
+    finally:
+        for peer in peers:
+            lop.stop(*peer)
 
 
 def test_qdstat_vhost_tables(router_factory):
@@ -334,7 +427,6 @@ def test_qdstat_vhost_tables(router_factory):
     ("vhost {\n    hostname: x\n    aliases: x\n}\n", "duplicates vhost name"),
     ("vhost {\n    hostname: x\n    groups: {\"g\": {\"users\": \"u\", \"remoteHosts\": \"*\", "
      "\"sources\": \"a\", \"sourcePattern\": \"b\"}}\n}\n", "conflicting"),
-    ("connector {\n    host: 127.0.0.1\n    port: 1\n    policyVhost: x\n}\n", "policyVhost"),
 ])
 def test_refused_at_start(tmp_path, section, text):
     conf = tmp_path / "bad.conf"

@@ -98,8 +98,42 @@ def test_deprecated_and_new_name_together_is_an_error():
     with pytest.raises(ConfigError) as info:
         parse_config(_router("    id: R\n") + _section(
             "connector", "    verifyHostName: false\n    verifyHostname: true\n"), "c.conf")
-    assert str(info.value) == ("c.conf:9: Both 'verifyHostName' and 'verifyHostname' cannot be "
-                               "specified for entity 'connector'")
+    assert str(info.value) == ("c.conf:9: org.apache.qpid.dispatch.connector: Both "
+                               "'verifyHostName' and 'verifyHostname' cannot be specified for "
+                               "entity 'connector'")
+
+
+def test_deprecation_warnings_come_before_the_error_exit_1(tmp_path: Path, capsys):
+    """1.19 logs its AGENT deprecation warnings for the sections it read before it meets a
+    deprecated pair given twice, then fails with the error prefixed with the entity type."""
+    path = tmp_path / "pair.conf"
+    path.write_text(_router("    id: R\n") + _section("listener", "    failoverList: amqp://h:1\n")
+                    + "linkRoute {\n    prefix: a\n    dir: in\n    direction: in\n}\n")
+    assert main(["-c", str(path)]) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert len(lines) == 2 and captured.out == ""
+    assert lines[0].endswith("AGENT (warning) Attribute 'failoverList' of entity 'listener' has "
+                             "been deprecated. Use 'failoverUrls' instead")
+    assert lines[1] == (f"qdrouterd: configuration error: {path}:13: "
+                        "org.apache.qpid.dispatch.router.config.linkRoute: Both 'dir' and "
+                        "'direction' cannot be specified for entity 'linkRoute'")
+
+
+def test_values_are_json_string_text_as_in_1_19(tmp_path: Path, capsys):
+    r"""1.19 reads ``name: value`` as the JSON string "value": ``\b`` is a backspace (a router
+    id with one is refused with 1.19's text), ``\\`` one backslash, ``\d`` an error."""
+    assert parse_config(_router("    id: R\n") + "address {\n    prefix: a\\\\b\n}\n").of_type(
+        "address")[0].get("prefix") == "a\\b"
+    path = tmp_path / "id.conf"
+    path.write_text(_router("    id: abc\\bdef\n"))
+    assert main(["-c", str(path)]) == 1
+    assert capsys.readouterr().err == (f"qdrouterd: configuration error: {path}:3: Router id "
+                                       f"attribute containing character '\b' in id "
+                                       f"'abc\bdef' is disallowed.\n")
+    with pytest.raises(ConfigError) as info:
+        parse_config(_router("    id: abc\\ddef\n"), "d.conf")
+    assert info.value.line == 3 and "Invalid \\escape" in info.value.message
 
 
 # ---- options -----------------------------------------------------------------------------------

@@ -168,6 +168,21 @@ def test_address_defaults_and_comments_and_hash_in_pattern() -> None:
     assert first.line == 2 and second.line == 6
 
 
+def test_dashed_section_names_and_json_comment_lines_as_1_19() -> None:
+    """1.19 camelCases section names (ssl-profile is sslProfile) and skips '#' lines in the
+    .json form; it starts with both (checked)."""
+    c = conf("router {\n    mode: standalone\n}\nssl-profile {\n    name: x\n}\n"
+             "link-route {\n    prefix: a\n    direction: in\n}\n")
+    assert [e.short_type for e in c.entities if e.short_type in (
+        "sslProfile", "router.config.linkRoute")] == ["sslProfile", "router.config.linkRoute"]
+    text = ('# comment\n[\n  # another\n  ["router", {"mode": "standalone"}],\n'
+            '  ["listener", {"port": 1, "bogus": 2}]\n]\n')
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, "c.json")
+    assert err.value.line == 5  # line numbers are the file's
+    assert parse_config(text.replace(', "bogus": 2', ""), "c.json").of_type("listener")
+
+
 def test_dashed_and_deprecated_names_in_file() -> None:
     c = conf("""\
         router {
@@ -417,9 +432,11 @@ def test_shipped_default_config_parses() -> None:
 
 
 @pytest.mark.parametrize("text, line, fragment", [
-    ("listenr {\n  port: 1\n}\n", 1, "unknown section 'listenr'"),
+    ("listenr {\n  port: 1\n}\n", 1, "No such entity type 'org.apache.qpid.dispatch.listenr'"),
     ("connection {\n}\n", 1, "unknown section 'connection'"),
-    ("listener {\n  host: x\n  prot: 1\n}\n", 3, "unknown attribute 'prot' in section 'listener'"),
+    ("listener {\n  host: x\n  prot: 1\n}\n", 3, "org.apache.qpid.dispatch.listener: Unknown "
+                                                 "attribute 'prot' for "
+                                                 "'org.apache.qpid.dispatch.listener'"),
     ("listener {\n  port: abc\n}\n", 2, "invalid port 'abc'"),
     ("router {\n  mode: foo\n}\n", 2, "bad value for attribute 'mode'"),
     ("listener {\n  authenticatePeer: maybe\n}\n", 2, "invalid boolean 'maybe'"),
@@ -462,7 +479,8 @@ def test_errors_name_the_line(text: str, line: int, fragment: str) -> None:
 
 def test_unknown_attribute_message_format() -> None:
     err = error_of("router {\n  mode: standalone\n}\n\n\n\n\n\n\n\nlistener {\n  prot: 5672\n}\n")
-    assert str(err) == "qdrouterd.conf:12: unknown attribute 'prot' in section 'listener'"
+    assert str(err) == ("qdrouterd.conf:12: org.apache.qpid.dispatch.listener: Unknown "
+                        "attribute 'prot' for 'org.apache.qpid.dispatch.listener'")
 
 
 @pytest.mark.parametrize("kind, role", [("listener", "inter-router"), ("connector", "inter-router"),
@@ -517,7 +535,7 @@ def test_json_form(tmp_path: Path) -> None:
 def test_json_form_errors_name_the_entry_line() -> None:
     text = '[\n ["router", {"mode": "interior"}],\n ["listener", {"prot": 1}]\n]\n'
     err = error_of(text, "qdrouterd.json")
-    assert err.line == 3 and "unknown attribute 'prot'" in err.message
+    assert err.line == 3 and "Unknown attribute 'prot'" in err.message
     assert error_of('{"router": {}}', "x.json").line == 1
     assert error_of('[\n ["router"]\n]', "x.json").line == 2
     assert error_of('[\n ["router", {}],\n ["log", {]\n]', "x.json").line == 3

@@ -270,6 +270,9 @@ def test_deep_json_nesting_is_a_config_error() -> None:
     ("trace,debug", {"trace", "debug"}), ("trace, debug", {"trace", "debug"}),
     ("Warning+", {"warning", "error", "critical"}), ("none", set()), ("", set()),
     ("critical+", {"critical"}), ("trace+", set(LEVELS)), ("none,error", {"error"}),
+    # 1.19 reads a level by its first letters (its example configs say "warn+")
+    ("warn+", {"warning", "error", "critical"}), ("inf", {"info"}), ("NOT+", {"notice",
+     "warning", "error", "critical"}), ("n", set()), ("tr,err", {"trace", "error"}),
 ])
 def test_parse_enable(spec: str, levels: set) -> None:
     assert parse_enable(spec) == frozenset(levels)
@@ -278,6 +281,7 @@ def test_parse_enable(spec: str, levels: set) -> None:
 def test_parse_enable_default_means_follow_default() -> None:
     assert parse_enable("default") is None
     assert parse_enable(" DEFAULT ") is None
+    assert parse_enable("def") is None and parse_enable("d") is None  # 1.19's first match
 
 
 @pytest.mark.parametrize("spec", ["loud", "info++", "default,info", "+", "info-", "debug,none+"])

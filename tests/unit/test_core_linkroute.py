@@ -446,3 +446,29 @@ def test_a_management_request_is_preceded_by_the_connection_it_came_on(core_cls)
     h.do(LinkFlow(20, 2, False), peer=agent)  # the held (pre-settled) one goes now
     origin, deliver = h.core.take_effects()[agent]
     assert (origin.dlv_id, origin.conn_id) == (deliver.dlv_id, 1) and deliver.settled
+
+
+@pytest.mark.parametrize("allow", [True, False])
+@pytest.mark.parametrize("direction, timeout, expiry, resumable", [
+    (DIR_IN, 5, 0, True), (DIR_OUT, 0, 3, True),         # timeout, expiry-policy never
+    (DIR_IN, 0, 0, False), (DIR_OUT, 0, 1, False),       # link-detach, session-end
+    (DIR_IN, 0, 2, False)])                              # connection-close
+def test_allow_resumable_link_route(core_cls, allow, direction, timeout, expiry, resumable):
+    """router allowResumableLinkRoute: no refuses a link-routed attach whose terminus outlives
+    its link (1.19: non-zero timeout or expiry-policy never) with 1.19's condition; the other
+    attaches are routed, and with the default every one is."""
+    h = Harness(core_cls, link_routes=[LR_IN, LR_OUT], allow_resumable_link_route=allow)
+    h.conn(1, peer=CLIENT)
+    h.do(ConnOpened(5, "route-container", "out", "127.0.0.1:2", "bk", "broker", "", "", False,
+                    250, 1), peer=BROKER)
+    h.core.take_effects()
+    term = dict(terminus(TERMINUS_TARGET if direction == DIR_IN else TERMINUS_SOURCE, "queue.x"),
+                timeout=timeout, expiry=expiry)
+    fx = attach(h, 10, direction, "queue.x", **({"target": term} if direction == DIR_IN
+                                                 else {"source": term}))
+    if resumable and not allow:
+        assert fx == {CLIENT: [LinkRefuse(10, "qd:link-expiration",
+                                          "Requested link expiration not allowed")]}
+        assert 10 not in h.core.links
+    else:
+        assert isinstance(fx[BROKER][0], AttachOut) and CLIENT not in fx

@@ -144,12 +144,70 @@ def test_group_defaults_and_validation():
     assert g2.check_capabilities(["qd.fallback"]) == "Fallback"
     with pytest.raises(p.PolicyError, match="conflicting 'sources' and 'sourcePattern'"):
         p.GroupSettings("v", "g", {"sources": "a", "sourcePattern": "b"})
-    with pytest.raises(p.PolicyError, match="not supported"):
-        p.GroupSettings("v", "g", {"someNewThing": 1})
+    assert p.GroupSettings("v", "g", {"someNewThing": 1}).warnings == [
+        "Policy vhost 'v' user group 'g' option 'someNewThing' is ignored."]
     with pytest.raises(p.PolicyError, match="multiple user groups"):
         p.Vhost({"hostname": "v", "groups": {"a": {"users": "u"}, "b": {"users": "u"}}})
     with pytest.raises(p.PolicyError, match="default settings are not defined"):
         p.Vhost({"hostname": "v", "allowUnknownUser": True, "groups": {}})
+
+
+def test_lenient_as_1_19():
+    """What 1.19's policy compiler accepts (warning about what it does not use) and refuses,
+    with its texts (checked against a 1.19 router loading the same vhost)."""
+    v = p.Vhost({"hostname": "", "maxConnections": 5, "allowUnknownUser": True, "color": "x",
+                 "groups": {"$default": {"remoteHosts": "*", "maxConnections": 10},
+                            "g": {"users": "bob", "remoteHosts": "*", "maxConnections": 3}}})
+    assert v.name == "" and v.max_connections == 5 and v.group_of("bob") == "g"
+    assert v.warnings == [
+        "Policy vhost '' option 'color' is ignored.",
+        "Policy vhost '' user group '$default' option 'maxConnections' is ignored.",
+        "Policy vhost '' user group 'g' option 'maxConnections' is ignored."]
+    db = p.PolicyDb({"defaultVhost": "other"}, [])
+    db.add(v)
+    assert db.resolve("").name == ""
+    assert p.Vhost({"hostname": None, "name": "named"}).name == "named"  # an unset hostname
+    # groups without users each hold the user '': 1.19 refuses two of them
+    with pytest.raises(p.PolicyError) as info:
+        p.Vhost({"hostname": "v", "groups": {"a": {}, "b": {"remoteHosts": "*"}}})
+    assert str(info.value) == ("Policy 'v' is invalid: Policy vhost 'v' user '' is in multiple "
+                               "user groups 'a' and 'b'")
+    for group, text in (
+            ({"maxSessions": -1}, "option 'maxSessions' has error 'Value '-1' is below minimum "
+                                  "'0'.'."),
+            ({"maxConnectionsPerUser": 70000}, "option 'maxConnectionsPerUser' has error "
+                                               "'Value '70000' is above maximum '65535'.'."),
+            ({"maxSenders": "x"}, "option 'maxSenders' has error 'Value 'x' does not resolve to "
+                                  "an integer.'."),
+            ({"remoteHosts": "*, 1-2-3"}, "option 'remoteHosts' connectionOption '1-2-3' "
+                                          "failed to translate: "),
+            ({"allowDynamicSource": "yes"}, "option 'allowDynamicSource' has illegal boolean "
+                                            "value 'yes'.")):
+        with pytest.raises(p.PolicyError) as info:
+            p.Vhost({"hostname": "v", "groups": {"g": group}})
+        assert str(info.value).startswith(f"Policy 'v' is invalid: Policy vhost 'v' user group "
+                                          f"'g' {text}")
+
+
+def test_connector_group():
+    """connector policyVhost: the '$connector' group of the vhost named (alias, default vhost
+    as 1.19's lookup), without the group's maxSessionWindow (not applied to outgoing
+    connections in 1.19); None without such a group."""
+    conn_group = {"sources": "a.*", "maxSessionWindow": 999, "maxSenders": 2}
+    db = p.PolicyDb({"defaultVhost": "fallback"}, [
+        {"hostname": "c.vh", "aliases": "alias.vh", "groups": {"$connector": conn_group}},
+        {"hostname": "fallback", "groups": {"$connector": {"targets": "t"}}},
+        {"hostname": "none.vh", "groups": {"g": {"users": "u"}}}])
+    vhost, settings = db.connector_group("alias.vh")
+    assert vhost.name == "c.vh" and settings.max_senders == 2
+    assert settings.max_session_window == 0
+    assert db.vhosts["c.vh"].groups["$connector"].max_session_window == 999  # not changed
+    assert settings.approve_address("anonymous", "a.b", True)
+    assert not settings.approve_address("anonymous", "b", True)
+    assert db.connector_group("unknown.vh")[0].name == "fallback"
+    assert db.connector_group("none.vh") is None
+    assert db.connector_failure(7, "none.vh") == ("[C7] Failed to find policyVhost settings for "
+                                                  "connection '7', policyVhost: 'none.vh'")
 
 
 def test_message_size_resolution():
@@ -168,8 +226,28 @@ def test_policy_dir(tmp_path):
     (tmp_path / "ignored.txt").write_text("nothing")
     found = p.load_policy_dir(str(tmp_path))
     assert [v["hostname"] for v in found] == ["x.com"]
-    (tmp_path / "two.json").write_text("[[\"listener\", {}]]")
+    (tmp_path / "two.json").write_text("[[\"listener\", {}]]")  # only vhosts are read
+    assert [v["hostname"] for v in p.load_policy_dir(str(tmp_path))] == ["x.com"]
+    (tmp_path / "two.json").write_text("[[\"vhost\"]]")
     with pytest.raises(p.PolicyError, match="two.json"):
+        p.load_policy_dir(str(tmp_path))
+    (tmp_path / "two.json").unlink()
+    warnings: list = []
+    p.load_policy_dir(str(tmp_path), warnings)
+    assert warnings == [("AGENT", "Attribute 'id' of entity 'vhost' has been deprecated. Use "
+                                  "'hostname' instead")]
+
+
+def test_policy_dir_comment_lines(tmp_path):
+    """1.19 blanks lines whose first non-blank character is '#' (its shipped files open with
+    '##' licence lines); a '#' inside a JSON string on another line stays."""
+    body = json.dumps([["vhost", vhost("c.com", aliases="x#y")]], indent=2)
+    (tmp_path / "c.json").write_text("##\n## Licence header\n##\n  # indented\n" + body
+                                     + "\n# trailing\n")
+    found = p.load_policy_dir(str(tmp_path))
+    assert [v["hostname"] for v in found] == ["c.com"] and found[0]["aliases"] == "x#y"
+    (tmp_path / "d.json").write_text("##\n[\n  [\"vhost\", {\n}")  # error keeps line numbers
+    with pytest.raises(p.PolicyError, match=r"d.json.*line 4"):
         p.load_policy_dir(str(tmp_path))
 
 

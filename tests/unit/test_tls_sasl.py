@@ -33,17 +33,26 @@ def test_ssl_profile_checks(pki, tmp_path):
             "caCertFile": pki["ca"], "ciphers": "HIGH", "protocols": "TLSv1.2 TLSv1.3",
             "uidFormat": "cou2"}
     assert security.ssl_profile_problem(good) is None
+    assert security.ssl_files_problem(good) is None
+    # files the TLS library rejects fail the connections, not the profile (as 1.19)
     enc = dict(good, privateKeyFile=pki["server_enc_key"])
-    assert "cannot load certFile" in security.ssl_profile_problem(enc)
+    assert security.ssl_profile_problem(enc) is None
+    assert "cannot load certFile" in security.ssl_files_problem(enc)
     import tlscerts
-    assert security.ssl_profile_problem(dict(enc, password=tlscerts.KEY_PASSWORD)) is None
-    assert "privateKeyFile is missing" in security.ssl_profile_problem(
+    assert security.ssl_files_problem(dict(enc, password=tlscerts.KEY_PASSWORD)) is None
+    assert "privateKeyFile is missing" in security.ssl_files_problem(
         {"name": "p", "certFile": pki["server"]})
-    assert "do not match" in security.ssl_profile_problem(
+    assert "do not match" in security.ssl_files_problem(
         dict(good, privateKeyFile=pki["client_key"]))
-    assert "caCertFile" in security.ssl_profile_problem(dict(good, caCertFile=pki["server_key"]))
+    assert "caCertFile" in security.ssl_files_problem(dict(good, caCertFile=pki["server_key"]))
+    assert "does not exist" in security.ssl_files_problem(dict(good, certFile="/nonexistent"))
+    assert security.ssl_profile_problem(dict(good, certFile="/nonexistent")) is None
+    # an unset env: password: 1.19 does not create the profile
+    assert "QD_NOT_SET" in security.ssl_profile_problem(dict(good, password="env:QD_NOT_SET"))
     assert "uidFormat" in security.ssl_profile_problem(dict(good, uidFormat="cx"))
-    assert "protocols" in security.ssl_profile_problem(dict(good, protocols="SSLv3"))
+    # values the TLS library rejects fail the connections, not the start (as 1.19)
+    assert security.ssl_profile_problem(dict(good, protocols="SSLv23")) is None
+    assert security.ssl_profile_problem(dict(good, ciphers="NOSUCHCIPHER")) is None
     bad_map = tmp_path / "m.json"
     bad_map.write_text("[1]")
     assert "JSON object" in security.ssl_profile_problem(
@@ -104,8 +113,11 @@ def test_management_create_is_refused_with_400(pki):
     store = ConfigStore({"router": {"id": "R"}})
     etype = store.schema.entity_type("sslProfile")
     with pytest.raises(ManagementError) as err:
-        store.validate_create(etype, {"certFile": "/nonexistent", "privateKeyFile": "/x"}, "p")
+        store.validate_create(etype, {"certFile": pki["server"], "privateKeyFile":
+                                      pki["server_key"], "uidFormat": "xyz"}, "p")
     assert err.value.status == 400
+    # files the TLS library rejects: created, as 1.19 creates it (its connections fail)
+    store.validate_create(etype, {"certFile": "/nonexistent", "privateKeyFile": "/x"}, "q")
     made = store.validate_create(etype, {"certFile": pki["server"],
                                          "privateKeyFile": pki["server_key"]}, "p")
     store.add(made)

@@ -346,6 +346,8 @@ class ManagementAgent:
             self.record({"op": change.op, "type": change.entity_type,
                          "attributes": change.attributes, "commit": change.commit,
                          "entity": change.entity})
+        for module, text in change.warnings:
+            self.log.log(module, "warning", text)
         self.log.log("AGENT", "info", change.summary or f"{change.op} {change.entity_type}")
         self._answer(pending.request, change.status, None, change.body)
 

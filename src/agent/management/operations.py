@@ -63,6 +63,9 @@ class Change:
     workers: str = "all"
     commit: Optional[str] = None  # add | remove | replace | None
     summary: str = ""
+    # (module, text) lines 1.19 logs at warning when the change is applied (a vhost's options
+    # its policy code ignores)
+    warnings: list = field(default_factory=list)
 
 
 Outcome = Union[Reply, Change]
@@ -294,7 +297,9 @@ def _create(request: Request, view: View, etype: EntityType) -> Outcome:
         body = schemaops.core_answer(etype, View.present(etype, body))
     return Change("create", etype.long_name, attributes, entity, CREATED, body,
                   workers=mode, commit="add",
-                  summary=f"Created {etype.short_name} {entity['name'] or entity['identity']}")
+                  summary=f"Created {etype.short_name} {entity['name'] or entity['identity']}",
+                  warnings=(view.store.vhost_warnings(entity)
+                            if etype.short_name == "vhost" else []))
 
 
 def _delete(etype: EntityType, entity: dict, view: View) -> Outcome:
@@ -367,7 +372,8 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
         view.store.check_vhost(updated, replacing=entity)
         return Change("update", etype.long_name, _plain(updated), updated, OK, dict(updated),
                       workers="all", commit="replace",
-                      summary=f"Updated vhost {updated.get('hostname')}")
+                      summary=f"Updated vhost {updated.get('hostname')}",
+                      warnings=view.store.vhost_warnings(updated))
     raise ManagementError(NOT_IMPLEMENTED, f"UPDATE of {short} is not supported")
 
 

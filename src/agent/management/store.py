@@ -201,6 +201,14 @@ class ConfigStore:
         if problem:
             raise ManagementError(BAD_REQUEST, problem)
 
+    @staticmethod
+    def vhost_warnings(entity: dict) -> list:
+        """The ("POLICY", text) warnings 1.19 logs for a (valid) vhost's ignored options."""
+        from supervisor.config import policy_problem
+        warnings: list = []
+        policy_problem([dict(entity)], warnings)
+        return warnings
+
     def check_vhost(self, entity: dict, replacing: Optional[dict] = None) -> None:
         """ManagementError if the vhost conflicts with another vhost's name (400), is invalid,
         conflicts with another's aliases or asks for something this router does not enforce
