@@ -222,9 +222,10 @@ class ConfigStore:
             raise ManagementError(BAD_REQUEST, f"vhost '{entity.get('hostname')}' exists")
         found = policy_problem(others + [dict(entity)])
         if found is not None:  # 1.19: its policy code's PolicyError, a 500
-            raise ManagementError(INTERNAL_ERROR, f"PolicyError: Policy "
-                                                  f"'{entity.get('hostname')}' is invalid: "
-                                                  f"{found[1]}")
+            text = found[1]  # the policy loader words it as 1.19: "Policy 'H' is invalid: ..."
+            if not text.startswith("Policy '"):
+                text = f"Policy '{entity.get('hostname')}' is invalid: {text}"
+            raise ManagementError(INTERNAL_ERROR, f"PolicyError: {text}")
 
     def validate_update(self, etype: EntityType, entity: dict, attributes: dict) -> dict:
         """The changed attributes of an UPDATE (canonical names, converted values)."""
