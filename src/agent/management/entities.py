@@ -296,6 +296,26 @@ class View:
         return [{**e, "operStatus": status.get(str(e.get("identity")), "inactive")}
                 for e in self.store.of_type(PREFIX + "router.config.linkRoute")]
 
+    def _exchanges(self) -> list[dict]:
+        """The configured exchanges with the core's counters (1.19's core columns)."""
+        rows = self.snapshot.get("exchanges") or {}
+        out = []
+        for e in self.store.of_type(PREFIX + "router.config.exchange"):
+            row = rows.get(str(e.get("identity"))) or {}
+            out.append({**e, "bindingCount": row.get("bindingCount", 0),
+                        "receivedCount": row.get("receivedCount", 0),
+                        "droppedCount": row.get("droppedCount", 0),
+                        "forwardedCount": row.get("forwardedCount", 0),
+                        "divertedCount": row.get("divertedCount", 0)})
+        return out
+
+    def _bindings(self) -> list[dict]:
+        """The configured bindings with the core's matchedCount."""
+        rows = self.snapshot.get("bindings") or {}
+        return [{**e, "matchedCount": (rows.get(str(e.get("identity"))) or {}).get(
+                    "matchedCount", 0)}
+                for e in self.store.of_type(PREFIX + "router.config.binding")]
+
     def _conn_link_routes(self) -> list[dict]:
         """router.connection.linkRoute: the routes of the request's own connection only
         (1.19: "only visible to management access that is via the containing connection")."""
@@ -452,4 +472,5 @@ _BUILDERS: dict[str, Any] = {
     "router.config.linkRoute": View._link_routes,
     "router.config.address": View._config_addresses, "connector": View._connectors,
     "router.connection.linkRoute": View._conn_link_routes,
+    "router.config.exchange": View._exchanges, "router.config.binding": View._bindings,
 }
