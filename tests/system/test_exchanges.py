@@ -14,6 +14,7 @@ Every wait is bounded; every router is stopped by the fixture; every connection 
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -347,3 +348,47 @@ def test_reload_adds_and_removes_exchanges_and_bindings(tmp_path, opened):
             mgmt.close()
     finally:
         proc.stop()
+
+
+# --- 1.19's own qdmanage, against ours and against 1.19 ------------------------------------
+ONE_X = os.environ.get("QDROUTERD_1X", "")
+needs_1x = pytest.mark.skipif(
+    not ONE_X or not os.access(os.path.join(ONE_X, "sbin", "qdrouterd"), os.X_OK),
+    reason="set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare with 1.x")
+COUNTERS = {"bindingCount", "receivedCount", "droppedCount", "forwardedCount", "divertedCount",
+            "matchedCount"}
+
+
+def qdmanage_1x(port: int, *args: str) -> list:
+    from test_mixed_1x import one_x_env
+    out = subprocess.run([sys.executable, os.path.join(ONE_X, "bin", "qdmanage"), "-b",
+                          f"127.0.0.1:{port}", "-t", "10", *args], capture_output=True,
+                         text=True, timeout=60, env=one_x_env())
+    assert out.returncode == 0, out.stdout + out.stderr
+    return json.loads(out.stdout) if out.stdout.strip() else []
+
+
+@needs_1x
+def test_1x_qdmanage_sees_the_same_exchanges_on_ours_and_on_1x(router_factory, tmp_path):
+    from test_mixed_1x import OneXProcess
+    port_1x = free_port()
+    conf = _conf(tmp_path, port_1x, EXCHANGE_CONF, "1x.conf")
+    one_x = OneXProcess(conf)
+    try:
+        one_x.wait_for_line("Operational")
+        ours = router_factory(extra=EXCHANGE_CONF)
+        for port in (ours.port, port_1x):  # a management CREATE of each, by 1.19's client
+            qdmanage_1x(port, "create", "--type", "router.config.exchange", "--name",
+                        "Exchange2", "address=Address2", "matchMethod=mqtt")
+            qdmanage_1x(port, "create", "--type", "router.config.binding", "--name", "b9",
+                        "exchangeName=Exchange2", "bindingKey=x/+", "nextHopAddress=n9")
+        for etype in ("router.config.exchange", "router.config.binding"):
+            rows = [qdmanage_1x(port, "query", "--type", etype)
+                    for port in (ours.port, port_1x)]
+            assert [{k: v for k, v in r.items() if k not in COUNTERS} for r in rows[0]] == \
+                rows[1], etype
+            read = [qdmanage_1x(port, "read", "--type", etype, "--name", rows[1][0]["name"])
+                    for port in (ours.port, port_1x)]
+            assert {k: v for k, v in read[0].items() if k not in COUNTERS} == read[1]
+    finally:
+        one_x.stop()

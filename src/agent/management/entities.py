@@ -88,6 +88,9 @@ class View:
                 for n, a in etype.attributes.items()}
         if etype.short_name in ("log", "dummy"):  # 1.19 shows the settings only
             fill = {}
+        if etype.short_name in _UNSET_HIDDEN:  # 1.19's agent shows what was set (+ counters)
+            fill = {}
+            entity = {k: v for k, v in entity.items() if v is not None}
         entity = {**entity, "type": etype.long_name}
         entity.setdefault("name", entity.get("identity"))
         entity = {**fill, **{k: v for k, v in entity.items() if v is not None or k not in fill}}
@@ -452,6 +455,7 @@ def address_columns(entity: dict) -> dict:
 
 
 _ALIASED = ("router.config.linkRoute", "router.config.autoLink")
+_UNSET_HIDDEN = ("router.config.exchange", "router.config.binding")
 
 _LOG_DEFAULTS = {"enable": "info+", "includeTimestamp": True, "includeSource": False,
                  "outputFile": "stderr"}
