@@ -392,3 +392,17 @@ def test_1x_qdmanage_sees_the_same_exchanges_on_ours_and_on_1x(router_factory, t
             assert {k: v for k, v in read[0].items() if k not in COUNTERS} == read[1]
     finally:
         one_x.stop()
+
+
+def test_large_message_streams_through_an_exchange(router_factory, opened):
+    """A message large enough to be streamed (cut-through) is routed by its subject too."""
+    router = router_factory(extra=EXCHANGE_CONF)
+    rconn = connect(router, opened)
+    r2 = rconn.create_receiver("nextHop2", credit=5)
+    sconn = connect(router, opened)
+    snd = sconn.create_sender("Address1")
+    pump_until([sconn, rconn], lambda: snd.link.credit > 0, what="credit")
+    body = bytes(range(256)) * 8192  # 2 MB
+    assert send_all(sconn, snd, [Message(subject="a.big", body=body)]) == [Delivery.ACCEPTED]
+    got = collect([rconn, sconn], [r2], expect=1, timeout=30)
+    assert got == [[body]]
