@@ -432,6 +432,8 @@ cdef class ExchangeForwarder(Forwarder):
                  Address addr, origin, exclude)
 
 cdef long long exchange_forward(RouterCore core, ex, Link link, payload, int priority)
+@cython.locals(addr=Address, fwd=Forwarder, target=Link)
+cdef long long to_own_consumers(RouterCore core, ex, payload, int priority)
 @cython.locals(addr=Address)
 cdef long long send_to_hop(RouterCore core, ex, hop, payload, int priority)
 cdef end_delivery(RouterCore core, Link link, dlv_id, bint settled, int state)

@@ -12,8 +12,10 @@ key of an exchange, and :class:`ExchangeForwarder`, the treatment of an exchange
   never the body) is matched against the bindings; every matching binding counts a match, and
   each distinct next hop (address, phase) gets one pre-settled copy through its own address's
   forwarder (closest, balanced, multicast; toward another router with ``x-opt-qd.to`` and
-  ``x-opt-qd.phase`` of the next hop). A next hop without a destination takes none. Nothing
-  forwarded: the alternate address (counted as diverted), if it has a destination.
+  ``x-opt-qd.phase`` of the next hop). A next hop without a destination takes none. Local
+  receivers of the exchange's own address get a copy too, by its distribution (1.19 keeps the
+  address's old forwarder for them). Nothing forwarded: the alternate address (counted as
+  diverted), if it has a destination.
 * Outcome, as 1.19 gives it: forwarded anywhere, the sender's unsettled delivery is ACCEPTED and
   settled at once; nowhere, it is RELEASED (pre-settled: dropped and counted) and the exchange
   counts it dropped. An exchange with no binding and no alternate is an address without a
@@ -36,6 +38,7 @@ from common.exchanges import (
     ANY_WORDS, METHOD_CODES, METHOD_NAMES, ONE_WORD, normal_words, words_of)
 from common.ipc import DIR_IN, STATE_ACCEPTED, STATE_RELEASED, UpdateIn
 from router_core.addressing import CLASS_MOBILE
+from router_core.corestate import DIST_MULTICAST, DIST_UNAVAILABLE
 from router_io.amqpscan_select import MessageFormatError
 from router_io.amqpscan_select import rewrite_annotations as _rewrite_annotations
 from router_io.amqpscan_select import scan as _scan
@@ -45,11 +48,11 @@ from router_core.addrkeys import address_of, key_of, phased, unref
 from router_core.forwarders import Forwarder
 from router_core.records import (
     EXCHANGE_FORWARDER, FORWARDERS, KEY_MOBILE, MODE_INTERIOR, ROLE_NORMAL, Address, Connection,
-    Link, _effect)
+    Link, _effect, _in_delivery)
 from router_core.relay import announce, credit_waiting, reachable
 from router_core.settlement import count_outcome
 from router_core.streaming import Stream
-from router_core.transfer import unroutable
+from router_core.transfer import forward_multicast, hold, send_local, unroutable
 # --- end core parts ---
 
 _TOKEN, _ONE, _GLOB = 0, 1, 2
@@ -270,6 +273,8 @@ def exchange_forward(core: Any, ex: Exchange, link: Link, payload: Any, priority
             ex.epoch += 1
             ex.tree.search(words_of(text, ex.method), ex)
     forwarded = 0
+    if ex.addr.consumers:  # receivers of the exchange's own address (1.19: its old forwarder)
+        forwarded = to_own_consumers(core, ex, payload, priority)
     if hops or ex.alternate is not None:
         if link.router and type(payload) is not Stream:
             payload = fresh_payload(payload)
@@ -289,6 +294,25 @@ def exchange_forward(core: Any, ex: Exchange, link: Link, payload: Any, priority
     else:
         ex.dropped += 1
     return forwarded
+
+
+def to_own_consumers(core: Any, ex: Exchange, payload: Any, priority: int) -> int:
+    """A pre-settled copy for the local receivers of the exchange's own address, by that
+    address's distribution (one of them, or each for multicast); 1 if one was made."""
+    addr = ex.addr
+    if addr.dist == DIST_UNAVAILABLE:
+        return 0
+    if addr.dist == DIST_MULTICAST:
+        forward_multicast(core, list(addr.consumers),
+                          _in_delivery(0, ex.link, True, payload, addr, True, core.now))
+        return 1
+    fwd = FORWARDERS[addr.dist]
+    target = fwd.pick(addr)
+    if target is not None:
+        send_local(core, ex.link, target, 0, True, payload, addr)
+    else:
+        hold(core, ex.link, 0, True, priority, payload, addr)
+    return 1
 
 
 def send_to_hop(core: Any, ex: Exchange, hop: NextHop, payload: Any, priority: int) -> int:

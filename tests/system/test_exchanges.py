@@ -406,3 +406,35 @@ def test_large_message_streams_through_an_exchange(router_factory, opened):
     assert send_all(sconn, snd, [Message(subject="a.big", body=body)]) == [Delivery.ACCEPTED]
     got = collect([rconn, sconn], [r2], expect=1, timeout=30)
     assert got == [[body]]
+
+
+@pytest.mark.parametrize("kind", ["ours", pytest.param("1x", marks=needs_1x)])
+def test_receivers_of_the_exchange_address_get_a_copy(kind, router_factory, tmp_path, opened):
+    """As 1.19: a receiver attached to the exchange's own address gets every message, and
+    then nothing goes to the alternate (the message was forwarded)."""
+    one_x = None
+    if kind == "ours":
+        router = router_factory(extra=EXCHANGE_CONF)
+    else:
+        from test_mixed_1x import OneXProcess
+        port = free_port()
+        one_x = OneXProcess(_conf(tmp_path, port, EXCHANGE_CONF, "1x.conf"))
+        one_x.wait_for_line("Operational")
+
+        class _R:
+            url = f"amqp://127.0.0.1:{port}"
+        router = _R()
+    try:
+        rconn = connect(router, opened)
+        own = rconn.create_receiver("Address1", credit=10)
+        r1 = rconn.create_receiver("nextHop1", credit=10)
+        alt = rconn.create_receiver("altNextHop", credit=10)
+        sconn = connect(router, opened)
+        snd = sconn.create_sender("Address1")
+        pump_until([sconn, rconn], lambda: snd.link.credit > 0, what="credit")
+        assert send_all(sconn, snd, [Message(subject="z", body=1),
+                                     Message(subject="c.b", body=2)]) == [Delivery.ACCEPTED] * 2
+        assert collect([rconn, sconn], [own, r1, alt], expect=3) == [[1, 2], [2], []]
+    finally:
+        if one_x is not None:
+            one_x.stop()

@@ -164,12 +164,12 @@ class Step:
 steps = st.one_of(
     st.builds(Transfer, st.integers(1, 30), st.sampled_from([1, 2]), st.just(None),
               st.booleans(), st.integers(0, 9), PAYLOADS),
-    st.builds(LinkFlow, st.sampled_from([3, 4, 5]), st.integers(0, 10), st.booleans()),
+    st.builds(LinkFlow, st.sampled_from([3, 4, 5, 6]), st.integers(0, 10), st.booleans()),
     st.builds(Disposition, st.integers(1, 30), st.sampled_from([STATE_ACCEPTED,
                                                                 STATE_RELEASED]),
               st.booleans(), st.none()),
     st.builds(SettleIn, st.integers(1, 30), st.just(STATE_ACCEPTED)),
-    st.builds(LinkDetach, st.sampled_from([3, 4, 5]), st.booleans(), st.just("")),
+    st.builds(LinkDetach, st.sampled_from([3, 4, 5, 6]), st.booleans(), st.just("")),
     st.builds(Step, st.just("delete_binding"), st.sampled_from([b["identity"] for b in BINDINGS])),
     st.builds(Step, st.just("create_binding"), st.sampled_from(BINDINGS)),
     st.builds(Step, st.just("delete_exchange"), st.sampled_from(["exchange/0", "exchange/1"])),
@@ -184,7 +184,8 @@ def _prologue() -> list:
             LinkAttach(3, 1, DIR_OUT, "r1", "h1", False, False, 4),
             LinkAttach(4, 1, DIR_OUT, "r2", "h2", False, False, 4),
             LinkAttach(5, 1, DIR_OUT, "ra", "alt", False, False, 4),
-            LinkFlow(3, 3, False), LinkFlow(4, 3, False), LinkFlow(5, 3, False)]
+            LinkFlow(3, 3, False), LinkFlow(4, 3, False), LinkFlow(5, 3, False),
+            LinkAttach(6, 1, DIR_OUT, "own", "ex", False, False, 4)]  # the exchange's own
 
 
 @pytest.mark.skipif(compiled_core is None, reason=NOT_BUILT)
