@@ -231,3 +231,35 @@ def test_reload_plans_bindings_of_a_changed_exchange():
     assert plan == [("delete", "binding", "b0"), ("delete", "binding", "b1"),
                     ("delete", "exchange", "E"), ("create", "exchange", "E"),
                     ("create", "binding", "b0"), ("create", "binding", "b1")]
+
+
+def test_reload_plans_a_removed_exchange_after_its_bindings():
+    old = {"exchanges": [dict(EXCHANGES[0])], "bindings": [dict(BINDINGS[0])]}
+    plan = [(c["op"], c["type"].rsplit(".", 1)[-1], c["name"])
+            for c in plan_reload(old, {"exchanges": [], "bindings": []}).changes]
+    assert plan == [("delete", "binding", "b0"), ("delete", "exchange", "E")]
+
+
+@pytest.mark.parametrize("cls", [pure_core.RouterCore, getattr(compiled_core, "RouterCore", None)],
+                         ids=["pure", "compiled"])
+def test_only_the_exchange_address_changes_forwarder(cls):
+    """Other addresses keep their distribution's forwarder (nothing per message for them);
+    the exchange's address keeps the exchange through an address-rule change, and gets its
+    distribution's forwarder back when the exchange goes."""
+    if cls is None:
+        pytest.skip(NOT_BUILT)
+    core = cls("R1", exchanges=EXCHANGES[:1], bindings=BINDINGS[:1])
+    plain = type(core.addrs["M0h1"].fwd)
+    assert type(core.addrs["M0ex"].fwd).__name__ == "ExchangeForwarder"
+    assert plain.__name__ == "BalancedForwarder"
+    core.set_address_config([{"prefix": "ex", "distribution": "closest"},
+                             {"prefix": "h1", "distribution": "closest"}])
+    assert type(core.addrs["M0ex"].fwd).__name__ == "ExchangeForwarder"
+    assert type(core.addrs["M0h1"].fwd).__name__ == "ClosestForwarder"
+    core.handle_batch(0, _prologue()[:4] + [LinkFlow(3, 3, False)], 0.0)
+    core.take_effects()
+    core.handle(0, Transfer(1, 1, None, True, 4, _payload("a.b")), 0.0)
+    assert core.snapshot()["exchanges"]["exchange/0"]["forwardedCount"] == 1
+    assert core.delete_exchange("exchange/0")
+    assert type(core.addrs["M0ex"].fwd).__name__ == "ClosestForwarder"
+    assert core.snapshot()["bindings"] == {} and "M0h1" in core.addrs  # h1 has a receiver
