@@ -120,3 +120,22 @@ def test_our_sender_and_receiver_with_a_1x_exchange(mixed):
         remote_seen(mixed["X"], "farHop")
 
     _exchange_across(mixed["A"], mixed["X"], mixed["A"], ready)
+
+
+def test_copy_goes_back_through_the_routers_it_came_through(router_factory):
+    """C --1-> B --1-> A; the exchange on A, sender and far receiver on C. The copy must
+    travel back over B toward C: its trace starts again at A (1.19 resets it), else B would
+    refuse to send it toward C, which the message's old trace names."""
+    net = Net(router_factory)
+    net.add("A", extra=EXCHANGE)
+    net.add("B", connect_to=(("A", 1),))
+    net.add("C", connect_to=(("B", 1),))
+    converged(net, "ABC")
+    line_ready(net, "ABC")
+
+    def ready():
+        remote_seen(net["C"], "Address1")
+        remote_seen(net["A"], "farHop")
+        remote_seen(net["B"], "farHop")
+
+    _exchange_across(net["C"], net["A"], net["C"], ready)
