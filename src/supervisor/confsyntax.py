@@ -2,8 +2,8 @@
 
 Owns the reading of the file, before any meaning is given to it: ``section {`` ... ``}`` blocks
 of ``attribute: value`` lines, ``#`` comments (except in ``pattern``/``hostname``/``bindingKey``
-values, where ``#`` is a wildcard), map values (``openProperties``, vhost ``groups``) written as JSON or as
-nested ``key: value`` blocks over several lines, and the ``.json`` form (a list of
+values, where ``#`` is a wildcard), map values (``openProperties``, vhost ``groups``) written as
+JSON or as nested ``key: value`` blocks over several lines, and the ``.json`` form (a list of
 ``[type, {attrs}]``). Every section and attribute keeps its 1-based line; a syntax error is a
 ``Problem(message, line)`` that supervisor/config.py turns into ``FILE:LINE: message``. Section and
 attribute names are not checked here: validation against the schema is supervisor/config.py's.

@@ -276,7 +276,8 @@ def test_qdmanage_query_shows_exchanges_and_bindings(router_factory):
     assert out.returncode == 0, out.stderr
     rows = json.loads(out.stdout)
     assert [(r["name"], r["identity"], r["bindingKey"], r["nextHopAddress"]) for r in rows] == [
-        ("binding1", "binding/0", "a.*.b", "nextHop1"), ("binding2", "binding/1", "a.#", "nextHop2"),
+        ("binding1", "binding/0", "a.*.b", "nextHop1"),
+        ("binding2", "binding/1", "a.#", "nextHop2"),
         ("binding3", "binding/2", "#.b", "nextHop1")]
 
 
