@@ -220,7 +220,7 @@ class Exchange:
         self.link.addr = addr
         self.epoch = 0
         self.hops = []        # the next hops chosen for the message being forwarded
-        self.busy = False     # forwarding now (an exchange bound to itself takes nothing)
+        self.busy = False     # forwarding now (a binding that loops back to it takes nothing)
         self.received = 0
         self.dropped = 0
         self.forwarded = 0
@@ -263,9 +263,6 @@ def exchange_forward(core: Any, ex: Exchange, link: Link, payload: Any, priority
     """Send ``payload`` (from ``link``) to the next hops its subject selects, else to the
     alternate; counts it; how many next hops took a copy."""
     ex.received += 1
-    if ex.busy:  # bound to itself (directly or through other exchanges): no loop
-        ex.dropped += 1
-        return 0
     hops = ex.hops
     if ex.bindings:
         text = subject_of(payload)
@@ -320,7 +317,9 @@ def send_to_hop(core: Any, ex: Exchange, hop: NextHop, payload: Any, priority: i
     destination (no local consumer, no reachable router with one, not an exchange)."""
     addr = hop.addr
     inner = addr.exchange
-    if inner is not None:
+    if inner is not None:  # bound to an exchange; to one forwarding now (a loop): nothing
+        if inner.busy:
+            return 0
         return 1 if exchange_forward(core, inner, ex.link, payload, priority) else 0
     if addr.consumers or (addr.remotes and core.routers and reachable(core, addr)):
         addr.fwd.forward(core, ex.link, 0, True, priority, payload, addr, None, None)

@@ -263,3 +263,15 @@ def test_only_the_exchange_address_changes_forwarder(cls):
     assert core.delete_exchange("exchange/0")
     assert type(core.addrs["M0ex"].fwd).__name__ == "ClosestForwarder"
     assert core.snapshot()["bindings"] == {} and "M0h1" in core.addrs  # h1 has a receiver
+
+
+def test_a_binding_back_to_its_own_exchange_takes_nothing():
+    """1.19 would recurse for ever; here the loop's next hop takes no copy and counts nothing."""
+    core = pure_core.RouterCore("R1", exchanges=EXCHANGES[1:], bindings=BINDINGS[4:])
+    core.handle_batch(0, _prologue()[:3], 0.0)
+    core.take_effects()
+    core.handle(0, Transfer(1, 2, None, False, 4, _payload("x")), 0.0)
+    updates = [e for e in core.take_effects()[0] if isinstance(e, UpdateIn)]
+    assert [(u.state, u.settled) for u in updates] == [(STATE_RELEASED, True)]
+    ex = core.snapshot()["exchanges"]["exchange/1"]
+    assert (ex["receivedCount"], ex["droppedCount"], ex["forwardedCount"]) == (1, 1, 0)
