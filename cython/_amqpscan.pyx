@@ -20,7 +20,7 @@ from libc.string cimport memcmp, memcpy
 
 from router_io.amqpscan_types import KEEP, MessageFormatError, ScanResult
 
-__all__ = ["scan", "has_annotations", "rewrite_annotations", "ScanResult", "KEEP",
+__all__ = ["scan", "has_annotations", "rewrite_annotations", "subject", "ScanResult", "KEEP",
            "MessageFormatError"]
 
 ctypedef const unsigned char* cbuf
@@ -462,6 +462,30 @@ def has_annotations(buf):
     """False only if the message certainly has no message-annotations section (see the
     reference, ``amqpscan.has_annotations``)."""
     return _read(buf, _has_annotations)
+
+
+cdef object _subject(cbuf b, Py_ssize_t end):
+    cdef Py_ssize_t pos = 0, last = 0x6f, code, value, n, item, field, stop
+    while pos < end:
+        code = _section(b, pos, end, &value)
+        if code > 0x73:
+            return None
+        if code <= last:
+            _malformed("section out of order", pos)
+        last = code
+        if code == 0x73:
+            field = _list_field(b, value, end, 3, &stop)
+            if field < 0:
+                return None
+            return _opt_string(b, field, stop)
+        pos = _compound(b, value, end, 0xc0 if code == 0x70 else 0xc1, &n, &item)
+    return None
+
+
+def subject(buf):
+    """The ``subject`` property of one message, or None (see the reference,
+    ``amqpscan.subject``)."""
+    return _read(buf, _subject)
 
 
 # ---- rewriting ------------------------------------------------------------------------------

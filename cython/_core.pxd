@@ -53,6 +53,7 @@ cdef int KEY_MOBILE, KEY_LOCAL, KEY_TOPOLOGICAL, KEY_ROUTER, KEY_AREA, KEY_OTHER
 cdef int CONTROL_PRIORITY, PRIORITIES
 cdef dict MCAST_RANK
 cdef list FORWARDERS
+cdef int EXCHANGE_FORWARDER
 
 cdef object _effect(type cls, tuple fields)
 cdef tuple _fields(cmd)
@@ -121,6 +122,7 @@ cdef class Address:
     cdef public bint announced
     cdef public Address fallback, fallback_for
     cdef public long long redirected, from_proc
+    cdef public object exchange
 
 
 @cython.final
@@ -424,6 +426,32 @@ cdef _container_conn(RouterCore core, al, skip)
 cdef _next_retry(RouterCore core)
 cdef list auto_links_view(RouterCore core)
 
+# --- exchanges.py -------------------------------------------------------------------------------
+# (the records and the binding tree stay Python classes: off every other address's path)
+cdef class ExchangeForwarder(Forwarder):
+    cdef forward(self, RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
+                 Address addr, origin, exclude)
+
+cdef long long exchange_forward(RouterCore core, ex, Link link, payload, int priority)
+@cython.locals(addr=Address, fwd=Forwarder, target=Link)
+cdef long long to_own_consumers(RouterCore core, ex, payload, int priority)
+@cython.locals(addr=Address)
+cdef long long send_to_hop(RouterCore core, ex, hop, payload, int priority)
+cdef end_delivery(RouterCore core, Link link, dlv_id, bint settled, int state)
+cdef hop_key(RouterCore core, address, int phase)
+@cython.locals(addr=Address)
+cdef add_exchange(RouterCore core, dict attrs)
+@cython.locals(addr=Address)
+cdef bint remove_exchange(RouterCore core, identity)
+cdef add_binding(RouterCore core, dict attrs)
+cdef bint remove_binding(RouterCore core, identity)
+cdef _drop_binding(RouterCore core, binding)
+@cython.locals(addr=Address)
+cdef _hop(RouterCore core, ex, address, int phase)
+cdef _release_hop(RouterCore core, ex, hop)
+cdef _paths_changed(RouterCore core, ex)
+cdef dict exchanges_view(RouterCore core)
+
 # --- core.py ------------------------------------------------------------------------------------
 @cython.final
 cdef class RouterCore:
@@ -438,6 +466,7 @@ cdef class RouterCore:
     cdef readonly long long links_blocked
     cdef public double stuck_interval, stuck_age, stuck_next_scan
     cdef public dict auto_links
+    cdef readonly dict exchanges, bindings
     cdef public double al_next_retry, sl_next_scrub
     cdef public list al_logs
     cdef public bint log_info

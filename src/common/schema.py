@@ -42,6 +42,8 @@ TYPE_ALIASES: dict[str, str] = {
     "address": "router.config.address",
     "linkRoute": "router.config.linkRoute",
     "autoLink": "router.config.autoLink",
+    "exchange": "router.config.exchange",
+    "binding": "router.config.binding",
     "link": "router.link",
     "node": "router.node",
 }

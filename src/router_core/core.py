@@ -18,6 +18,7 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   linkroute.py    link routing: the link-route table, attach routing, routed pairs' credit
   lifecycle.py    open/close, attach/detach as transition tables; protocol errors
   autolinks.py    auto-links: attached on their route container's connection, operStatus, retries
+  exchanges.py    exchanges and bindings: an exchange's address forwards by message subject
 
 Each of them, and this file, is the pure-Python reference AND part of the compiled build:
 setup.py concatenates them in that order (this file last) into one module,
@@ -113,6 +114,8 @@ from router_core.transfer import on_flow, on_link_unstalled
 from router_core.autolinks import (
     NEVER, auto_links_conn_opened, auto_links_tick, auto_links_view, create_auto_link,
     remove_auto_link)
+from router_core.exchanges import (
+    add_binding, add_exchange, exchanges_view, remove_binding, remove_exchange)
 # --- end core parts ---
 
 
@@ -124,7 +127,8 @@ class RouterCore:
                  addresses: Optional[list] = None, area: str = "0",
                  seed: Optional[int] = None, mode: str = "standalone",
                  link_routes: Optional[list] = None, test_hooks: bool = False,
-                 allow_resumable_link_route: bool = True) -> None:
+                 allow_resumable_link_route: bool = True,
+                 exchanges: Optional[list] = None, bindings: Optional[list] = None) -> None:
         if default_distribution not in DIST_CODES:
             raise ValueError(f"unknown distribution {default_distribution!r}")
         if mode not in MODE_CODES:
@@ -224,6 +228,13 @@ class RouterCore:
         self.lr = LinkRouteTable()
         for attributes in link_routes or ():
             add_link_route(self, attributes)
+        # exchanges and bindings (exchanges.py): identity -> Exchange / Binding
+        self.exchanges = {}
+        self.bindings = {}
+        for attributes in exchanges or ():
+            add_exchange(self, attributes)
+        for attributes in bindings or ():
+            add_binding(self, attributes)
 
     # ------------------------------------------------------------------------------------------
     # Public API
@@ -315,6 +326,7 @@ class RouterCore:
         seq (the metrics sink), None: none of them (management, /metrics)."""
         state = management_snapshot(self, gone_after)
         state["autoLinks"] = auto_links_view(self)
+        state.update(exchanges_view(self))
         return state
 
     @property
@@ -342,6 +354,22 @@ class RouterCore:
     def delete_auto_link(self, identity: str) -> bool:
         """Forget the auto-link ``identity`` (its link is detached); False if there is none."""
         return remove_auto_link(self, identity)
+
+    def create_exchange(self, attributes: dict) -> None:
+        """Add a ``router.config.exchange`` (validated attributes with ``identity``:
+        common/exchanges.py); ValueError if the core refuses it."""
+        add_exchange(self, attributes)
+
+    def delete_exchange(self, identity: str) -> bool:
+        """Remove the exchange ``identity`` and its bindings; False if there is none."""
+        return remove_exchange(self, identity)
+
+    def create_binding(self, attributes: dict) -> None:
+        """Add a ``router.config.binding`` to its exchange; ValueError if refused."""
+        add_binding(self, attributes)
+
+    def delete_binding(self, identity: str) -> bool:
+        return remove_binding(self, identity)
 
     def set_address_config(self, addresses: list) -> None:
         """Replace the configured ``address`` rules (same dicts as the constructor's

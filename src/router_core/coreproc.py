@@ -50,6 +50,9 @@ _MAX_BATCHES_PER_LOOP = 512
 _MANAGEMENT = (ipc.CoreQuery, ipc.ConfigChange, ipc.ConfigResult, ipc.PeerLost, ipc.LogQuery,
                ipc.LogReport)
 NOT_SUPPORTED = "not supported"
+# exchange/binding entity types (long, short and file names) -> is it the binding
+_EXCHANGE_TYPES = {"router.config.exchange": False, "exchange": False,
+                   "router.config.binding": True, "binding": True}
 
 
 class _NotSupported(Exception):
@@ -66,6 +69,8 @@ class CoreProcess:
                              default_distribution=router.get("defaultDistribution", "balanced"),
                              addresses=spec.get("addresses", []),
                              link_routes=spec.get("linkRoutes", []),
+                             exchanges=spec.get("exchanges", []),
+                             bindings=spec.get("bindings", []),
                              mode=router.get("mode", "standalone"),
                              test_hooks=bool(spec.get("testHooks")),
                              allow_resumable_link_route=router.get("allowResumableLinkRoute",
@@ -133,6 +138,8 @@ class CoreProcess:
                     self._change_link_routes(str(change.get("op")), attributes)
                 elif entity_type in ("router.config.autoLink", "autoLink"):
                     self._change_auto_links(str(change.get("op")), attributes)
+                elif entity_type in _EXCHANGE_TYPES:
+                    self._change_exchanges(entity_type, str(change.get("op")), attributes)
                 elif entity_type == "log" and change.get("op") == "update":
                     self.log.configure(attributes)
             except Exception as exc:  # noqa: BLE001 - the core must start all the same
@@ -363,6 +370,8 @@ class CoreProcess:
                 ok, detail = self._change_auto_links(change.op, change.attributes)
             elif entity_type == "router.connection.linkRoute":
                 ok, detail = self._change_conn_link_routes(change.op, change.attributes)
+            elif entity_type in _EXCHANGE_TYPES:
+                ok, detail = self._change_exchanges(entity_type, change.op, change.attributes)
             elif entity_type == "log" and change.op == "update":
                 self.log.configure(change.attributes)
             elif (entity_type == "connection" and change.op == "update"
@@ -403,6 +412,25 @@ class CoreProcess:
                 return False, f"no link route {attributes.get('identity')}"
         else:
             raise _NotSupported(f"{NOT_SUPPORTED}: {op} of router.config.linkRoute")
+        return True, ""
+
+    def _change_exchanges(self, entity_type: str, op: str, attributes: dict) -> tuple:
+        """An exchange or binding created or deleted by management or reload (validated by
+        the agent: common/exchanges.py); deleting an exchange deletes its bindings."""
+        binding = _EXCHANGE_TYPES[entity_type]
+        if op == "create":
+            if binding:
+                self.core.create_binding(attributes)
+            else:
+                self.core.create_exchange(attributes)
+        elif op == "delete":
+            identity = str(attributes.get("identity"))
+            found = (self.core.delete_binding(identity) if binding
+                     else self.core.delete_exchange(identity))
+            if not found:
+                return False, f"no {'binding' if binding else 'exchange'} {identity}"
+        else:
+            raise _NotSupported(f"{NOT_SUPPORTED}: {op} of {entity_type}")
         return True, ""
 
     def _change_conn_link_routes(self, op: str, attributes: dict) -> tuple:

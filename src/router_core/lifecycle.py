@@ -402,7 +402,8 @@ def bind_endpoint(core: Any, link: Link, key: Any) -> None:
             announce(core, addr, True)
     elif (addr.consumers or (addr.remotes and reachable(core, addr))
           or (addr.fallback is not None and not link.fallback
-              and has_destination(core, addr.fallback))):
+              and has_destination(core, addr.fallback))
+          or (addr.exchange is not None and addr.exchange.has_paths())):
         link.credited = True
         core._credit(link, capacity)
     else:
@@ -616,7 +617,7 @@ def drop_link(core: Any, link: Link) -> None:
     fail_outbound(core, link)
     if not addr.consumers and addr.held:
         release_held(core, addr)
-    if not addr.consumers and addr.announced:
+    if not addr.consumers and addr.announced and addr.exchange is None:
         announce(core, addr, False)
     unref(core, addr)
 
@@ -652,7 +653,7 @@ def on_hello(core: Any, peer: Any, cmd: Any) -> None:
                 check_router_up(core, conn)
         if core.mode == MODE_INTERIOR:
             for addr in core.addrs.values():
-                if addr.consumers and addr.cls == KEY_MOBILE:
+                if (addr.consumers or addr.exchange is not None) and addr.cls == KEY_MOBILE:
                     announce(core, addr, True)
             announce_all(core)  # link-route destinations
 

@@ -278,7 +278,7 @@ class Address:
     __slots__ = ("key", "cls", "phase", "dist", "fwd", "priority", "consumers", "waiting",
                  "queues", "held", "rr", "refs", "container_count", "ingress", "egress",
                  "to_container", "from_container", "remotes", "transit", "announced",
-                 "fallback", "fallback_for", "redirected", "from_proc")
+                 "fallback", "fallback_for", "redirected", "from_proc", "exchange")
 
     def __init__(self, key: str, dist: int, priority: int) -> None:
         self.key = key
@@ -313,18 +313,23 @@ class Address:
         self.fallback = None
         self.fallback_for = None
         self.redirected = 0
+        # the exchange that owns this address (exchanges.py; its forwarder is then the
+        # exchange's, whatever the distribution says), else None
+        self.exchange = None
 
 
 # The Forwarder of each distribution code (DIST_*), one stateless instance each: filled in by
-# forwarders.py when it is imported (core.py imports it before any address exists).
-FORWARDERS = [None, None, None, None]
+# forwarders.py when it is imported (core.py imports it before any address exists); the last
+# is an exchange's (exchanges.py), for the addresses exchanges own.
+EXCHANGE_FORWARDER = 4
+FORWARDERS = [None, None, None, None, None]
 
 
 def set_treatment(addr: Address, dist: int, priority: int) -> None:
     """Give ``addr`` a distribution (and with it its forwarder) and a priority: when it is
     created, and when the address rules or another router's advertisement change them."""
     addr.dist = dist
-    addr.fwd = FORWARDERS[dist]
+    addr.fwd = FORWARDERS[dist] if addr.exchange is None else FORWARDERS[EXCHANGE_FORWARDER]
     addr.priority = priority
 
 

@@ -26,7 +26,7 @@ from typing import List, Optional, Tuple, Union
 
 from router_io.amqpscan_types import KEEP, MessageFormatError, ScanResult
 
-__all__ = ["scan", "has_annotations", "rewrite_annotations", "ScanResult", "KEEP",
+__all__ = ["scan", "has_annotations", "rewrite_annotations", "subject", "ScanResult", "KEEP",
            "MessageFormatError"]
 
 Buffer = Union[bytes, bytearray, memoryview]
@@ -351,6 +351,33 @@ def has_annotations(buf: Buffer) -> bool:
     except MessageFormatError:
         return True
     return False
+
+
+def subject(buf: Buffer) -> Optional[str]:
+    """The ``subject`` property (properties field 3) of one message, for an exchange's
+    bindings: None when the message has no properties section or its subject is null, absent
+    or not a string/symbol. Reads nothing past the properties section (never the body)."""
+    if type(buf) is not bytes:
+        buf = bytes(memoryview(buf))
+    end = len(buf)
+    pos, last = 0, _HEADER - 1
+    while pos < end:
+        code, value = _section(buf, pos, end)
+        if code > _PROPERTIES:
+            return None
+        if code <= last:
+            raise MessageFormatError(f"section 0x{code:x} out of order at offset {pos}")
+        last = code
+        if code == _PROPERTIES:
+            field, stop, _ = _list_field(buf, value, end, 3)
+            if field < 0:
+                return None
+            return _opt_string(buf, field, stop)
+        if code == _HEADER:
+            pos = _compound(buf, value, end, 0xc0, 0xd0)[2]
+        else:
+            pos = _compound(buf, value, end, 0xc1, 0xd1)[2]
+    return None
 
 
 def _enc_str(value: str, code8: int = 0xa1) -> bytes:

@@ -12,11 +12,12 @@ from __future__ import annotations
 from common.builds import choose
 from router_io.amqpscan_types import KEEP, ROUTER_KEY_PREFIX, MessageFormatError, ScanResult
 
-__all__ = ["scan", "has_annotations", "rewrite_annotations", "ScanResult", "KEEP",
+__all__ = ["scan", "has_annotations", "rewrite_annotations", "subject", "ScanResult", "KEEP",
            "MessageFormatError", "ROUTER_KEY_PREFIX", "IMPLEMENTATION"]
 
 _impl = choose("router_io._amqpscan", "router_io.amqpscan")
 scan = _impl.scan
 has_annotations = _impl.has_annotations
 rewrite_annotations = _impl.rewrite_annotations
+subject = _impl.subject
 IMPLEMENTATION: str = "cython" if _impl.__name__.endswith("._amqpscan") else "python"

@@ -88,6 +88,8 @@ def build_spec(config, sizing: Optional[Sizing] = None) -> dict:
         "addresses": entities("address"),
         "linkRoutes": entities("linkRoute"),
         "autoLinks": entities("autoLink"),
+        "exchanges": entities("router.config.exchange"),
+        "bindings": entities("router.config.binding"),
         "logs": entities("log"),
         "sslProfiles": entities("sslProfile"),
         "policy": next(iter(entities("policy")), None),

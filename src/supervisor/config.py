@@ -27,6 +27,7 @@ from common.linkroutes import create_problem as link_route_problem
 from common.schema import (ROUTER_CONFIG_TYPES, EntityType, SchemaError, address_problem,
                            auto_link_phase, auto_link_problem, listen_addresses_clash, load_schema,
                            normalize_attribute_name, reference_problem)
+from common.exchanges import binding_problem, exchange_problem
 from common.security import connection_problem, ssl_files_problem, ssl_profile_problem
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config",
@@ -37,7 +38,11 @@ ROUTER_ID_MAX_LEN = 127
 # Order of application: logs, router, policy, sslProfile, address, linkRoute, autoLink, vhost,
 # everything else, then connectors, then listeners last (no traffic is accepted before routes exist).
 _APPLY_ORDER = ["log", "router", "policy", "sslProfile", "router.config.address",
-                "router.config.linkRoute", "router.config.autoLink", "vhost"]
+                "router.config.linkRoute", "router.config.autoLink", "router.config.exchange",
+                "router.config.binding", "vhost"]
+# named and numbered as 1.19's agent names them: exchange/0, binding/0, ... (identity = name
+# when none is given)
+_EXCHANGE_TYPES = ("router.config.exchange", "router.config.binding")
 _LATE_ORDER = ["connector", "listener"]
 
 
@@ -224,6 +229,7 @@ def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> li
     _assign_names(ordered)
     _check_unique(ordered)
     _check_references(ordered)
+    _check_exchanges(ordered)
     tls_warnings: list = []
     _check_security(ordered, tls_warnings)
     _check_listen_addresses(ordered)
@@ -425,6 +431,15 @@ def _assign_names(entities: list[Entity]) -> None:
             attrs.setdefault("name", f"{short}/{index}")
             _check_name(entity, names)
             continue
+        if entity.short_type in _EXCHANGE_TYPES:
+            short = entity.short_type[len("router.config."):]
+            index = counters.get(short, 0)
+            counters[short] = index + 1
+            attrs["identity"] = f"{short}/{index}"
+            attrs.setdefault("name", attrs["identity"])
+            identities.add(attrs["identity"])
+            _check_name(entity, names)
+            continue
         base = f"{entity.short_type}/{_identifier(entity, counters)}"
         identity, n = base, 1
         while identity in identities:
@@ -434,6 +449,25 @@ def _assign_names(entities: list[Entity]) -> None:
         attrs["identity"] = identity
         attrs.setdefault("name", identity)
         _check_name(entity, names)
+
+
+def _check_exchanges(entities: list[Entity]) -> None:
+    """Exchanges and bindings as 1.19's core checks them, in file order (common/exchanges.py):
+    a refused one stops the start (1.19 would only log it and run without it)."""
+    exchanges: list[dict] = []
+    bindings: list[dict] = []
+    for entity in entities:
+        if entity.short_type == "router.config.exchange":
+            problem = exchange_problem(entity.attributes, exchanges)
+            exchanges.append(entity.attributes)
+        elif entity.short_type == "router.config.binding":
+            problem = binding_problem(entity.attributes, exchanges, bindings)
+            bindings.append(entity.attributes)
+        else:
+            continue
+        if problem:
+            raise _Problem(f"section '{entity.short_type[len('router.config.'):]}': {problem}",
+                           entity.line)
 
 
 def _check_name(entity: Entity, names: dict) -> None:

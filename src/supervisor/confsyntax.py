@@ -1,9 +1,9 @@
 """The syntax of qdrouterd.conf and of its .json form: text -> raw sections with line numbers.
 
 Owns the reading of the file, before any meaning is given to it: ``section {`` ... ``}`` blocks
-of ``attribute: value`` lines, ``#`` comments (except in ``pattern``/``hostname`` values, where
-``#`` is a wildcard), map values (``openProperties``, vhost ``groups``) written as JSON or as
-nested ``key: value`` blocks over several lines, and the ``.json`` form (a list of
+of ``attribute: value`` lines, ``#`` comments (except in ``pattern``/``hostname``/``bindingKey``
+values, where ``#`` is a wildcard), map values (``openProperties``, vhost ``groups``) written as
+JSON or as nested ``key: value`` blocks over several lines, and the ``.json`` form (a list of
 ``[type, {attrs}]``). Every section and attribute keeps its 1-based line; a syntax error is a
 ``Problem(message, line)`` that supervisor/config.py turns into ``FILE:LINE: message``. Section and
 attribute names are not checked here: validation against the schema is supervisor/config.py's.
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Values of these attributes may contain '#' (a wildcard), so it does not start a comment there.
-_HASH_OK = frozenset({"pattern", "hostname", "sourcePattern", "targetPattern"})
+_HASH_OK = frozenset({"pattern", "hostname", "sourcePattern", "targetPattern", "bindingKey"})
 
 _BEGIN = re.compile(r"^([\w.-]+)\s*\{\s*(#.*)?$")
 _END = re.compile(r"^\}\s*(#.*)?$")

@@ -14,6 +14,8 @@ Two halves, one per process:
   address, linkRoute         name if given, else its   added, removed
                              attributes
   autoLink                   name                      added, removed, or removed + re-added
+  exchange, binding          name if given, else its   added, removed, or removed + re-added
+                             attributes                (a re-added exchange's bindings too)
   log                        module                    UPDATE of the changed attributes
   router, sslProfile,        -                         a warning: restart to apply
   vhost, policy
@@ -50,7 +52,9 @@ from common.schema import load_schema
 # configuration file is applied at start-up)
 RUNTIME_TYPES = (("log", "logs"), ("router.config.address", "addresses"),
                  ("router.config.linkRoute", "linkRoutes"),
-                 ("router.config.autoLink", "autoLinks"), ("connector", "connectors"),
+                 ("router.config.autoLink", "autoLinks"),
+                 ("router.config.exchange", "exchanges"), ("router.config.binding", "bindings"),
+                 ("connector", "connectors"),
                  ("listener", "listeners"))
 SPEC_KEY = dict(RUNTIME_TYPES)
 # spec key -> what an operator calls it; changes there need a restart
@@ -165,6 +169,7 @@ def plan_reload(old: dict, new: dict) -> Plan:
             kept.add(name)
             plan.changes.append({"op": "create", "type": short, "name": name,
                                  "attributes": _creatable(short, {**entity, "name": name})})
+    _plan_exchanges(plan, old, new)
     # auto-links, connectors and listeners: by name; a changed one is removed and added again
     for short in ("router.config.autoLink", "connector", "listener"):
         key = SPEC_KEY[short]
@@ -179,6 +184,44 @@ def plan_reload(old: dict, new: dict) -> Plan:
                 plan.changes.append({"op": "create", "type": short, "name": name,
                                      "attributes": _creatable(short, entity)})
     return plan
+
+
+def _plan_exchanges(plan: Plan, old: dict, new: dict) -> None:
+    """Exchanges and bindings: bindings removed first (those of an exchange that goes or
+    changes too: deleting an exchange deletes its bindings), then exchanges removed, then
+    exchanges added, then bindings added (again those of a re-added exchange)."""
+    ex_short, b_short = "router.config.exchange", "router.config.binding"
+    before = {_address_key(e, ex_short): e for e in old.get("exchanges", [])}
+    after = {_address_key(e, ex_short): e for e in new.get("exchanges", [])}
+    gone = {str(e.get("name")) for k, e in before.items()
+            if k not in after or _without(after[k], "identity") != _without(e, "identity")}
+    b_before = {_address_key(e, b_short): e for e in old.get("bindings", [])}
+    b_after = {_address_key(e, b_short): e for e in new.get("bindings", [])}
+    def redo(k: str, entity: dict) -> bool:  # gone, changed, or its exchange goes
+        return (k not in b_after or str(entity.get("exchangeName")) in gone
+                or _without(b_after[k], "identity") != _without(entity, "identity"))
+
+    redone = {k for k, e in b_before.items() if redo(k, e)}
+    for k, entity in b_before.items():
+        if k in redone:
+            plan.changes.append({"op": "delete", "type": b_short, "name": entity["name"],
+                                 "attributes": {}})
+    for k, entity in before.items():
+        if str(entity.get("name")) in gone:
+            plan.changes.append({"op": "delete", "type": ex_short, "name": entity["name"],
+                                 "attributes": {}})
+    for k, entity in after.items():
+        if k not in before or str(entity.get("name")) in gone:
+            plan.changes.append({"op": "create", "type": ex_short, "name": entity["name"],
+                                 "attributes": _creatable(ex_short, entity)})
+    kept = {str(e["name"]) for k, e in b_before.items() if k not in redone}
+    for k, entity in b_after.items():
+        if k in b_before and k not in redone:
+            continue
+        name = _unique_name(str(entity["name"]), kept)
+        kept.add(name)
+        plan.changes.append({"op": "create", "type": b_short, "name": name,
+                             "attributes": _creatable(b_short, {**entity, "name": name})})
 
 
 def apply_changes(spec: dict, changes: list) -> dict:

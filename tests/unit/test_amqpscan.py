@@ -465,3 +465,48 @@ def test_has_annotations_is_safe_to_skip_a_scan_on(buf, data):
 ])
 def test_has_annotations_cases(buf, answer):
     assert annotations_check(buf) is answer
+
+
+# ---- subject (exchanges: router_core/exchanges.py) -------------------------------------------
+
+def subject_all(buf: bytes) -> Any:
+    """Every build's subject of ``buf``; they must agree (same value or all MessageFormatError)."""
+    outcomes = []
+    for build in both():
+        try:
+            outcomes.append(build.subject(buf))
+        except MessageFormatError:
+            outcomes.append(MessageFormatError)
+    assert all(o == outcomes[0] for o in outcomes), outcomes
+    return outcomes[0]
+
+
+@FAST
+@given(messages())
+def test_subject_agrees_with_proton(buf):
+    assert subject_all(buf) == decode(buf).subject
+
+
+@FAST
+@given(messages(), st.data())
+def test_subject_of_damaged_messages_agrees_and_never_crashes(buf, data):
+    cut = data.draw(st.integers(0, len(buf)))
+    subject_all(buf[:cut])
+    mutated = bytearray(buf)
+    if mutated:
+        mutated[data.draw(st.integers(0, len(mutated) - 1))] = data.draw(st.integers(0, 255))
+    subject_all(bytes(mutated))
+
+
+def test_subject_encodings(impl):
+    props = lambda subject: sec(0x73, list8(b"\x40", b"\x40", b"\x40", subject))  # noqa: E731
+    assert impl.subject(props(s8("a.b"))) == "a.b"
+    assert impl.subject(props(s8("sym", 0xa3))) == "sym"
+    assert impl.subject(props(s32("long"))) == "long"
+    assert impl.subject(props(b"\x40")) is None            # null
+    assert impl.subject(props(b"\x54\x05")) is None        # not a string
+    assert impl.subject(sec(0x73, list8(b"\x40", b"\x40"))) is None  # absent
+    assert impl.subject(sec(0x77, b"\x40")) is None        # a body, no properties
+    assert impl.subject(b"") is None
+    with pytest.raises(MessageFormatError):
+        impl.subject(props(b"\xa1\x02\xff\xfe"))            # bad UTF-8

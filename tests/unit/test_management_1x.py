@@ -402,7 +402,7 @@ def test_deprecated_names_beside_the_new_ones_as_1x():
     assert execute(parse_request(msg), view).body["dir"] == "out"
 
 
-@pytest.mark.parametrize("section", ["console", "authServicePlugin", "router.config.exchange",
+@pytest.mark.parametrize("section", ["console", "authServicePlugin",
                                      "vhostUserGroupSettings", "dummy", "allocator"])
 def test_types_described_for_1x_tools_are_not_config_sections(section):
     """The catalogue names 1.19 types this router does not implement: a config file naming one

@@ -88,6 +88,9 @@ class View:
                 for n, a in etype.attributes.items()}
         if etype.short_name in ("log", "dummy"):  # 1.19 shows the settings only
             fill = {}
+        if etype.short_name in _UNSET_HIDDEN:  # 1.19's agent shows what was set (+ counters)
+            fill = {}
+            entity = {k: v for k, v in entity.items() if v is not None}
         entity = {**entity, "type": etype.long_name}
         entity.setdefault("name", entity.get("identity"))
         entity = {**fill, **{k: v for k, v in entity.items() if v is not None or k not in fill}}
@@ -297,6 +300,26 @@ class View:
         return [{**e, "operStatus": status.get(str(e.get("identity")), "inactive")}
                 for e in self.store.of_type(PREFIX + "router.config.linkRoute")]
 
+    def _exchanges(self) -> list[dict]:
+        """The configured exchanges with the core's counters (1.19's core columns)."""
+        rows = self.snapshot.get("exchanges") or {}
+        out = []
+        for e in self.store.of_type(PREFIX + "router.config.exchange"):
+            row = rows.get(str(e.get("identity"))) or {}
+            out.append({**e, "bindingCount": row.get("bindingCount", 0),
+                        "receivedCount": row.get("receivedCount", 0),
+                        "droppedCount": row.get("droppedCount", 0),
+                        "forwardedCount": row.get("forwardedCount", 0),
+                        "divertedCount": row.get("divertedCount", 0)})
+        return out
+
+    def _bindings(self) -> list[dict]:
+        """The configured bindings with the core's matchedCount."""
+        rows = self.snapshot.get("bindings") or {}
+        return [{**e, "matchedCount": (rows.get(str(e.get("identity"))) or {}).get(
+                    "matchedCount", 0)}
+                for e in self.store.of_type(PREFIX + "router.config.binding")]
+
     def _conn_link_routes(self) -> list[dict]:
         """router.connection.linkRoute: the routes of the request's own connection only
         (1.19: "only visible to management access that is via the containing connection")."""
@@ -434,6 +457,7 @@ def address_columns(entity: dict) -> dict:
 
 
 _ALIASED = ("router.config.linkRoute", "router.config.autoLink")
+_UNSET_HIDDEN = ("router.config.exchange", "router.config.binding")
 
 _LOG_DEFAULTS = {"enable": "info+", "includeTimestamp": True, "includeSource": False,
                  "outputFile": "stderr"}
@@ -454,4 +478,5 @@ _BUILDERS: dict[str, Any] = {
     "router.config.linkRoute": View._link_routes,
     "router.config.address": View._config_addresses, "connector": View._connectors,
     "router.connection.linkRoute": View._conn_link_routes,
+    "router.config.exchange": View._exchanges, "router.config.binding": View._bindings,
 }

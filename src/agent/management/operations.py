@@ -37,6 +37,7 @@ MAX_ATTRIBUTE_NAMES = 1000
 # Types whose CREATE/DELETE go to processes; how many workers must succeed.
 _RUNTIME = {"listener": "all", "connector": "all", "router.config.address": "none",
             "router.config.linkRoute": "none", "router.config.autoLink": "none",
+            "router.config.exchange": "none", "router.config.binding": "none",
             "sslProfile": "all", "vhost": "all"}
 
 
@@ -295,6 +296,11 @@ def _create(request: Request, view: View, etype: EntityType) -> Outcome:
             for c in view.snapshot.get("connections", [])) else "inactive"
     if etype.short_name in ROUTER_CONFIG_TYPES:  # 1.19's core answers with every column, as READ
         body = schemaops.core_answer(etype, View.present(etype, body))
+    if etype.short_name == "router.config.exchange":  # the counters of a new exchange
+        body = View.present(etype, {**body, "bindingCount": 0, "receivedCount": 0,
+                                    "droppedCount": 0, "forwardedCount": 0, "divertedCount": 0})
+    if etype.short_name == "router.config.binding":
+        body = View.present(etype, {**body, "matchedCount": 0})
     return Change("create", etype.long_name, attributes, entity, CREATED, body,
                   workers=mode, commit="add",
                   summary=f"Created {etype.short_name} {entity['name'] or entity['identity']}",

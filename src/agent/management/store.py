@@ -2,7 +2,8 @@
 
 Owns the agent's copy of every configuration entity (from the runtime spec, then changed at run
 time by management): router, listener, connector, sslProfile, log, router.config.address,
-router.config.linkRoute, router.config.autoLink, policy, vhost. Each entity is a plain dict of
+router.config.linkRoute, router.config.autoLink, router.config.exchange, router.config.binding,
+policy, vhost. Each entity is a plain dict of
 canonical attribute names with ``name``, ``identity`` and ``type`` (long name) filled.
 
 Validation uses the one schema (``common.schema``): names normalised, values converted, required
@@ -17,13 +18,17 @@ from agent.management.protocol import BAD_REQUEST, INTERNAL_ERROR, ManagementErr
 from common.schema import (ROUTER_CONFIG_TYPES, EntityType, Schema, SchemaError, address_problem,
                            auto_link_phase, auto_link_problem, listen_addresses_clash, load_schema,
                            reference_problem)
+from common.exchanges import METHOD_CODES, binding_problem, exchange_problem
 from common.linkroutes import create_problem as link_route_problem
 from common.security import connection_problem, ssl_profile_problem
 
 # spec key -> short type name, in the order the configuration applies them
 SPEC_KEYS = (("sslProfiles", "sslProfile"), ("addresses", "router.config.address"),
              ("linkRoutes", "router.config.linkRoute"), ("autoLinks", "router.config.autoLink"),
+             ("exchanges", "router.config.exchange"), ("bindings", "router.config.binding"),
              ("vhosts", "vhost"), ("connectors", "connector"), ("listeners", "listener"))
+_EXCHANGE = "router.config.exchange"
+_BINDING = "router.config.binding"
 _DEFAULT_LOG_ENABLE = "info+"
 # Management CREATE must name these explicitly (a file may rely on the defaults): a listener or
 # connector whose port nobody chose is a mistake, not a request for port 5672.
@@ -90,6 +95,10 @@ class ConfigStore:
     def remove(self, entity: dict) -> None:
         entities = self.entities.get(entity["type"], [])
         self.entities[entity["type"]] = [e for e in entities if e["identity"] != entity["identity"]]
+        if entity["type"].endswith(_EXCHANGE):  # its bindings go with it (the core's do too)
+            long = self.schema.long_name(_BINDING)
+            self.entities[long] = [b for b in self.entities.get(long, [])
+                                   if b.get("exchangeName") != entity.get("name")]
 
     def replace(self, entity: dict) -> None:
         entities = self.entities.get(entity["type"], [])
@@ -101,6 +110,8 @@ class ConfigStore:
                         name: Optional[str] = None) -> dict:
         """A complete new entity from CREATE attributes; ManagementError(400) if invalid."""
         short = etype.short_name
+        if short in (_EXCHANGE, _BINDING):
+            return self._create_exchange_entity(etype, attributes, name)
         if short in ("listener", "connector") and self.mode == "standalone":
             # 1.19 refuses this before looking at any other attribute (a bad port included)
             role = attributes.get("role")
@@ -208,6 +219,45 @@ class ConfigStore:
         warnings: list = []
         policy_problem([dict(entity)], warnings)
         return warnings
+
+    def _create_exchange_entity(self, etype: EntityType, attributes: dict,
+                                name: Optional[str]) -> dict:
+        """An exchange or binding CREATE, with the texts of 1.19's core (common/exchanges.py);
+        identities ``exchange/N``/``binding/N`` as 1.19's agent gives them, the name the
+        identity when none is given."""
+        short = etype.short_name
+        method = attributes.get("matchMethod")
+        if short == _EXCHANGE and method is not None and method not in METHOD_CODES:
+            raise ManagementError(BAD_REQUEST,
+                                  "Exchange matchMethod must be either 'amqp' or 'mqtt'")
+        values = self._convert(etype, attributes, for_update=False)
+        if name is not None:
+            if "name" in values and values["name"] != name:
+                raise ManagementError(BAD_REQUEST, f"conflicting names '{name}' and "
+                                                  f"'{values['name']}'")
+            values["name"] = name
+        entity = {**etype.defaults(), **values}
+        exchanges = self.of_type(self.schema.long_name(_EXCHANGE))
+        if short == _EXCHANGE:
+            problem = exchange_problem(entity, exchanges)
+        else:
+            problem = binding_problem(entity, exchanges,
+                                      self.of_type(self.schema.long_name(_BINDING)))
+        if problem:
+            raise ManagementError(BAD_REQUEST, problem)
+        kind = short[len("router.config."):]
+        taken = {str(e.get("identity")) for e in self.of_type(etype.long_name)}
+        serial = self._serial.get(etype.long_name, 0)
+        while f"{kind}/{serial}" in taken:
+            serial += 1
+        self._serial[etype.long_name] = serial + 1
+        entity["identity"] = f"{kind}/{serial}"
+        entity.setdefault("name", entity["identity"])
+        entity["type"] = etype.long_name
+        if any(e.get("name") == entity["name"] for e in self.of_type(etype.long_name)):
+            raise ManagementError(BAD_REQUEST, "duplicate exchange name" if short == _EXCHANGE
+                                  else "Duplicate next hop name")
+        return entity
 
     def check_vhost(self, entity: dict, replacing: Optional[dict] = None) -> None:
         """ManagementError if the vhost conflicts with another vhost's name (400), is invalid,
