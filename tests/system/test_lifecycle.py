@@ -157,3 +157,28 @@ def test_bad_worker_process_count_is_refused(tmp_path):
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert "QDROUTERD_WORKER_PROCESSES='zero': expected an integer of at least 1" in out
+
+
+def test_router_entity_names_its_worker_processes(tmp_path):
+    """The router entity's workerProcesses (our extension) is what was started; workerThreads
+    stays the configured number, as 1.19 reports it."""
+    from proton import Message  # noqa: PLC0415
+    from proton.utils import BlockingConnection, SyncRequestResponse  # noqa: PLC0415
+    first_cpu = min(os.sched_getaffinity(0))
+    proc = _sized_router(tmp_path, 4, "", {first_cpu})
+    try:
+        lines = _lines_until_operational(proc)
+        port = int(re.search(r"port: (\d+)", (tmp_path / "sized.conf").read_text()).group(1))
+        conn = BlockingConnection(f"amqp://127.0.0.1:{port}", timeout=10)
+        try:
+            rr = SyncRequestResponse(conn, "$management")
+            reply = rr.call(Message(
+                properties={"operation": "QUERY",
+                            "entityType": "org.apache.qpid.dispatch.router"},
+                body={"attributeNames": ["workerThreads", "workerProcesses"]}))
+            assert reply.body["results"] == [[4, 1]], lines
+        finally:
+            conn.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0

@@ -264,7 +264,7 @@ class ManagementAgent:
             state = {**state, "logCounts": merged["counts"]}
         try:
             view = View(state, self.store, version=self.version, started=self.started,
-                        in_conn=request.in_conn)
+                        in_conn=request.in_conn, worker_processes=self.workers)
             outcome = operations.execute(request, view, Context(
                 log_entries=get_log_entries(merged) if merged is not None else []))
         except ManagementError as exc:

@@ -49,8 +49,10 @@ class View:
     """Entities of every type as of one core snapshot."""
 
     def __init__(self, snapshot: dict, store: ConfigStore, *, version: str, started: float,
-                 now: Optional[float] = None, in_conn: Optional[int] = None) -> None:
+                 now: Optional[float] = None, in_conn: Optional[int] = None,
+                 worker_processes: int = 0) -> None:
         self.snapshot = snapshot
+        self.worker_processes = worker_processes  # started for workerThreads (sizing.py)
         # the connection the request came in on: the connection-scoped entities it sees
         self.in_conn = in_conn
         self.store = store
@@ -286,6 +288,7 @@ class View:
             "autoLinkCount": len(store.of_type(PREFIX + "router.config.autoLink")),
             "memoryUsage": router_memory(),
             "memoryResident": router_memory("VmRSS"),
+            "workerProcesses": self.worker_processes or None,
         })
         for counter in ("deliveriesDelayed1Sec", "deliveriesDelayed10Sec", "deliveriesStuck",
                         "deletedOnDetach", "deliveriesTransit", "blockedLinkCount",
