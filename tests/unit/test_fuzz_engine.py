@@ -265,14 +265,15 @@ def test_an_unexpected_error_closes_only_that_connection(engine_cls):
     bystander = r.client("bystander")
     brcv = bystander.receiver("fine/q", credit=1)
     r.run()
-    ref_open = type(engine)._on_link_open  # the method of the build under test
+    ref_rare_event = type(engine)._rare_event  # the method of the build under test
 
-    def on_link_open(l_ptr):
-        if proton.Link.wrap(l_ptr).name.startswith("snd-boom"):
+    def rare_event(etype, ev):
+        if (etype == lib.PN_LINK_REMOTE_OPEN
+                and proton.Link.wrap(lib.pn_event_link(ev)).name.startswith("snd-boom")):
             raise RuntimeError("boom")
-        return ref_open(engine, l_ptr)
+        return ref_rare_event(engine, etype, ev)
 
-    engine._on_link_open = on_link_open
+    engine._rare_event = rare_event
     victim = r.client("victim")
     vrcv = victim.receiver("fine/q", credit=5)  # holds a consumer the core must forget
     r.run()
