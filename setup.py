@@ -42,9 +42,9 @@ PARTS_END = "# --- end core parts ---"
 # The parts of the worker's engine, in the same way (see src/router_io/engine.py); a part may
 # have two ``engine parts`` blocks: the records it uses at the top, the functions of the other
 # parts it calls at the end (so that the pure build can import parts that call each other).
-ENGINE_PARTS = ["engine_proton", "engine_termini", "engine_records", "engine_conn",
-                "engine_security", "engine_policy", "engine_connections", "engine_links",
-                "engine_deliveries", "engine_dispositions", "engine_stream_in",
+ENGINE_PARTS = ["engine_lifecycle", "engine_proton", "engine_termini", "engine_records",
+                "engine_conn", "engine_security", "engine_policy", "engine_connections",
+                "engine_links", "engine_deliveries", "engine_dispositions", "engine_stream_in",
                 "engine_stream_out", "engine"]
 ENGINE_BEGIN = ("# --- engine parts (the compiled build is one module: setup.py drops these "
                 "imports) ---")

@@ -44,6 +44,10 @@ from common.ipc import (
     StreamDeliver, UpdateIn)
 from router_io import policy as vpolicy
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
+from router_io.engine_lifecycle import (
+    CA_BEGIN, CA_CLOSE_LOCAL, CA_END, CA_IGNORE, CA_LINK, CA_OPEN, CE_ATTACH, CE_BEGIN,
+    CE_DETACH, CE_END, CE_REMOTE_CLOSE, CE_REMOTE_OPEN, LA_ANSWER, LA_ATTACH, LA_DETACH,
+    LE_ATTACH, LE_DETACH, LifecycleError, connection_action, link_action)
 from router_io.engine_proton import (
     E_CONN_REMOTE_CLOSE, E_CONN_REMOTE_OPEN, E_DELIVERY, E_LINK_FLOW, E_LINK_REMOTE_CLOSE,
     E_LINK_REMOTE_DETACH, E_LINK_REMOTE_OPEN, E_SESSION_REMOTE_CLOSE, E_SESSION_REMOTE_OPEN,
@@ -57,16 +61,23 @@ from router_io.engine_security import (
 from router_io.engine_policy import (
     _on_session_close, _on_session_open, max_message_size, set_policy, set_vhost)
 from router_io.engine_connections import (
-    _fx_close_connection, _on_conn_open, drop_connection, effect_failed, event_failed,
-    fail_connection, new_connection, release_memory)
+    _fx_close_connection, _on_conn_open, _protocol_error, drop_connection, effect_failed,
+    event_failed, fail_connection, new_connection, release_memory)
 from router_io.engine_links import (
     _attach_out, _fx_credit, _fx_detach_link, _fx_drained, _fx_link_drain, _fx_link_open,
-    _fx_link_refuse, _fx_link_stall, _on_flow, _on_link_close, _on_link_open)
-from router_io.engine_deliveries import _fx_deliver, _fx_router_deliver, _on_delivery
+    _fx_link_refuse, _fx_link_stall, _on_attach_answer, _on_flow, _on_link_close, _on_link_open)
+from router_io.engine_deliveries import _fx_deliver, _fx_router_deliver, _on_delivery, refill
 from router_io.engine_dispositions import _fx_deliver_state, _fx_settle_out, _fx_update_in
 from router_io.engine_stream_in import _fx_stream_ack
 from router_io.engine_stream_out import _fx_deliver_chunk, _fx_stream_deliver
 # --- end engine parts ---
+
+
+# proton's lifecycle events as the connection table's (engine_lifecycle.py)
+CONN_EVENT_OF = {E_CONN_REMOTE_OPEN: CE_REMOTE_OPEN, E_CONN_REMOTE_CLOSE: CE_REMOTE_CLOSE,
+                 E_SESSION_REMOTE_OPEN: CE_BEGIN, E_SESSION_REMOTE_CLOSE: CE_END,
+                 E_LINK_REMOTE_OPEN: CE_ATTACH, E_LINK_REMOTE_CLOSE: CE_DETACH,
+                 E_LINK_REMOTE_DETACH: CE_DETACH}
 
 
 class WorkerEngine:
@@ -177,6 +188,10 @@ class WorkerEngine:
     def max_message_size(self, conn: Connection, user: str, hostname: str) -> int:
         return max_message_size(self, conn, user, hostname)
 
+    def resume_output(self, conn: Connection) -> None:
+        """``conn``'s socket took bytes: deliveries waiting in its out_queue go on (refill)."""
+        refill(self, conn)
+
 
     # --- events -> commands -------------------------------------------------------------------
     def process_events(self) -> None:
@@ -209,19 +224,40 @@ class WorkerEngine:
             _pn_collector_pop(coll)
 
     def _rare_event(self, etype: int, ev: Any) -> None:
-        """Lifecycle events (open/close of connections, sessions, links), through cffi."""
-        if etype == E_LINK_REMOTE_OPEN:
-            _on_link_open(self, lib.pn_event_link(ev))
-        elif etype == E_LINK_REMOTE_CLOSE or etype == E_LINK_REMOTE_DETACH:
-            _on_link_close(self, lib.pn_event_link(ev), etype == E_LINK_REMOTE_CLOSE)
-        elif etype == E_SESSION_REMOTE_OPEN:
+        """Lifecycle events (open/close of connections, sessions, links), through cffi, by the
+        tables of engine_lifecycle.py: the connection's first, then a link's. These events are
+        the peer's frames: one the tables have no entry for is the peer breaking AMQP's order
+        (an attach before its open...), and closes its connection with amqp:not-allowed."""
+        event = CONN_EVENT_OF[etype]
+        c = lib.pn_event_connection(ev)
+        conn = self.conns.get(c)
+        link = None
+        try:
+            action = connection_action(conn, event)
+            if action == CA_LINK:
+                l_ptr = lib.pn_event_link(ev)
+                link = self.link_ptrs.get(_key(l_ptr))
+                action = link_action(link, LE_ATTACH if event == CE_ATTACH else LE_DETACH)
+        except LifecycleError as exc:
+            _protocol_error(self, conn, str(exc))
+            return
+        if action == CA_IGNORE:  # (== LA_IGNORE)
+            return
+        if event == CE_ATTACH:
+            if action == LA_ATTACH:
+                _on_link_open(self, l_ptr)
+            elif action == LA_ANSWER:
+                _on_attach_answer(self, link)
+        elif event == CE_DETACH:
+            if action == LA_DETACH:
+                _on_link_close(self, l_ptr, etype == E_LINK_REMOTE_CLOSE)
+        elif action == CA_BEGIN:
             _on_session_open(self, lib.pn_event_session(ev))
-        elif etype == E_SESSION_REMOTE_CLOSE:
+        elif action == CA_END:
             _on_session_close(self, lib.pn_event_session(ev))
-        elif etype == E_CONN_REMOTE_OPEN:
-            _on_conn_open(self, lib.pn_event_connection(ev))
-        elif etype == E_CONN_REMOTE_CLOSE:
-            c = lib.pn_event_connection(ev)
+        elif action == CA_OPEN:
+            _on_conn_open(self, c)
+        elif action == CA_CLOSE_LOCAL:
             if not lib.pn_connection_state(c) & LOCAL_CLOSED:
                 lib.pn_connection_close(c)
 

@@ -119,6 +119,7 @@ class Connection:
         self.tenant = ""
         self.forced_trace: Optional[Callable[[int, str], None]] = None  # enableProtocolTrace
         self.failed = False  # closed by this router after an internal error (logged once)
+        self.refused = False  # refused before the core heard of it (engine_lifecycle.py)
         self.router_session = None  # the session of the links the core attaches (AttachOut)
         # An accepted connection's bytes pass the SASL guard until the client's SASL exchange
         # is over (frameguard.py: proton crashes on some sequences); then push is the class's
@@ -186,6 +187,7 @@ class Connection:
 
     def refuse(self, condition: str, description: str) -> None:
         """Close the transport at once (no AMQP close possible or wanted) with a condition."""
+        self.refused = True
         self.engine.log("warning", f"[C{self.conn_id}] closing connection from {self.host}: "
                                    f"{condition}: {description}")
         cond = lib.pn_transport_condition(self.t_ptr)
@@ -219,7 +221,7 @@ class Connection:
         room = self.out_room + n
         self.out_room = room if room < self.out_budget else self.out_budget
         if self.out_queue and room * 2 >= self.out_budget:
-            refill(self.engine, self)
+            self.engine.resume_output(self)
 
     def tick(self, now_ms: int) -> int:
         """Drive idle-timeout heartbeats; return the next deadline in ms (0 = none)."""
@@ -231,9 +233,3 @@ class Connection:
     def error_text(self) -> str:
         # raw: proton's descriptions can quote peer bytes (e.g. an unknown SASL mechanism)
         return _condition_text(lib.pn_transport_condition(self.t_ptr))
-
-
-# the function of another part it calls (at the end: see engine_stream_in.py)
-# --- engine parts (the compiled build is one module: setup.py drops these imports) ---
-from router_io.engine_deliveries import refill  # noqa: E402
-# --- end engine parts ---

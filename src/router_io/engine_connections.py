@@ -11,7 +11,7 @@ Part of the compiled engine (setup.py ENGINE_PARTS; see router_io/engine.py).
 
 import traceback
 from collections import deque
-from typing import Any
+from typing import Any, Optional
 
 import proton
 from cproton_ffi import lib
@@ -21,9 +21,10 @@ from common import ipc
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
     ANONYMOUS_RELAY, INTER_ROUTER, INTERNAL_ERROR, INVALID_FIELD, LOCAL_UNINIT, PN_NULL, PRODUCT,
-    STREAMING_LINKS, VERSION, _text, _utf8)
+    NOT_ALLOWED, STREAMING_LINKS, VERSION, _text, _utf8)
 from router_io.engine_termini import _plain_properties
 from router_io.engine_conn import Connection
+from router_io.engine_lifecycle import CA_IGNORE, CE_CLOSE, connection_action
 # --- end engine parts ---
 
 
@@ -221,6 +222,7 @@ def _on_conn_open(self, c_ptr: Any) -> None:
 
 def _refuse_connection(self, conn: Connection, condition: str, description: str) -> None:
     """Answer a peer's open with open + close(condition); the core never hears of it."""
+    conn.refused = True
     self.log("warning", f"[C{conn.conn_id}] refusing connection from {conn.host}: "
                         f"{condition}: {description}")
     c_ptr = conn.c_ptr
@@ -233,12 +235,20 @@ def _refuse_connection(self, conn: Connection, condition: str, description: str)
     self.dirty.add(conn)
 
 
+def _protocol_error(self, conn: Optional[Connection], description: str) -> None:
+    """The peer's frames came in an order AMQP does not allow (engine_lifecycle.py has no
+    entry for the event in the connection's state): close it with amqp:not-allowed."""
+    if conn is None:
+        self.log("warning", f"lifecycle event of no known connection: {description}")
+        return
+    _refuse_connection(self, conn, NOT_ALLOWED, description)
+
+
 def _fx_close_connection(self, fx: ipc.CloseConnection) -> None:
     conn = self.conns_by_id.get(fx.conn_id)
-    if conn is None:
+    if connection_action(conn, CE_CLOSE) == CA_IGNORE:
         return
-    _set_condition(lib.pn_connection_condition(conn.c_ptr), fx.condition,
-                        fx.description)
+    _set_condition(lib.pn_connection_condition(conn.c_ptr), fx.condition, fx.description)
     lib.pn_connection_close(conn.c_ptr)
     self.dirty.add(conn)
 

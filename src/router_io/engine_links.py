@@ -27,6 +27,9 @@ from router_io.engine_proton import (
 from router_io.engine_termini import _capabilities, _read_terminus, _settle_modes, _write_terminus
 from router_io.engine_records import Link
 from router_io.engine_conn import Connection
+from router_io.engine_lifecycle import (
+    CA_IGNORE, CE_ATTACH_OUT, LA_IGNORE, LE_CORE_DETACH,
+    LE_OPEN, LE_REFUSE, connection_action, link_action)
 # --- end engine parts ---
 
 
@@ -130,7 +133,7 @@ def _attach_out(self, fx: ipc.AttachOut) -> None:
     link route): create it on the connection's router session, open it, and tell the core
     the peer's answer when its attach arrives (LinkAttached)."""
     conn = self.conns_by_id.get(fx.conn_id)
-    if conn is None or conn.failed or conn.closed:
+    if connection_action(conn, CE_ATTACH_OUT) == CA_IGNORE:
         # gone before the effect arrived: the core hears of the connection's close
         return
     ssn = conn.router_session
@@ -259,7 +262,7 @@ def _report_flow(self, link: Link) -> None:
 
 def _fx_link_open(self, fx: ipc.LinkOpen) -> None:
     link = self.links.get(fx.link_id)
-    if link is None:
+    if link_action(link, LE_OPEN) == LA_IGNORE:
         return
     if link.local:  # created open by this router: nothing to answer
         if link.direction == ipc.DIR_OUT:
@@ -295,7 +298,7 @@ def _fx_link_open(self, fx: ipc.LinkOpen) -> None:
 
 def _fx_link_refuse(self, fx: ipc.LinkRefuse) -> None:
     link = self.links.get(fx.link_id)
-    if link is None:
+    if link_action(link, LE_REFUSE) == LA_IGNORE:
         return
     _set_condition(lib.pn_link_condition(link.ptr), fx.condition, fx.description)
     if link.direction == ipc.DIR_IN:  # the answering attach has a null target, as 1.19's
@@ -352,7 +355,7 @@ def _fx_drained(self, fx: ipc.Drained) -> None:
 
 def _fx_detach_link(self, fx: ipc.DetachLink) -> None:
     link = self.links.get(fx.link_id)
-    if link is None:
+    if link_action(link, LE_CORE_DETACH) == LA_IGNORE:
         return
     if fx.condition:  # none: an orderly detach (a link route passes one on)
         _set_condition(lib.pn_link_condition(link.ptr), fx.condition, fx.description)

@@ -164,6 +164,7 @@ MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
 OVERSIZE_DESCRIPTION = "Message size exceeded"
 INVALID_FIELD = "amqp:invalid-field"
 INTERNAL_ERROR = "amqp:internal-error"
+NOT_ALLOWED = "amqp:not-allowed"  # the peer's frames in an order AMQP does not allow
 
 
 def _text(cstr: Any) -> str:

@@ -4,12 +4,14 @@
 streamed in or out. cython/_engine.pxd makes ``Link`` a final cdef class with exactly these
 slots. No behaviour here: the engine parts own what happens to them.
 
-Part of the compiled engine (setup.py ENGINE_PARTS). Imports only engine_proton of the parts.
+Part of the compiled engine (setup.py ENGINE_PARTS). Imports only engine_proton and
+engine_lifecycle of the parts.
 """
 
 from collections import deque
 from typing import Any
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
+from router_io.engine_lifecycle import S_HEAD, S_WAITING
 from router_io.engine_proton import _key
 # --- end engine parts ---
 
@@ -66,7 +68,7 @@ class InStream:
     """An inbound delivery being streamed: bytes read from proton go to the core as chunks."""
 
     __slots__ = ("dlv_id", "link", "d", "d_key", "started", "head", "unacked", "total",
-                 "settled", "settle", "blocked", "discard")
+                 "settled", "settle", "blocked", "discard", "stage")
 
     def __init__(self, link: Link, d: Any, d_key: Any) -> None:
         self.dlv_id = None
@@ -81,12 +83,14 @@ class InStream:
         self.settle = False      # the core settled it: settled locally once complete
         self.blocked = False     # counted in its connection's q2 (not read)
         self.discard = None      # (state, condition, description): read and drop, then that
+        self.stage = S_HEAD      # its lifecycle (engine_lifecycle.py STREAM_TRANSITIONS)
 
 
 class OutStream:
     """An outbound delivery whose message is still arriving: its parts go to proton in order."""
 
-    __slots__ = ("dlv_id", "link", "settled", "d", "parts", "started", "settle", "state")
+    __slots__ = ("dlv_id", "link", "settled", "d", "parts", "started", "settle", "state",
+                 "stage")
 
     def __init__(self, dlv_id: Any, link: Link, settled: bool) -> None:
         self.dlv_id = dlv_id
@@ -96,4 +100,5 @@ class OutStream:
         self.parts: deque = deque()  # (bytes, ack, kind) before it may start on its link
         self.started = False
         self.settle = False      # settled by the sender or receiver meanwhile: settle at the end
-        self.state = 0
+        self.state = 0           # the delivery state to settle it with (SettleOut)
+        self.stage = S_WAITING   # its lifecycle (engine_lifecycle.py STREAM_TRANSITIONS)

@@ -19,6 +19,8 @@ from router_io import amqpscan_select as scanner
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import STREAM_CHUNK, _rewrite_annotations, _scan
 from router_io.engine_records import InStream, Link
+from router_io.engine_lifecycle import (
+    SE_ACKED, SE_ACKED_SOME, SE_DISCARD, SE_END, SE_ROUTED, SE_WINDOW_FULL, stream_to)
 # --- end engine parts ---
 
 
@@ -128,6 +130,7 @@ def _stream_start(self, rec: InStream, partial: bool) -> None:
         return  # a section before the body may still come
     if not link.open:
         rec.discard = (STATE_RELEASED, "", "")
+        stream_to(rec, SE_DISCARD)
         if not partial:
             _stream_in(self, rec)
         return
@@ -154,6 +157,7 @@ def _stream_start(self, rec: InStream, partial: bool) -> None:
         phase, ingress, trace = 0, None, []
     dlv_id = rec.dlv_id = self.new_id()
     rec.started = True
+    stream_to(rec, SE_ROUTED)
     rec.head = None
     rec.settled = settled
     self.in_stream_ids[dlv_id] = rec
@@ -174,6 +178,7 @@ def _stream_start(self, rec: InStream, partial: bool) -> None:
 def _stream_end(self, rec: InStream, complete: bool) -> None:
     """A streamed inbound delivery is complete (``complete``) or ends otherwise (aborted,
     discarded): forget it as a stream; a complete one settles as a whole one would."""
+    stream_to(rec, SE_END)
     self.in_streams.pop(rec.d_key, None)
     if rec.dlv_id is not None:
         self.in_stream_ids.pop(rec.dlv_id, None)
@@ -199,6 +204,7 @@ def _stream_end(self, rec: InStream, complete: bool) -> None:
 
 def _q2_block(self, rec: InStream) -> None:
     rec.blocked = True
+    stream_to(rec, SE_WINDOW_FULL)
     conn = rec.link.conn
     conn.q2 += 1
     if conn.q2 == 1:
@@ -219,6 +225,7 @@ def _fx_stream_ack(self, fx: StreamAck) -> None:
     if rec is None:
         return
     rec.unacked -= fx[1]
+    stream_to(rec, SE_ACKED if rec.unacked < STREAM_WINDOW else SE_ACKED_SOME)
     if rec.unacked < STREAM_WINDOW:
         if rec.blocked:
             _q2_unblock(self, rec)

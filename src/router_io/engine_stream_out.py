@@ -17,6 +17,7 @@ from common.ipc import DeliverChunk, StreamDeliver, StreamSent
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import KIND_LAST, KIND_PART, _fields
 from router_io.engine_records import OutStream
+from router_io.engine_lifecycle import SE_ABORT, SE_GO, SE_SENT, stream_to
 # --- end engine parts ---
 
 
@@ -50,6 +51,7 @@ def _stream_go(self, rec: OutStream) -> None:
     link = rec.link
     link.out_stream = rec
     rec.started = True
+    stream_to(rec, SE_GO)
     _report_flow(self, link)  # no more for this link until it ends
     parts = rec.parts
     rec.parts = deque()
@@ -95,6 +97,7 @@ def _stream_part_sent(self, entry: list, d_ptr: Any) -> None:
         return
     lib.pn_link_advance(link.ptr)  # the last part: the delivery is complete
     link.sent += 1
+    stream_to(rec, SE_SENT)
     _stream_out_end(self, rec)
     if rec.settled or rec.settle:
         if rec.state:
@@ -134,6 +137,7 @@ def _stream_out_end(self, rec: OutStream) -> None:
 def _stream_abort_out(self, rec: OutStream) -> None:
     """The message will not complete: what proton has of it is aborted (the receiver sees
     an aborted transfer), what waits is dropped."""
+    stream_to(rec, SE_ABORT)
     link = rec.link
     conn = link.conn
     if any(e[9] is rec for e in conn.out_queue if len(e) > 9):

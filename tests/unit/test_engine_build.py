@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,6 +46,18 @@ def test_every_engine_part_is_compiled():
     for part in parts[:-1]:
         text = (ROOT / "src" / "router_io" / f"{part}.py").read_text()
         assert "from router_io.engine import" not in text, f"{part} imports engine.py"
+
+
+def test_each_engine_part_imports_on_its_own():
+    """The pure build's parts call each other (their imports of each other's functions are at
+    their end): whichever is imported first, all of them load."""
+    code = "; ".join(f"import router_io.{part}" for part in reversed(_engine_parts()))
+    for first in _engine_parts():
+        result = subprocess.run(
+            [sys.executable, "-c", f"import router_io.{first}; {code}"],
+            env={**os.environ, "ROUTER_NO_EXTENSIONS": "1"}, capture_output=True, text=True,
+            timeout=60)
+        assert result.returncode == 0, f"{first} first: {result.stderr[-2000:]}"
 
 
 def _pure_block() -> ast.If:

@@ -327,3 +327,22 @@ def test_units_split_headers_and_frames_and_keep_a_torn_tail():
     assert all(p[:4] == b"AMQP" or int.from_bytes(p[:4], "big") == len(p) for p in parts)
     torn = frameguard.units(data[:-3])
     assert b"".join(torn) == data[:-3] and len(torn) == len(parts)
+
+
+# --- lifecycle tables (router_io/engine_lifecycle.py) --------------------------------------------
+def test_an_attach_before_the_open_closes_that_connection_as_not_allowed(engine_cls):
+    """A stream Hypothesis found: proton reports a link's attach on a connection whose open it
+    never reported. The connection table has no (opening, attach) entry: the connection is
+    closed with amqp:not-allowed and the core never hears of it (no internal error, no
+    LinkAttach for a connection it does not know); the engine serves the next client."""
+    h = Harness(engine_cls)
+    data = fuzz.mutate(random.Random(6364), STREAMS["anonymous"], 3)
+    conn = h.feed(data, close=False)
+    assert not h.errors(), h.errors()
+    warnings = [text for level, text in h.logs if level == "warning"]
+    assert any("amqp:not-allowed: attach on a connection that is opening" in t
+               for t in warnings), warnings
+    assert not [c for c in h.commands if type(c) in (ipc.ConnOpened, ipc.LinkAttach)]
+    assert conn.refused
+    h.router.engine.drop_connection(conn)
+    h.assert_usable()
