@@ -17,6 +17,7 @@ import cython
 from cproton_ffi import ffi, lib
 from proton import symbol
 
+from common.identity import PRODUCT, VERSION  # the open's product and version properties
 from router_io import amqpscan_select as scanner
 
 
@@ -26,8 +27,6 @@ _scan = scanner.scan
 _has_annotations = scanner.has_annotations
 _rewrite_annotations = scanner.rewrite_annotations
 
-PRODUCT = "qpid-dispatch-router"
-VERSION = "1.19.0"
 ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
 # 1.19's connection capability: extra inter-router links for messages still arriving
 # (router_core/streamlinks.py); offered and desired on every connection, as 1.19 does
