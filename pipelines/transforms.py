@@ -49,7 +49,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from agent.metrics import DELTA_PREFIX, KINDS
+from common.metrics_schema import DELTA_PREFIX, KINDS
 from pipelines.schemas import LOADGEN_SCHEMA_TAG, METRICS_SCHEMA_TAG
 
 OUTCOMES = ("accepted", "rejected", "released", "modified")
