@@ -139,7 +139,7 @@ def fail_connection(self, conn: Connection, exc: BaseException) -> None:
         if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:
             lib.pn_connection_open(c_ptr)
         _set_condition(lib.pn_connection_condition(c_ptr), INTERNAL_ERROR,
-                            "internal error in the router")
+                       "internal error in the router")
         lib.pn_connection_close(c_ptr)
         lib.pn_transport_pending(conn.t_ptr)  # encodes the close frame now
     finally:  # ignore the rest of its input: the transport ends once its output is out
@@ -187,8 +187,8 @@ def _on_conn_open(self, c_ptr: Any) -> None:
     # 10th: the vhost of a multiTenant listener's connection (its address space: the
     # matched vhost's name, or the open's hostname), shown in 1.19's Connection Opened
     security_info.append(conn.tenant)
-    conn.max_message_size = max_message_size(self, 
-        conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
+    conn.max_message_size = max_message_size(
+        self, conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
     inter_router = conn.role == INTER_ROUTER
     streaming_links = False
     if inter_router:  # the connection's cost: max(mine, the peer's)

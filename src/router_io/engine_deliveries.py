@@ -103,7 +103,7 @@ def _on_delivery(self, d_ptr: Any) -> None:
             to = None
         if link.check:  # vhost policy / multiTenant (set at attach; see _police_transfer)
             to = _police_transfer(self, link, _cdata("pn_delivery_t *", d_ptr), scan,
-                                       payload, to)
+                                  payload, to)
             if to is False:
                 return
         dlv_id = self.new_id()
@@ -135,7 +135,7 @@ def _drop_aborted(self, d_ptr: Any, l_ptr: Any) -> None:
 
 def _reject_local(self, d_ptr: Any, condition: str, description: str) -> None:
     _set_condition(lib.pn_disposition_condition(lib.pn_delivery_local(d_ptr)),
-                        condition, description)
+                   condition, description)
     lib.pn_delivery_update(d_ptr, ipc.STATE_REJECTED)
     lib.pn_delivery_settle(d_ptr)
 

@@ -153,7 +153,7 @@ def _fx_update_in(self, fx: ipc.UpdateIn) -> None:
     if state:
         if info:  # conditions, modified flags and annotations: rare, through cffi
             _local_info(lib.pn_delivery_local(_cdata("pn_delivery_t *", d_ptr)), state,
-                             info)
+                        info)
         _pn_delivery_update(d_ptr, state)
     if settled:
         if self.in_stream_ids and dlv_id in self.in_stream_ids:  # still arriving

@@ -94,7 +94,7 @@ def _on_link_open(self, l_ptr: Any) -> None:
         _refuse_link(self, l_ptr, conn, INVALID_FIELD, f"{what} {exc}")
         return
     if conn.policy is not None and not _policy_link(self, l_ptr, conn, plink, direction,
-                                                         address):
+                                                    address):
         return
     if conn.tenant and address and not terminus.dynamic:
         address = f"{conn.tenant}/{address}"  # multiTenant: the vhost's address space

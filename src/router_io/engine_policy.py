@@ -97,7 +97,7 @@ def _on_session_open(self, ssn: Any) -> None:
                                     f"{conn.policy_rhost}, vhost: {conn.policy_hostname}")
             self.outbox.append(ipc.PolicyEvent(conn.policy_vhost, "session", 1))
             _set_condition(lib.pn_session_condition(ssn),
-                                vpolicy.RESOURCE_LIMIT_EXCEEDED, vpolicy.SESSION_DISALLOWED)
+                           vpolicy.RESOURCE_LIMIT_EXCEEDED, vpolicy.SESSION_DISALLOWED)
             lib.pn_session_open(ssn)
             lib.pn_session_close(ssn)
             self.dirty.add(conn)
@@ -135,7 +135,7 @@ def _policy_open(self, conn: Connection, c_ptr: Any, user: str) -> bool:
         self.outbox.append(ipc.PolicyEvent(vhost.name if vhost is not None else "",
                                            "connection", 1))
         _refuse_connection(self, conn, vpolicy.RESOURCE_LIMIT_EXCEEDED,
-                                vpolicy.CONNECTION_DISALLOWED)
+                           vpolicy.CONNECTION_DISALLOWED)
         return False
     conn.policy = settings
     conn.policy_vhost = vhost.name
@@ -275,7 +275,7 @@ def _oversize(self, d_ptr: Any, link: Link) -> bool:
                                       f"{MESSAGE_SIZE_EXCEEDED}: {OVERSIZE_DESCRIPTION}"))
     lib.pn_link_close(l_ptr)
     _set_condition(lib.pn_connection_condition(conn.c_ptr), "amqp:connection:forced",
-                        OVERSIZE_DESCRIPTION)
+                   OVERSIZE_DESCRIPTION)
     lib.pn_connection_close(conn.c_ptr)
     self.dirty.add(conn)
     return True
