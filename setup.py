@@ -8,10 +8,12 @@ Generated C goes to build/, never into src/.
 router_core._core and router_io._engine are compiled from their pure-Python references themselves
 (Cython's pure-Python mode). The core's parts (CORE_PARTS, src/router_core/{records,...,core}.py)
 are concatenated, in that order and without the imports between them (the block each part marks
-``core parts``), into build/cython_src/router_core/_core.py; src/router_io/engine.py is copied to
-build/cython_src/router_io/_engine.py. Each gets its augmenting .pxd from cython/ beside it (Cython
-only finds an augmenting .pxd next to the .py of the same module name), and each pair is
-cythonized: one extension each, so every call on a delivery's path is a C call. Generated files
+``core parts``), into build/cython_src/router_core/_core.py; the worker engine's parts
+(ENGINE_PARTS, src/router_io/{engine_proton,...,engine}.py) the same way, without their
+``engine parts`` import blocks, into build/cython_src/router_io/_engine.py. Each gets its
+augmenting .pxd from cython/ beside it (Cython only finds an augmenting .pxd next to the .py of
+the same module name), and each pair is cythonized: one extension each, so every call on a
+delivery's path is a C call. Generated files
 are rewritten only when their content changed, so an unchanged source is not recompiled.
 """
 import os
@@ -25,7 +27,7 @@ GENERATED = "build/cython_src"
 EXTENSIONS = {
     "router_core._core": f"{GENERATED}/router_core/_core.py",  # = router_core/core.py + .pxd
     "router_io._amqpscan": "cython/_amqpscan.pyx",    # reference: router_io/amqpscan.py
-    "router_io._engine": f"{GENERATED}/router_io/_engine.py",  # = router_io/engine.py + .pxd
+    "router_io._engine": f"{GENERATED}/router_io/_engine.py",  # = ENGINE_PARTS + .pxd
     "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: router_core/addrmatch.py
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py
     "common._ipccodec": "cython/_ipccodec.pyx",  # reference: common/ipccodec.py
@@ -37,12 +39,22 @@ CORE_PARTS = ["records", "addrkeys", "settlement", "streaming", "transfer", "str
 PARTS_BEGIN = ("# --- core parts (the compiled build is one module: setup.py drops these imports)"
                " ---")
 PARTS_END = "# --- end core parts ---"
+# The parts of the worker's engine, in the same way (see src/router_io/engine.py); a part may
+# have two ``engine parts`` blocks: the records it uses at the top, the functions of the other
+# parts it calls at the end (so that the pure build can import parts that call each other).
+ENGINE_PARTS = ["engine_lifecycle", "engine_proton", "engine_termini", "engine_records",
+                "engine_conn", "engine_security", "engine_policy", "engine_connections",
+                "engine_links", "engine_deliveries", "engine_dispositions", "engine_stream_in",
+                "engine_stream_out", "engine"]
+ENGINE_BEGIN = ("# --- engine parts (the compiled build is one module: setup.py drops these "
+                "imports) ---")
+ENGINE_END = "# --- end engine parts ---"
 # Compiled from copies of the reference: generated file -> its source(s).
 PURE_MODE_SOURCES = {
     f"{GENERATED}/router_core/_core.py": [f"src/router_core/{part}.py" for part in CORE_PARTS],
     f"{GENERATED}/router_core/_core.pxd": "cython/_core.pxd",
     f"{GENERATED}/router_core/__init__.py": None,  # makes the module name router_core._core
-    f"{GENERATED}/router_io/_engine.py": "src/router_io/engine.py",
+    f"{GENERATED}/router_io/_engine.py": [f"src/router_io/{part}.py" for part in ENGINE_PARTS],
     f"{GENERATED}/router_io/_engine.pxd": "cython/_engine.pxd",
     f"{GENERATED}/router_io/__init__.py": None,
 }
@@ -61,9 +73,11 @@ def _defined_names(path: str, text: str) -> set:
     return names
 
 
-def core_module_text(paths: list) -> bytes:
-    """The parts as one module: each part's text without its imports of the other parts.
-    Two parts defining the same name would silently become one in the compiled build: refused."""
+def core_module_text(paths: list, begin: str = PARTS_BEGIN, end: str = PARTS_END,
+                     max_blocks: int = 1) -> bytes:
+    """The parts as one module: each part's text without its imports of the other parts (its
+    ``begin`` ... ``end`` blocks, at most ``max_blocks``). Two parts defining the same name would
+    silently become one in the compiled build: refused."""
     out = []
     owner: dict = {}
     for path in paths:
@@ -71,19 +85,21 @@ def core_module_text(paths: list) -> bytes:
         for name in _defined_names(path, text):
             if name in owner:
                 raise SystemExit(f"{path}: {name} is defined in {owner[name]} too (the compiled "
-                                 "core is one module: a name must be defined once)")
+                                 "module is one module: a name must be defined once)")
             owner[name] = path
-        blocks = (text.count(PARTS_BEGIN), text.count(PARTS_END))
-        if blocks == (0, 0):  # imports no other part
-            out.append(f"# ===== {path} =====\n" + text)
-            continue
-        if blocks != (1, 1):
-            raise SystemExit(f"{path}: at most one '{PARTS_BEGIN}' ... '{PARTS_END}' block")
-        head, rest = text.split(PARTS_BEGIN, 1)
-        block, tail = rest.split(PARTS_END, 1)
-        # keep the line count, so a traceback's line is easy to find in the part
-        out.append(f"# ===== {path} =====\n" + head + PARTS_BEGIN
-                   + "\n" * block.count("\n") + PARTS_END + tail)
+        blocks = text.count(begin)
+        if blocks != text.count(end) or blocks > max_blocks:
+            raise SystemExit(f"{path}: at most {max_blocks} '{begin}' ... '{end}' block(s)")
+        kept = []
+        rest = text
+        for _ in range(blocks):
+            head, rest = rest.split(begin, 1)
+            block, rest = rest.split(end, 1)
+            if begin in block:
+                raise SystemExit(f"{path}: '{begin}' inside a block")
+            # keep the line count, so a traceback's line is easy to find in the part
+            kept.append(head + begin + "\n" * block.count("\n") + end)
+        out.append(f"# ===== {path} =====\n" + "".join(kept) + rest)
     return "".join(out).encode("utf-8")
 
 EXTRA_DIRECTIVES = {
@@ -98,7 +114,9 @@ EXTRA_DIRECTIVES = {
 def generate_pure_mode_sources() -> None:
     for dest, src in PURE_MODE_SOURCES.items():
         dest_path = HERE / dest
-        if isinstance(src, list):
+        if isinstance(src, list) and dest.endswith("_engine.py"):
+            data = core_module_text(src, ENGINE_BEGIN, ENGINE_END, max_blocks=2)
+        elif isinstance(src, list):
             data = core_module_text(src)
         else:
             data = (HERE / src).read_bytes() if src else b""

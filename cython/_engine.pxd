@@ -1,24 +1,26 @@
 # cython: language_level=3
 # Augmenting declarations for the compiled worker engine (pure-Python mode).
 #
-# setup.py copies src/router_io/engine.py to build/cython_src/router_io/_engine.py and this file
-# next to it as _engine.pxd, then compiles the pair as ``router_io._engine``. The .py stays the one
+# setup.py concatenates the engine's parts (setup.py ENGINE_PARTS: src/router_io/engine_*.py,
+# then engine.py) into build/cython_src/router_io/_engine.py and puts this file next to it as
+# _engine.pxd, then compiles the pair as ``router_io._engine``. The .py files stay the one
 # source of the engine's behaviour; this file only adds C:
-# * the proton calls of the per-message paths (the ``_pn_*`` names, which engine.py binds to cffi
-#   for the pure build) as inline functions calling proton-C through pointers that cffi gives at
-#   import (_pn.pxd: the exact C signatures; proton is bundled inside cproton_ffi, there is no
-#   library to link against). Pointers there are "hot pointers": native addresses as size_t;
+# * the proton calls of the per-message paths (the ``_pn_*`` names, which engine_proton.py binds
+#   to cffi for the pure build) as inline functions calling proton-C through pointers that cffi
+#   gives at import (_pn.pxd: the exact C signatures; proton is bundled inside cproton_ffi, there
+#   is no library to link against). Pointers there are "hot pointers": native addresses as size_t;
 # * WorkerEngine as a final cdef class: typed attributes for what the per-message paths touch
-#   (the rest lives in its __dict__), those paths cdef/cpdef methods with C-typed locals.
+#   (the rest lives in its __dict__), and the parts' functions cdef/cpdef functions with a typed
+#   ``WorkerEngine self`` and C-typed locals (the end of this file).
 #
-# Rules for keeping it in step with engine.py:
-# * every ``_pn_*`` name, ``_key``, ``_cdata``, ``_fields`` and ``_command`` defined in engine.py's
-#   ``if not cython.compiled`` block is defined here with the same arguments and result
-#   (tests/unit/test_engine_build.py checks the names);
-# * a method that the dispatch table, the worker or a test reaches by name stays ``def`` (or
-#   ``cpdef``); a test may replace a ``def`` method on an instance (its __dict__ wins), never a
-#   cdef one;
-# * a method declared here with a C argument type is only ever called with a hot pointer.
+# Rules for keeping it in step with the parts:
+# * every ``_pn_*`` name, ``_key``, ``_cdata``, ``_fields`` and ``_command`` defined in
+#   engine_proton.py's ``if not cython.compiled`` block is defined here with the same arguments
+#   and result (tests/unit/test_engine_build.py checks the names);
+# * a function that the effect table, a WorkerEngine method, the worker or a test reaches by
+#   name stays ``def`` or ``cpdef``; a test may replace a ``def`` method of WorkerEngine on an
+#   instance (its __dict__ wins), never a cdef one;
+# * a function declared here with a C argument type is only ever called with a hot pointer.
 # After editing only this file: ROUTER_FORCE_REBUILD=1 (see setup.py).
 cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
@@ -84,7 +86,7 @@ cdef inline size_t _pn_fn(object ffi, object lib, str name) except 0:
 
 
 cdef inline int _pn_bind(object ffi, object lib) except -1:
-    """Fill ``pn`` from cffi; engine.py calls it once at import (compiled build only)."""
+    """Fill ``pn`` from cffi; engine_proton.py calls it once at import (compiled build only)."""
     global _ffi
     _ffi = ffi
     pn.collector_peek = <pn_collector_peek_f>_pn_fn(ffi, lib, "pn_collector_peek")
@@ -270,10 +272,10 @@ cdef inline object _cdata(str ctype, size_t ptr):
 
 
 # --- the engine -----------------------------------------------------------------------------
-# Link: a final cdef class with exactly engine.py's __slots__, every one ``object`` (the values
-# stay what the .py stores). The per-message paths that declare their ``link`` as Link below read
-# and write these at a fixed offset instead of through the type's slot descriptors (each a type
-# look-up and a call); a Link-typed local is only ever used after its ``is None`` test.
+# Link: a final cdef class with exactly engine_records.py's __slots__, every one ``object`` (the
+# values stay what the .py stores). The per-message paths that declare their ``link`` as Link
+# below read and write these at a fixed offset instead of through the type's slot descriptors
+# (each a type look-up and a call); a Link-typed local is only used after its ``is None`` test.
 @cython.final
 cdef class Link:
     cdef public object link_id, ptr, key, conn, direction, anonymous, sent, flow, open, local
@@ -282,7 +284,7 @@ cdef class Link:
 
 
 # Connection: a final cdef class that keeps a __dict__ (most of its attributes, and the push
-# it swaps while the front door guards it, live there as in engine.py); only what every
+# it swaps while the front door guards it, live there as in engine_conn.py); only what every
 # delivery reads (the byte budget, the queue beyond it, the annotation switches) are typed
 # fields. A per-message path that declares its ``conn`` as Connection reads them at a fixed
 # offset, the budget as a C integer, instead of looking them up in the instance dict.
@@ -311,30 +313,105 @@ cdef class WorkerEngine:
 
     @cython.locals(coll=size_t, ev=size_t, etype=int)
     cpdef process_events(self)
-    @cython.locals(link=Link)
-    cdef _on_flow(self, size_t l_ptr)
-    cdef _report_flow(self, Link link)
-    @cython.locals(l_ptr=size_t, settled=bint, d_key=object, link=Link)
-    cdef _on_delivery(self, size_t d_ptr)
-    cdef _drop_aborted(self, size_t d_ptr, size_t l_ptr)
-    cdef _drop_in(self, dlv_id)
-    @cython.locals(state=uint64_t, settled=bint, d_key=object, entry=tuple)
-    cdef _on_outbound_update(self, size_t d_ptr)
     cpdef apply_all(self, list effects)
     cpdef apply(self, effect)
-    @cython.locals(link=Link)
-    cpdef _fx_credit(self, fx)
-    @cython.locals(link=Link)
-    cpdef _fx_deliver(self, fx)
-    @cython.locals(link=Link)
-    cpdef _fx_router_deliver(self, fx)
-    @cython.locals(l_ptr=size_t, d_ptr=size_t, conn=Connection)
-    cdef _send(self, Link link, dlv_id, bint settled, payload)
-    cdef _settle_for_receiver(self, dlv_id, size_t d_ptr)
-    cdef _egress_annotations(self, Connection conn, payload)
-    cdef _router_egress(self, payload, to_override, phase)
-    @cython.locals(d_ptr=size_t)
-    cpdef _fx_update_in(self, fx)
-    @cython.locals(d_ptr=size_t)
-    cpdef _fx_settle_out(self, fx)
-    cpdef _fx_drained(self, fx)
+
+
+# --- the functions of the engine parts ------------------------------------------------------
+# Each takes the engine as a typed ``WorkerEngine self`` (its fields at a fixed offset, as in a
+# method), so a call between parts is a C call. The per-message paths are ``cdef`` with C-typed
+# arguments and locals; the rest ``cpdef`` (the effect table and the WorkerEngine methods that
+# delegate to them hold or call them as Python objects too). Functions with a generator or a
+# lambda inside stay ``def`` (Cython does not compile closures in cdef/cpdef functions), and so
+# do those a WorkerEngine method of the same name delegates to (a cpdef function may not share
+# its name with a method of a cdef class): all of them rare paths.
+# engine_security.py
+# set_security: def (a lambda or comprehension inside)
+# set_ssl_profile: def (a lambda or comprehension inside)
+cpdef _security_info(WorkerEngine self, conn)
+# _cert_user: def (a lambda or comprehension inside)
+cpdef _peer_user(WorkerEngine self, conn)
+# engine_policy.py
+# set_vhost: def (a lambda or comprehension inside)
+# max_message_size: def (a lambda or comprehension inside)
+cpdef _on_session_open(WorkerEngine self, ssn)
+cpdef _on_session_close(WorkerEngine self, ssn)
+cpdef _policy_open(WorkerEngine self, conn, c_ptr, user)
+cpdef _policy_info(WorkerEngine self, conn)
+# _policy_link: def (a lambda or comprehension inside)
+cpdef _police_transfer(WorkerEngine self, link, d_ptr, scan, payload, to)
+cpdef _oversize(WorkerEngine self, d_ptr, link)
+# engine_connections.py
+cpdef _open_local(WorkerEngine self, conn)
+# _on_conn_open: def (a lambda or comprehension inside)
+cpdef _refuse_connection(WorkerEngine self, conn, condition, description)
+cpdef _fx_close_connection(WorkerEngine self, fx)
+# engine_links.py
+cpdef _open_router_links(WorkerEngine self, conn)
+cpdef _on_link_open(WorkerEngine self, l_ptr)
+cpdef _attach_out(WorkerEngine self, fx)
+cpdef _on_attach_answer(WorkerEngine self, link)
+cpdef _on_link_close(WorkerEngine self, l_ptr, closed)
+cpdef _refuse_link(WorkerEngine self, l_ptr, conn, condition, description)
+# _forget_link: def (a lambda or comprehension inside)
+@cython.locals(link=Link)
+cdef _on_flow(WorkerEngine self, size_t l_ptr)
+cdef _report_flow(WorkerEngine self, Link link)
+cpdef _fx_link_open(WorkerEngine self, fx)
+cpdef _fx_link_refuse(WorkerEngine self, fx)
+cpdef _fx_link_drain(WorkerEngine self, fx)
+cpdef _fx_link_stall(WorkerEngine self, fx)
+@cython.locals(link=Link)
+cpdef _fx_credit(WorkerEngine self, fx)
+cpdef _fx_drained(WorkerEngine self, fx)
+cpdef _fx_detach_link(WorkerEngine self, fx)
+# engine_deliveries.py
+@cython.locals(l_ptr=size_t, settled=bint, d_key=object, link=Link)
+cdef _on_delivery(WorkerEngine self, size_t d_ptr)
+cpdef _sender_state(WorkerEngine self, d_ptr, dlv_id)
+cdef _drop_aborted(WorkerEngine self, size_t d_ptr, size_t l_ptr)
+cpdef _reject_local(WorkerEngine self, d_ptr, condition, description)
+cdef _drop_in(WorkerEngine self, dlv_id)
+@cython.locals(link=Link)
+cpdef _fx_deliver(WorkerEngine self, fx)
+@cython.locals(link=Link)
+cpdef _fx_router_deliver(WorkerEngine self, fx)
+@cython.locals(l_ptr=size_t, d_ptr=size_t, conn=Connection)
+cdef _send(WorkerEngine self, Link link, dlv_id, bint settled, payload)
+cdef _settle_for_receiver(WorkerEngine self, dlv_id, size_t d_ptr)
+cpdef enqueue(WorkerEngine self, link, dlv_id, settled, payload)
+cpdef refill(WorkerEngine self, conn)
+cpdef _track_out(WorkerEngine self, dlv_id, d_ptr, link)
+cdef _egress_annotations(WorkerEngine self, Connection conn, payload)
+cdef _router_egress(WorkerEngine self, payload, to_override, phase)
+# engine_dispositions.py
+@cython.locals(state=uint64_t, settled=bint, d_key=object, entry=tuple)
+cdef _on_outbound_update(WorkerEngine self, size_t d_ptr)
+cpdef _fx_deliver_state(WorkerEngine self, fx)
+# _waits_on_a_link: def (a lambda or comprehension inside)
+cpdef _pending_state(WorkerEngine self, dlv_id, delivery)
+cpdef _untrack_out(WorkerEngine self, dlv_id)
+@cython.locals(d_ptr=size_t)
+cpdef _fx_update_in(WorkerEngine self, fx)
+@cython.locals(d_ptr=size_t)
+cpdef _fx_settle_out(WorkerEngine self, fx)
+cpdef _settle_queued(WorkerEngine self, dlv_id, state)
+# engine_stream_in.py
+# _forget_streams: def (a lambda or comprehension inside)
+cpdef _stream_begin(WorkerEngine self, d, d_key, link)
+cpdef _stream_in(WorkerEngine self, rec)
+cpdef _stream_start(WorkerEngine self, rec, partial)
+cpdef _stream_end(WorkerEngine self, rec, complete)
+cpdef _q2_block(WorkerEngine self, rec)
+cpdef _q2_unblock(WorkerEngine self, rec)
+cpdef _fx_stream_ack(WorkerEngine self, fx)
+cpdef _stream_in_settled(WorkerEngine self, dlv_id)
+# engine_stream_out.py
+cpdef _fx_stream_deliver(WorkerEngine self, fx)
+cpdef _stream_go(WorkerEngine self, rec)
+cpdef _stream_part(WorkerEngine self, rec, payload, ack, kind)
+cpdef _fx_deliver_chunk(WorkerEngine self, fx)
+cpdef _stream_part_sent(WorkerEngine self, entry, d_ptr)
+cpdef _stream_settled(WorkerEngine self, dlv_id, state)
+cpdef _stream_out_end(WorkerEngine self, rec)
+# _stream_abort_out: def (a lambda or comprehension inside)

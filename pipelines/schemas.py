@@ -1,9 +1,11 @@
 """Spark schemas of the pipelines' inputs, in one place.
 
-Owns: ``METRICS_SCHEMA`` (the router's "router-metrics/1" JSON lines, see ``agent.metrics``),
-``LOADGEN_SCHEMA`` (one "loadgen/1" result line per client, see ``benchmarks/loadgen.py``) and
-``LOADGEN_SECOND_SCHEMA`` (one row per client and second, after ``transforms.loadgen_seconds``).
-The metrics schema is built from the key lists in ``agent.metrics`` so the two cannot drift.
+Owns: ``METRICS_SCHEMA`` (the router's "router-metrics/1" JSON lines, see
+``common.metrics_schema``), ``LOADGEN_SCHEMA`` (one "loadgen/1" result line per client, see
+``benchmarks/loadgen.py``) and ``LOADGEN_SECOND_SCHEMA`` (one row per client and second, after
+``transforms.loadgen_seconds``).
+The metrics schema is built from the key lists in ``common.metrics_schema`` so the two cannot
+drift.
 
 Every field is nullable: a record of one kind has nulls in the other kinds' columns, and byte
 counters are absent until the core counts bytes. Must not import the job scripts.
@@ -13,7 +15,7 @@ from __future__ import annotations
 from pyspark.sql.types import (
     ArrayType, BooleanType, DoubleType, LongType, StringType, StructField, StructType)
 
-from agent import metrics as m
+from common import metrics_schema as m
 
 METRICS_SCHEMA_TAG = m.SCHEMA
 LOADGEN_SCHEMA_TAG = "loadgen/1"

@@ -29,7 +29,7 @@ Final records
 Addresses
     ``address`` is the key without its class prefix (``key_text``: ``M0orders`` -> ``orders``,
     ``Ltemp.x`` -> ``temp.x``), whatever the producer wrote. The router's own addresses
-    (``agent.metrics.INTERNAL_KEY``, the console's rule too: management's ``$management`` and
+    (``common.metrics_schema.INTERNAL_KEY``, the console's rule too: management's ``$management`` and
     ``$_management_internal``, the routing protocol's ``qdrouter*``/``qdhello``, ``_$qd.*``,
     router, topological and area keys) are ``is_internal``; ``without_internal`` leaves them out of every per-address table, and so of
     the top addresses, the chart and the summary, unless the jobs are run with --internal.
@@ -52,7 +52,7 @@ from functools import reduce
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from agent.metrics import DELTA_PREFIX, INTERNAL_KEY, KINDS
+from common.metrics_schema import DELTA_PREFIX, INTERNAL_KEY, KINDS
 from pipelines.schemas import LOADGEN_SCHEMA_TAG, METRICS_SCHEMA_TAG
 
 OUTCOMES = ("accepted", "rejected", "released", "modified")

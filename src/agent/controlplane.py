@@ -21,10 +21,11 @@ import zmq
 from agent.httpserver import MetricsService
 from agent.interior import INPUT_TYPES as ROUTING_INPUTS, InteriorRouting
 from agent.management.agent import ManagementAgent
-from supervisor.reload import ReloadApplier, decode_message, reload_endpoint
+from agent.reload import ReloadApplier
 from agent.routing import Log
-from supervisor.main import VERSION
 from common import ipc, listenfds
+from common.identity import VERSION
+from common.reloadmsg import decode_message, reload_endpoint
 from common.log import RouterLog
 from common.procutil import (SignalWake, child_start, core_endpoint, status_socket,
                              watch_sigterm)

@@ -77,6 +77,13 @@ def _match(words: list, pattern: list, i: int, j: int) -> Optional[tuple]:
     return None
 
 
+def match_order(words: list, pattern: list) -> Optional[tuple]:
+    """Where ``pattern`` (normalize_words of split_words) matches the address ``words`` in 1.19's
+    search order (smaller is found first), or None when it does not match. The public entry of
+    the matcher for code outside the core (router_io/policy.py's address patterns)."""
+    return _match(words, pattern, 0, 0)
+
+
 class AddressRule:
     """One configured ``address`` entity, reduced to what the core routes on."""
 

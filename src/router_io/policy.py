@@ -38,7 +38,7 @@ import os
 import socket
 from typing import Any, Iterable, Optional
 
-from router_core.addrmatch import _match, normalize_words, split_words
+from router_core.addrmatch import match_order, normalize_words, split_words
 
 USER_TOKEN = "${user}"
 DEFAULT_GROUP = "$default"
@@ -251,7 +251,7 @@ def approve_pattern(user: str, rules: list, proposed: str) -> bool:
             candidate, pat = split_words(proposed[:cut] + USER_TOKEN), s1 + USER_TOKEN
         else:
             continue
-        if _match(candidate, normalize_words(split_words(pat)), 0, 0) is not None:
+        if match_order(candidate, normalize_words(split_words(pat))) is not None:
             return True
     return False
 
@@ -473,7 +473,7 @@ class PolicyDb:
         words = hostname.split(".")
         best, best_spec = hostname, None
         for name in list(self.vhosts) + list(self.aliases):
-            spec = _match(words, _pattern_words(name), 0, 0)
+            spec = match_order(words, _pattern_words(name))
             if spec is not None and (best_spec is None or spec < best_spec):
                 best, best_spec = name, spec
         return best

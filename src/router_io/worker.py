@@ -221,7 +221,7 @@ class Worker(ConnectorsMixin, HttpMixin):
 
     def _q2_update(self) -> None:
         """Connections whose streamed deliveries filled (or freed) their window: stop (or
-        resume) reading their sockets (1.x's Q2; engine.py STREAM_WINDOW)."""
+        resume) reading their sockets (1.x's Q2; engine_stream_in.py, STREAM_WINDOW)."""
         changed = self.engine.q2_changed
         self.engine.q2_changed = set()
         for conn in changed:

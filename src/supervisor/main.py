@@ -34,10 +34,9 @@ from supervisor.children import (  # re-exported (__all__)
 from supervisor.cmdline import (  # re-exported (__all__)
     DEFAULT_CONFIG, USAGE, UsageError, _Daemon, parse_args, usage_text)
 from supervisor.config import ConfigError, load_config
+from common.identity import VERSION
 from supervisor.sizing import Sizing, SizingError
 from common.log import LogConfigError, RouterLog
-
-VERSION = "1.19.0"
 
 __all__ = [  # the entry point, and the names callers imported from here before the split
     "main", "VERSION", "DEFAULT_CONFIG", "USAGE", "UsageError", "parse_args", "usage_text",

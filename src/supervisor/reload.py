@@ -1,6 +1,7 @@
-"""Configuration reload on SIGHUP: what changed in the file, and how the agent applies it.
+"""Configuration reload on SIGHUP, the supervisor's half: what changed in the file.
 
-Two halves, one per process:
+Two halves, one per process (the agent's, applying the changes, is agent/reload.py; the channel
+between them and its two messages are common/reloadmsg.py, so neither imports the other):
 
 * **Supervisor** (:func:`plan_reload`, :func:`apply_changes`): re-read and validate the whole file
   (the same ``load_config`` as at start-up; a bad file changes nothing), then diff the file as it
@@ -22,30 +23,24 @@ Two halves, one per process:
   =========================  ========================  =====================================
 
   The changes go to the agent as ONE request over a dedicated ZeroMQ PAIR socket
-  (:func:`reload_endpoint`, bound by the supervisor, connected by the agent), and the agent
+  (``reload_endpoint``, bound by the supervisor, connected by the agent), and the agent
   answers on it which changes it applied. The two messages are plain JSON
-  (:func:`encode_message`): ``{"kind": "reload", "id", "changes"}`` and ``{"kind": "result",
+  (common/reloadmsg.py): ``{"kind": "reload", "id", "changes"}`` and ``{"kind": "result",
   "id", "ok", "applied": [indices], "detail"}``. They are kept out of ``common.ipc``: they
   never touch the core, and only two processes ever speak them.
 
-* **Agent** (:class:`ReloadApplier`): each change becomes a management request (CREATE, DELETE
-  or UPDATE, no reply-to) run by the management agent exactly like one from ``qdmanage``:
-  validated against the agent's store, sent as ``ConfigChange`` to the core and every worker,
-  committed when all have answered. Changes run one at a time, in order (a listener re-added on
-  the same port needs the removal committed first); a failed one is reported and the next runs.
-  Existing connections are never touched: removing a listener only closes its listening socket.
+* **Agent** (agent/reload.py, ``ReloadApplier``): each change becomes a management request run
+  by the management agent exactly like one from ``qdmanage``.
 
-Must not import zmq (the callers own the sockets), proton or router_io.
+Must not import zmq (the callers own the sockets), proton, router_io or agent.
 """
 from __future__ import annotations
 
 import json
-import os
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
 
-from agent.management.protocol import Request
+# the channel's endpoint and messages, used by the supervisor as supervisor.reload.X
+from common.reloadmsg import decode_message, encode_message, reload_endpoint  # noqa: F401
 from common.schema import load_schema
 
 # short type -> spec key, in the order changes are applied (logs first, listeners last, as the
@@ -61,23 +56,6 @@ SPEC_KEY = dict(RUNTIME_TYPES)
 RESTART_ONLY = (("router", "router"), ("sslProfiles", "sslProfile"), ("vhosts", "vhost"),
                 ("policy", "policy"))
 _LOG_ATTRIBUTES = ("enable", "includeTimestamp", "includeSource", "outputFile")
-
-
-def reload_endpoint(runtime_dir: str) -> str:
-    """The supervisor binds a PAIR socket here; the agent connects one."""
-    return f"ipc://{os.path.join(runtime_dir, 'reload')}"
-
-
-def encode_message(kind: str, **fields: Any) -> bytes:
-    return json.dumps({"kind": kind, **fields}, default=str).encode()
-
-
-def decode_message(data: bytes) -> dict:
-    """One reload-channel message; ValueError if it is not one."""
-    msg = json.loads(bytes(data))
-    if not isinstance(msg, dict) or msg.get("kind") not in ("reload", "result"):
-        raise ValueError("not a reload-channel message")
-    return msg
 
 
 @dataclass
@@ -243,85 +221,3 @@ def apply_changes(spec: dict, changes: list) -> dict:
             else:
                 entities.append(dict(change["attributes"]))
     return out
-
-
-# --- agent side ---------------------------------------------------------------------------------
-def to_request(change: dict) -> Request:
-    """A management request (no reply-to) for one change of a ReloadRequest."""
-    op = change["op"].upper()
-    props: dict[str, Any] = {"operation": op, "type": change["type"]}
-    body: Any = None
-    if op == "CREATE":
-        props["name"] = change["name"]
-        body = {k: v for k, v in change["attributes"].items() if k != "name"}
-    elif op == "DELETE":
-        props["name"] = change["name"]
-    else:
-        props["identity"] = change["name"]
-        body = {k: v for k, v in change["attributes"].items() if k != "module"}
-    return Request(op, props, body)
-
-
-class ReloadApplier:
-    """Runs the changes of reload requests through the management agent, one at a time.
-
-    ``submit(request, now, on_answer)`` is ManagementAgent.submit; ``report(bytes)`` sends the
-    encoded result to the supervisor; ``log(level, text)`` logs under AGENT.
-    """
-
-    def __init__(self, submit: Callable[..., None], report: Callable[[bytes], None],
-                 log: Callable[[str, str], None]) -> None:
-        self.submit = submit
-        self.report = report
-        self.log = log
-        self.queue: list = []      # [(request_id, changes)]
-        self.current: Optional[dict] = None
-
-    def on_request(self, request_id: int, changes: list, now: float) -> None:
-        self.queue.append((request_id, list(changes)))
-        if self.current is None:
-            self._next_request(now)
-
-    def _next_request(self, now: float) -> None:
-        if not self.queue:
-            self.current = None
-            return
-        request_id, changes = self.queue.pop(0)
-        self.current = {"id": request_id, "changes": changes, "index": -1, "applied": [],
-                        "failures": []}
-        self._next_change(now)
-
-    def _next_change(self, now: float) -> None:
-        cur = self.current
-        assert cur is not None
-        cur["index"] += 1
-        if cur["index"] >= len(cur["changes"]):
-            ok = not cur["failures"]
-            self.report(encode_message("result", id=cur["id"], ok=ok, applied=cur["applied"],
-                                       detail="; ".join(cur["failures"])))
-            self._next_request(now)
-            return
-        change = cur["changes"][cur["index"]]
-        index = cur["index"]
-        try:
-            request = to_request(change)
-        except Exception as exc:  # a malformed change must not stop the others
-            self._answered(index, change, 500, f"bad change: {exc!r}")
-            return
-        self.submit(request, now,
-                    lambda status, description, body: self._answered(index, change, status,
-                                                                     description))
-
-    def _answered(self, index: int, change: dict, status: int,
-                  description: Optional[str]) -> None:
-        cur = self.current
-        if cur is None or cur["index"] != index:
-            return
-        what = f"{change['op']} {change['type']} {change['name']}"
-        if status < 300:
-            cur["applied"].append(index)
-            self.log("debug", f"Configuration reload: {what}")
-        else:
-            cur["failures"].append(f"{what}: {description or status}")
-            self.log("error", f"Configuration reload: {what} failed: {description or status}")
-        self._next_change(time.monotonic())

@@ -1,14 +1,20 @@
-"""The compiled worker engine is router_io/engine.py itself, compiled: nothing in it can drift.
+"""The compiled worker engine is the engine's parts themselves, compiled: nothing can drift.
 
 Its behaviour is tested on both builds by every engine test (the ``engine_cls`` fixture); here:
 the only part the builds do not share, the proton calls of the per-message paths, is one name
-list in two spellings (engine.py's ``if not cython.compiled`` block for cffi, cython/_engine.pxd's
-inline C functions), and each plain alias names the same proton function in both.
+list in two spellings (engine_proton.py's ``if not cython.compiled`` block for cffi,
+cython/_engine.pxd's inline C functions), and each plain alias names the same proton function in
+both; setup.py's ENGINE_PARTS is every engine part; the compiled module holds every name of the
+parts.
 """
 from __future__ import annotations
 
 import ast
+import importlib
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,15 +23,48 @@ from conftest import compiled_engine
 from router_io import engine as engine_py
 
 ROOT = Path(__file__).resolve().parents[2]
-ENGINE_PY = ROOT / "src" / "router_io" / "engine.py"
+ENGINE_PY = ROOT / "src" / "router_io" / "engine_proton.py"  # the one with the pure-only block
 ENGINE_PXD = ROOT / "cython" / "_engine.pxd"
+
+
+def _engine_parts() -> list:
+    """setup.py's ENGINE_PARTS (read from its text: importing setup.py would run setup())."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "ENGINE_PARTS":
+            return ast.literal_eval(node.value)
+    raise AssertionError("setup.py has no ENGINE_PARTS")
+
+
+def test_every_engine_part_is_compiled():
+    """A module of the engine left out of ENGINE_PARTS would be missing from the compiled
+    build (its functions looked up in the pure module, or not found)."""
+    parts = _engine_parts()
+    on_disk = {p.stem for p in (ROOT / "src" / "router_io").glob("engine*.py")}
+    assert set(parts) == on_disk - {"engine_select"}
+    assert parts[-1] == "engine"  # WorkerEngine last: it calls every other part
+    for part in parts[:-1]:
+        text = (ROOT / "src" / "router_io" / f"{part}.py").read_text()
+        assert "from router_io.engine import" not in text, f"{part} imports engine.py"
+
+
+def test_each_engine_part_imports_on_its_own():
+    """The pure build's parts call each other (their imports of each other's functions are at
+    their end): whichever is imported first, all of them load."""
+    code = "; ".join(f"import router_io.{part}" for part in reversed(_engine_parts()))
+    for first in _engine_parts():
+        result = subprocess.run(
+            [sys.executable, "-c", f"import router_io.{first}; {code}"],
+            env={**os.environ, "ROUTER_NO_EXTENSIONS": "1"}, capture_output=True, text=True,
+            timeout=60)
+        assert result.returncode == 0, f"{first} first: {result.stderr[-2000:]}"
 
 
 def _pure_block() -> ast.If:
     tree = ast.parse(ENGINE_PY.read_text())
     blocks = [node for node in tree.body if isinstance(node, ast.If)
               and ast.unparse(node.test) == "not cython.compiled"]
-    assert len(blocks) == 1, "engine.py must have exactly one `if not cython.compiled:` block"
+    assert len(blocks) == 1, "engine_proton.py must have one `if not cython.compiled:` block"
     return blocks[0]
 
 
@@ -73,10 +112,10 @@ def test_each_alias_calls_the_same_proton_function_in_both_builds():
         assert native[name] == [fn[len("pn_"):]], f"the compiled {name} calls {native[name]}"
 
 
-def test_the_compiled_module_is_engine_py():
-    """Every module-level name and every WorkerEngine/Connection method of engine.py is in the
-    compiled module, except the pure-only block's (inline C there) and what the .pxd turns into
-    C (constants, cdef methods); and nothing else is."""
+def test_the_compiled_module_is_the_engine_parts():
+    """Every module-level name of the engine's parts and every WorkerEngine/Connection method
+    is in the compiled module, except the pure-only block's (inline C there) and what the .pxd
+    turns into C (constants, cdef functions and methods); and nothing else is."""
     if compiled_engine() is None:  # conftest stops the run here under ROUTER_REQUIRE_EXTENSIONS
         pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
     import router_io._engine as engine_c
@@ -86,8 +125,15 @@ def test_the_compiled_module_is_engine_py():
     c_globals = {n.strip() for line in c_globals for n in line.split(",")}
     cdef_methods = set(re.findall(r"^    cdef \w+\(self", pxd, re.MULTILINE))
     cdef_methods = {re.match(r"    cdef (\w+)", m).group(1) for m in cdef_methods}
+    # the parts' functions declared cdef: C functions only, no Python name in the module
+    cdef_functions = set(re.findall(r"^cdef (\w+)\(WorkerEngine self", pxd, re.MULTILINE))
+    assert {"_on_delivery", "_send", "_on_flow"} <= cdef_functions
     pure_only = set(_pure_names()) | {"cython"}  # cython: a compile-time module when compiled
-    expected = {n for n in vars(engine_py) if not n.startswith("__")} - pure_only - c_globals
+    expected = set()
+    for part in _engine_parts():
+        module = importlib.import_module(f"router_io.{part}")
+        expected |= {n for n in vars(module) if not n.startswith("__")}
+    expected -= pure_only | c_globals | cdef_functions
     got = {n for n in vars(engine_c) if not n.startswith("__")}
     assert expected - got == set()
     assert got - expected <= {"_pn_bind"}, got - expected
@@ -100,8 +146,9 @@ def test_the_compiled_module_is_engine_py():
 
 
 def test_the_compiled_link_has_exactly_the_reference_slots():
-    """cython/_engine.pxd declares Link as a cdef class: its attributes must stay engine.py's
-    __slots__ (an attribute only one build has would be lost, or refused, in the other)."""
+    """cython/_engine.pxd declares Link as a cdef class: its attributes must stay
+    engine_records.py's __slots__ (an attribute only one build has would be lost, or refused,
+    in the other)."""
     if compiled_engine() is None:
         pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
     import router_io._engine as engine_c
@@ -114,7 +161,7 @@ def test_the_compiled_link_has_exactly_the_reference_slots():
 
 def test_the_compiled_connection_types_only_fields_the_reference_sets():
     """cython/_engine.pxd declares Connection a cdef class with a few typed fields and a
-    __dict__ for the rest: every typed field must be one engine.py's Connection sets (a field
+    __dict__ for the rest: every typed field must be one engine_conn.py's Connection sets (a field
     it never sets would read as 0 or None in the compiled build only), and both builds must
     hold the same values for them on a new connection."""
     if compiled_engine() is None:
@@ -136,4 +183,4 @@ def test_the_compiled_connection_types_only_fields_the_reference_sets():
     assert fields <= set(vars(conns["py"])), fields - set(vars(conns["py"]))
     for name in fields:
         assert getattr(conns["c"], name) == getattr(conns["py"], name), name
-    conns["c"].anything_else = 1  # the rest lives in its __dict__, as in engine.py
+    conns["c"].anything_else = 1  # the rest lives in its __dict__, as in engine_conn.py

@@ -265,14 +265,15 @@ def test_an_unexpected_error_closes_only_that_connection(engine_cls):
     bystander = r.client("bystander")
     brcv = bystander.receiver("fine/q", credit=1)
     r.run()
-    ref_open = type(engine)._on_link_open  # the method of the build under test
+    ref_rare_event = type(engine)._rare_event  # the method of the build under test
 
-    def on_link_open(l_ptr):
-        if proton.Link.wrap(l_ptr).name.startswith("snd-boom"):
+    def rare_event(etype, ev):
+        if (etype == lib.PN_LINK_REMOTE_OPEN
+                and proton.Link.wrap(lib.pn_event_link(ev)).name.startswith("snd-boom")):
             raise RuntimeError("boom")
-        return ref_open(engine, l_ptr)
+        return ref_rare_event(engine, etype, ev)
 
-    engine._on_link_open = on_link_open
+    engine._rare_event = rare_event
     victim = r.client("victim")
     vrcv = victim.receiver("fine/q", credit=5)  # holds a consumer the core must forget
     r.run()
@@ -326,3 +327,22 @@ def test_units_split_headers_and_frames_and_keep_a_torn_tail():
     assert all(p[:4] == b"AMQP" or int.from_bytes(p[:4], "big") == len(p) for p in parts)
     torn = frameguard.units(data[:-3])
     assert b"".join(torn) == data[:-3] and len(torn) == len(parts)
+
+
+# --- lifecycle tables (router_io/engine_lifecycle.py) --------------------------------------------
+def test_an_attach_before_the_open_closes_that_connection_as_not_allowed(engine_cls):
+    """A stream Hypothesis found: proton reports a link's attach on a connection whose open it
+    never reported. The connection table has no (opening, attach) entry: the connection is
+    closed with amqp:not-allowed and the core never hears of it (no internal error, no
+    LinkAttach for a connection it does not know); the engine serves the next client."""
+    h = Harness(engine_cls)
+    data = fuzz.mutate(random.Random(6364), STREAMS["anonymous"], 3)
+    conn = h.feed(data, close=False)
+    assert not h.errors(), h.errors()
+    warnings = [text for level, text in h.logs if level == "warning"]
+    assert any("amqp:not-allowed: attach on a connection that is opening" in t
+               for t in warnings), warnings
+    assert not [c for c in h.commands if type(c) in (ipc.ConnOpened, ipc.LinkAttach)]
+    assert conn.refused
+    h.router.engine.drop_connection(conn)
+    h.assert_usable()

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import textwrap
 
+from agent import reload as agent_reload
 from supervisor import reload
 from supervisor.config import parse_config
 from supervisor.main import build_spec
@@ -90,11 +91,11 @@ def test_restart_only_sections_warn():
 
 
 def test_to_request_shapes():
-    req = reload.to_request({"op": "create", "type": "listener", "name": "l",
+    req = agent_reload.to_request({"op": "create", "type": "listener", "name": "l",
                              "attributes": {"name": "l", "host": "h", "port": "1"}})
     assert req.operation == "CREATE" and req.name == "l" and req.type == "listener"
     assert req.body == {"host": "h", "port": "1"} and req.reply_to is None
-    req = reload.to_request({"op": "update", "type": "log", "name": "log/AGENT",
+    req = agent_reload.to_request({"op": "update", "type": "log", "name": "log/AGENT",
                              "attributes": {"module": "AGENT", "enable": "debug+"}})
     assert req.identity == "log/AGENT" and req.body == {"enable": "debug+"}
 
@@ -107,7 +108,7 @@ def test_messages_round_trip():
 
 def test_applier_runs_changes_in_order_and_reports_failures():
     submitted, reports, logs = [], [], []
-    applier = reload.ReloadApplier(lambda req, now, cb: submitted.append((req, cb)),
+    applier = agent_reload.ReloadApplier(lambda req, now, cb: submitted.append((req, cb)),
                                    reports.append, lambda lvl, text: logs.append((lvl, text)))
     changes = [{"op": "delete", "type": "listener", "name": "a", "attributes": {}},
                {"op": "create", "type": "listener", "name": "b",

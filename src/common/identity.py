@@ -1,0 +1,9 @@
+"""What this router calls itself: product name and the version it implements.
+
+One place for the names every process shows: ``qdrouterd --version`` (supervisor), the
+management agent's router entity and the AMQP open's ``product``/``version`` properties the
+workers send. Plain constants; must not import anything of the router's packages.
+"""
+
+PRODUCT = "qpid-dispatch-router"
+VERSION = "1.19.0"  # the Qpid Dispatch release this router is a drop-in replacement for

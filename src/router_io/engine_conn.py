@@ -1,0 +1,235 @@
+"""One AMQP connection of a worker: proton transport + connection, bytes in and out.
+
+``Connection`` binds a proton transport (TLS, then SASL, as 1.19 sets them up) to a proton
+connection and gives the worker loop its byte I/O (push, output, consumed, tick) with the SASL
+front-door guard (frameguard.py) and the outbound byte budget. What happens on its events is the
+engine's (engine_connections.py and the other parts).
+
+Part of the compiled engine (setup.py ENGINE_PARTS). Must not import zmq, sockets or selectors.
+"""
+
+from collections import deque
+from typing import Callable, Optional
+
+import cproton
+import proton
+from cproton_ffi import lib
+
+from common import security
+from router_io import frameguard, policy as vpolicy
+# --- engine parts (the compiled build is one module: setup.py drops these imports) ---
+from router_io.engine_proton import (
+    INTER_ROUTER, INTERNAL_ERROR, OUT_BUDGET, PN_NULL, PN_SASL_OK, _condition_text, _key,
+    _pn_transport_capacity, _pn_transport_closed, _pn_transport_peek_into, _pn_transport_pending,
+    _pn_transport_pop, _pn_transport_push_from)
+# --- end engine parts ---
+
+
+class Connection:
+    """One AMQP connection: a proton transport and connection bound together, server side."""
+
+    def __init__(self, engine: "WorkerEngine", conn_id: int, settings: dict, host: str,
+                 direction: str) -> None:
+        self.engine = engine
+        self.conn_id = conn_id
+        self.settings = settings
+        self.host = host
+        self.direction = direction
+        self.role = settings.get("role", "normal")
+        self.link_capacity = int(settings.get("linkCapacity") or 250)
+        self.cost = max(1, int(settings.get("cost") or 1))  # inter-router: negotiated at open
+        strip = str(settings.get("stripAnnotations") or "both")
+        # Router annotations (x-opt-qd.*) from/to this connection: stripped on the way in
+        # (ignored, removed) and/or on the way out; "no" adds ingress and trace on egress.
+        # Inter-router connections never strip: the annotations are what routers route by.
+        inter_router = self.role == INTER_ROUTER
+        self.strip_in = not inter_router and strip in ("in", "both")
+        self.strip_out = not inter_router and strip in ("out", "both")
+        self.transport = proton.Transport(proton.Transport.SERVER if direction == "in"
+                                          else proton.Transport.CLIENT)
+        self.transport.max_frame_size = int(settings.get("maxFrameSize") or 16384)
+        idle = int(settings.get("idleTimeoutSeconds", 16) or 0)
+        if idle:
+            self.transport.idle_timeout = float(idle)
+        # TLS (proton's SSL layer) first, then SASL (Cyrus), as Qpid Dispatch 1.19 sets them up
+        self.ssl: Optional[proton.SSL] = None
+        self.ssl_profile: Optional[dict] = None  # the sslProfile's attributes (uidFormat...)
+        ssl_error = ""
+        try:
+            engine.setup_ssl(self, settings, direction)
+        except Exception as exc:  # noqa: BLE001 - this connection is refused, nothing else
+            ssl_error = f"TLS set-up failed: {exc}"
+        self.sasl = self.transport.sasl()
+        mechs = settings.get("saslMechanisms")
+        if direction == "in":
+            sasl_dir, sasl_name = engine.sasl_config
+            if sasl_dir:
+                self.sasl.config_path(str(sasl_dir))
+            self.sasl.config_name(str(sasl_name or "qdrouterd"))
+            # authenticatePeer: Cyrus offers no ANONYMOUS then, unless saslMechanisms lists it
+            # (anonymous access asked for explicitly, as 1.19 lets it in); requireSsl implies
+            # requireEncryption
+            self.transport.require_auth(bool(settings.get("authenticatePeer")) and "ANONYMOUS"
+                                        not in security.mechanisms(mechs))
+            self.transport.require_encryption(bool(settings.get("requireEncryption")
+                                                   or settings.get("requireSsl")))
+        if mechs:
+            self.sasl.allowed_mechs(str(mechs))
+        self.sasl.allow_insecure_mechs = True  # 1.19 allows PLAIN without TLS (hard-wired)
+        self.connection = proton.Connection()
+        if direction == "out":  # before bind: proton's SASL client reads them from there
+            if settings.get("saslUsername"):
+                self.connection.user = str(settings["saslUsername"])
+            if settings.get("saslPassword"):
+                try:  # env:, file:, pass: or the text (checked when configured)
+                    self.connection.password = security.resolve_password(
+                        settings["saslPassword"], allow_literal=False)
+                except ValueError as exc:
+                    engine.log("error", f"[C{conn_id}] saslPassword of connector "
+                                        f"{settings.get('name')}: {exc}")
+        self.connection.collect(engine.collector)
+        self.transport.bind(self.connection)
+        if engine.frame_trace is not None:  # PROTOCOL trace: from the first (SASL) frame on
+            self.trace_frames(engine.frame_trace)
+        self.t_ptr = self.transport._impl
+        self.t_key = _key(self.t_ptr)  # the transport as a hot pointer (the byte I/O below)
+        self.c_ptr = self.connection._impl
+        self.links: dict = {}  # link ptr -> Link
+        self.reported_open = False
+        self.closed = False
+        # outbound byte budget (see OUT_BUDGET): bytes proton may still take before deliveries
+        # wait in out_queue as [link, dlv_id, settled, payload, offset, d_ptr, state]
+        self.out_budget = OUT_BUDGET
+        self.out_room = OUT_BUDGET
+        self.out_queue: deque = deque()
+        # Q2: streaming deliveries of this connection past their window; while > 0 its socket
+        # is not read (the worker watches engine.q2_changed)
+        self.q2 = 0
+        # maxMessageSize of this connection (policy, listener, vhost), set when it opens
+        self.max_message_size = 0
+        # vhost policy (router_io/policy.py): the user group's settings when the connection is
+        # policed, its vhost, user and remote address; multiTenant: the address space prefix
+        self.policy: Optional[vpolicy.GroupSettings] = None
+        self.policy_vhost = ""
+        # the open's hostname, which 1.19's Begin/Attach/message policy lines call the vhost
+        self.policy_hostname = ""
+        self.policy_user = ""
+        self.policy_rhost = ""
+        self.n_sessions = 0
+        self.tenant = ""
+        self.forced_trace: Optional[Callable[[int, str], None]] = None  # enableProtocolTrace
+        self.failed = False  # closed by this router after an internal error (logged once)
+        self.refused = False  # refused before the core heard of it (engine_lifecycle.py)
+        self.router_session = None  # the session of the links the core attaches (AttachOut)
+        # An accepted connection's bytes pass the SASL guard until the client's SASL exchange
+        # is over (frameguard.py: proton crashes on some sequences); then push is the class's
+        # own again and established connections pay nothing.
+        self.guard: Optional[frameguard.SaslGuard] = None
+        if direction == "in":
+            self.guard = frameguard.SaslGuard()
+            self.push = self._guarded_push
+        if ssl_error:
+            self.refuse(INTERNAL_ERROR, ssl_error)
+
+    def trace_frames(self, trace: Optional[Callable[[int, str], None]]) -> None:
+        """PROTOCOL trace: proton's text of every frame (``0 -> @attach(18) [...]``) goes to
+        ``trace(conn_id, text)``, as 1.19's transport tracer; None turns it off."""
+        if trace is None:
+            self.transport.trace(proton.Transport.TRACE_OFF)
+            return
+        conn_id = self.conn_id
+        self.transport.trace(proton.Transport.TRACE_FRM)
+        self.transport.tracer = lambda transport, text: trace(conn_id, text)
+
+    # --- bytes in and out (the worker loop calls these) ---------------------------------------
+    def capacity(self) -> int:
+        return _pn_transport_capacity(self.t_key)
+
+    def push(self, data: bytes | bytearray | memoryview, size: int) -> None:
+        if size:
+            _pn_transport_push_from(self.t_key, data, size)
+
+    def _guarded_push(self, data: bytes | bytearray | memoryview, size: int) -> None:
+        guard = self.guard
+        if not size or guard is None:
+            return
+        try:
+            checked = guard.feed(memoryview(data)[:size])
+        except frameguard.FrameError as exc:
+            self.guard = None  # nothing more from this client reaches proton
+            self.refuse(exc.condition, exc.description)
+            return
+        if guard.done:
+            self.guard = None
+            del self.push  # the class's push from now on
+        push = type(self).push
+        sasl = lib.pn_sasl(self.t_ptr) if guard.frames else PN_NULL
+        for unit in frameguard.units(checked):  # one header or frame at a time (see units())
+            pos, end = 0, len(unit)
+            while pos < end:
+                cap = self.capacity()
+                if cap <= 0:
+                    return
+                n = min(cap, end - pos)
+                push(self, unit[pos:pos + n], n)
+                pos += n
+            if sasl != PN_NULL and lib.pn_sasl_outcome(sasl) > PN_SASL_OK:
+                # authentication failed: proton answers with its outcome and closes; anything
+                # more the client sent must never reach it (proton 0.40 crashes on some)
+                self.guard = None
+                self.push = self._ignore_push
+                lib.pn_transport_pending(self.t_ptr)  # encodes the sasl-outcome first
+                lib.pn_transport_close_tail(self.t_ptr)
+                return
+
+    def _ignore_push(self, data: bytes | bytearray | memoryview, size: int) -> None:
+        """Input after a failed SASL exchange: dropped (the transport is closing)."""
+
+    def refuse(self, condition: str, description: str) -> None:
+        """Close the transport at once (no AMQP close possible or wanted) with a condition."""
+        self.refused = True
+        self.engine.log("warning", f"[C{self.conn_id}] closing connection from {self.host}: "
+                                   f"{condition}: {description}")
+        cond = lib.pn_transport_condition(self.t_ptr)
+        if not lib.pn_condition_is_set(cond):
+            cproton.pn_condition_set_name(cond, condition)
+            cproton.pn_condition_set_description(cond, description)
+        lib.pn_transport_close_tail(self.t_ptr)
+        lib.pn_transport_close_head(self.t_ptr)
+        self.engine.dirty.add(self)
+
+    def close_input(self) -> None:
+        lib.pn_transport_close_tail(self.t_ptr)
+
+    def close_output(self) -> None:
+        lib.pn_transport_close_head(self.t_ptr)
+
+    def pending(self) -> int:
+        return _pn_transport_pending(self.t_key)
+
+    def output(self, buf: bytearray) -> int:
+        """Copy up to len(buf) pending output bytes into ``buf``; return how many (-1 at EOS)."""
+        n = _pn_transport_pending(self.t_key)
+        if n <= 0:
+            return n
+        n = min(n, len(buf))
+        _pn_transport_peek_into(self.t_key, buf, n)
+        return n
+
+    def consumed(self, n: int) -> None:
+        _pn_transport_pop(self.t_key, n)
+        room = self.out_room + n
+        self.out_room = room if room < self.out_budget else self.out_budget
+        if self.out_queue and room * 2 >= self.out_budget:
+            self.engine.resume_output(self)
+
+    def tick(self, now_ms: int) -> int:
+        """Drive idle-timeout heartbeats; return the next deadline in ms (0 = none)."""
+        return lib.pn_transport_tick(self.t_ptr, now_ms)
+
+    def is_closed(self) -> bool:
+        return bool(_pn_transport_closed(self.t_key))
+
+    def error_text(self) -> str:
+        # raw: proton's descriptions can quote peer bytes (e.g. an unknown SASL mechanism)
+        return _condition_text(lib.pn_transport_condition(self.t_ptr))

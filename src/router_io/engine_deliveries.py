@@ -1,0 +1,327 @@
+"""Whole deliveries at the worker: a complete message in, a message out.
+
+Inbound: a complete delivery is read once, its routing fields scanned, and handed to the core
+as Transfer (RouterTransfer on an inter-router link); a partial one waits, or becomes a
+streamed delivery (engine_stream_in.py) past STREAM_START bytes. Outbound: Deliver and
+RouterDeliver are sent whole, tagged with the core's id, within the connection's byte budget
+(beyond it they wait in its out_queue: enqueue, refill). Router annotations on egress.
+
+Functions of the engine: ``self`` is the WorkerEngine (as when they were its methods).
+Part of the compiled engine (setup.py ENGINE_PARTS; see router_io/engine.py).
+"""
+
+from typing import Any, Optional
+
+from cproton_ffi import ffi, lib
+
+from common import ipc
+from common.ipc import (
+    DIR_OUT, STATE_ACCEPTED, STATE_RELEASED, Disposition, RouterTransfer, SettleIn, Transfer)
+from router_io import amqpscan_select as scanner
+# --- engine parts (the compiled build is one module: setup.py drops these imports) ---
+from router_io.engine_proton import (
+    KIND_WHOLE, STREAM_START, _cdata, _command, _fields, _has_annotations, _key,
+    _pn_delivery_aborted, _pn_delivery_link, _pn_delivery_partial, _pn_delivery_pending,
+    _pn_delivery_remote_state, _pn_delivery_settle, _pn_delivery_settled, _pn_delivery_tagged,
+    _pn_delivery_update, _pn_link_advance, _pn_link_current, _pn_link_flow, _pn_link_recv_message,
+    _pn_link_send_all, _rewrite_annotations, _scan, _tag)
+from router_io.engine_termini import _encoded_data
+from router_io.engine_records import Link
+from router_io.engine_conn import Connection
+# --- end engine parts ---
+
+
+def _on_delivery(self, d_ptr: Any) -> None:
+    l_ptr = _pn_delivery_link(d_ptr)
+    link = self.link_ptrs.get(l_ptr)
+    if link is None:  # a link we refused or forgot; proton still reports on it
+        return
+    if link.direction == DIR_OUT:
+        _on_outbound_update(self, d_ptr)
+        return
+    d_key = d_ptr  # compiled: the address as a Python int once, for the three maps below
+    if self.in_streams:
+        rec = self.in_streams.get(d_key)
+        if rec is not None:  # a delivery being streamed: more bytes (or its end)
+            _stream_in(self, rec)
+            return
+    if d_ptr != _pn_link_current(l_ptr):
+        # advanced past: a delivery we forwarded (the sender settled it, or gave a state)
+        # or one settled here; the link's current one is new (or still arriving)
+        dlv_id = self.in_ids.get(d_key)
+        if dlv_id is None:
+            return
+        if _pn_delivery_settled(d_ptr):
+            _drop_in(self, dlv_id)
+            self.outbox.append(_command(SettleIn,
+                                        (dlv_id, _pn_delivery_remote_state(d_ptr))))
+            _pn_delivery_settle(d_ptr)
+        elif link.routed:  # a link route passes the sender's state on (transactions)
+            _sender_state(self, d_ptr, dlv_id)
+        return
+    if _pn_delivery_aborted(d_ptr):
+        _drop_aborted(self, d_ptr, l_ptr)
+        return
+    max_size = link.max_size  # maxMessageSize: one comparison per transfer frame
+    if max_size and (self.oversize or _pn_delivery_pending(d_ptr) > max_size):
+        if _oversize(self, _cdata("pn_delivery_t *", d_ptr), link):
+            return
+    if _pn_delivery_partial(d_ptr):
+        if link.stream and _pn_delivery_pending(d_ptr) >= STREAM_START:
+            _stream_begin(self, _cdata("pn_delivery_t *", d_ptr), d_key, link)
+        return  # wait for the rest of the message
+    payload = _pn_link_recv_message(l_ptr, _pn_delivery_pending(d_ptr))
+    _pn_link_advance(l_ptr)
+    if not link.open:
+        _pn_delivery_update(d_ptr, STATE_RELEASED)
+        _pn_delivery_settle(d_ptr)
+        return
+    settled = bool(_pn_delivery_settled(d_ptr))
+    try:  # the routing fields only (~0.2 us compiled); the body is never decoded
+        scan = _scan(payload)
+    except scanner.MessageFormatError as exc:
+        self.log("warning", f"[C{link.conn.conn_id}] rejecting malformed message: {exc}")
+        _reject_local(self, _cdata("pn_delivery_t *", d_ptr), "amqp:decode-error", str(exc))
+        return
+    if link.router:  # inter-router link: annotations kept and handed over for routing
+        to = scan.ma_to
+        trace = scan.ma_trace
+        phase = scan.ma_phase
+        dlv_id = self.new_id()
+        cmd = _command(RouterTransfer, (
+            dlv_id, link.link_id, scan.to if to is None else to, settled, scan.priority,
+            phase if phase else 0, scan.ma_ingress, [] if trace is None else trace, payload))
+    else:
+        has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
+                                  or scan.ma_ingress is not None or scan.ma_phase is not None)
+        if has_router_annotations and link.conn.strip_in:
+            payload = _rewrite_annotations(payload, scan, strip=True)
+            to = scan.to if link.anonymous else None
+        elif link.anonymous:
+            to = scan.ma_to if scan.ma_to is not None else scan.to
+        else:
+            to = None
+        if link.check:  # vhost policy / multiTenant (set at attach; see _police_transfer)
+            to = _police_transfer(self, link, _cdata("pn_delivery_t *", d_ptr), scan,
+                                  payload, to)
+            if to is False:
+                return
+        dlv_id = self.new_id()
+        cmd = _command(Transfer, (dlv_id, link.link_id, to, settled, scan.priority, payload))
+    if settled:
+        _pn_delivery_settle(d_ptr)
+    else:
+        self.in_dlvs[dlv_id] = (d_key, link)
+        self.in_ids[d_key] = dlv_id
+    self.outbox.append(cmd)
+    if link.routed and not settled:  # link routes only: a state on the transfer
+        _sender_state(self, d_ptr, dlv_id)
+
+
+def _sender_state(self, d_ptr: Any, dlv_id: Any) -> None:
+    """SenderState for an unsettled delivery of a link-routed sender that has a state."""
+    state = _pn_delivery_remote_state(d_ptr)
+    if state:
+        data = _encoded_data(lib.pn_disposition_data(
+            lib.pn_delivery_remote(_cdata("pn_delivery_t *", d_ptr))))
+        self.outbox.append(ipc.SenderState(dlv_id, state, {"data": data} if data else None))
+
+
+def _drop_aborted(self, d_ptr: Any, l_ptr: Any) -> None:
+    # An aborted transfer is discarded; the sender's credit comes back with the next flow.
+    _pn_delivery_settle(d_ptr)
+    _pn_link_flow(l_ptr, 1)
+
+
+def _reject_local(self, d_ptr: Any, condition: str, description: str) -> None:
+    _set_condition(lib.pn_disposition_condition(lib.pn_delivery_local(d_ptr)),
+                   condition, description)
+    lib.pn_delivery_update(d_ptr, ipc.STATE_REJECTED)
+    lib.pn_delivery_settle(d_ptr)
+
+
+def _drop_in(self, dlv_id: int) -> None:
+    ptr, _ = self.in_dlvs.pop(dlv_id)
+    self.in_ids.pop(ptr, None)
+
+
+def _fx_deliver(self, fx: ipc.Deliver) -> None:
+    dlv_id, link_id, settled, payload = _fields(fx)
+    link = self.links.get(link_id)
+    if link is None:
+        return  # the link went away; the core learns it from our LinkDetach
+    _send(self, link, dlv_id, settled, _egress_annotations(self, link.conn, payload))
+
+
+def _fx_router_deliver(self, fx: ipc.RouterDeliver) -> None:
+    dlv_id, link_id, settled, to_override, phase, payload = _fields(fx)
+    link = self.links.get(link_id)
+    if link is None:
+        return  # the link went away; the core learns it from our LinkDetach
+    _send(self, link, dlv_id, settled, _router_egress(self, payload, to_override, phase))
+
+
+def _send(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
+    """One outbound delivery: tagged with the core's id, sent whole, settled or remembered.
+
+    Beyond the connection's byte budget it waits in the connection's out_queue instead."""
+    conn = link.conn
+    if link.out_stream is not None:  # a streamed delivery in progress on this link
+        link.waiting.append((dlv_id, settled, payload))
+        link.queued += 1
+        return
+    if conn.out_queue or len(payload) > conn.out_room:
+        enqueue(self, link, dlv_id, settled, payload)
+        return
+    conn.out_room -= len(payload)
+    l_ptr = link.key
+    d_ptr = _pn_delivery_tagged(l_ptr, dlv_id)
+    if self.pending_states:  # (link routes: a sender's state given while it waited)
+        _pending_state(self, dlv_id, _cdata("pn_delivery_t *", d_ptr))
+    _pn_link_send_all(l_ptr, payload)
+    _pn_link_advance(l_ptr)
+    link.sent += 1
+    if settled:
+        _pn_delivery_settle(d_ptr)
+    elif link.settle_for_receiver:
+        _settle_for_receiver(self, dlv_id, d_ptr)
+    else:
+        self.out_dlvs[dlv_id] = (d_ptr, link)
+    self.dirty.add(conn)
+
+
+def _settle_for_receiver(self, dlv_id: int, d_ptr: Any) -> None:
+    """An unsettled delivery to a receiver that asked for pre-settled ones (snd-settle-mode
+    settled): it leaves settled and the core hears ACCEPTED, settled, as the router
+    settled it on the receiver's behalf (as 1.19 does)."""
+    _pn_delivery_settle(d_ptr)
+    self.outbox.append(_command(Disposition, (dlv_id, STATE_ACCEPTED, True, None)))
+
+
+def enqueue(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
+    """Keep an outbound delivery until the connection's socket drains (see OUT_BUDGET): one
+    copy of its bytes (a slice of an IPC batch frame is copied out, so the frame is not
+    kept for it), sent by :meth:`refill`."""
+    if type(payload) is memoryview and payload.nbytes * 2 < len(payload.obj):
+        payload = bytes(payload)
+    entry = [link, dlv_id, settled, payload, 0, None, 0, KIND_WHOLE, 0, None]
+    link.conn.out_queue.append(entry)
+    link.queued += 1
+    if not settled:
+        self.queued_out[dlv_id] = entry
+    if not link.capped:
+        # Backpressure: the socket does not drain, so the core should stop giving this link
+        # deliveries (it holds them at the address, holding its senders' credit) instead of
+        # the worker queueing as many as the receiver's credit allows (a receiver that
+        # grants 100k and stops reading would make the router hold 100k messages).
+        link.capped = True
+        _report_flow(self, link)
+    if link.conn.out_room > 0:
+        refill(self, link.conn)
+
+
+def refill(self, conn: Connection) -> None:
+    """Hand queued deliveries to proton while the connection's byte budget allows; a
+    delivery larger than what is left goes in slices (proton sees one partial delivery)."""
+    queue = conn.out_queue
+    while queue and conn.out_room > 0:
+        entry = queue[0]
+        link, dlv_id, settled, payload, offset, d_ptr, state, kind, _, rec = entry
+        l_ptr = link.ptr
+        if d_ptr is None:
+            if rec is not None and rec.d is not None:  # a later part of a streamed one
+                d_ptr = entry[5] = rec.d
+            else:
+                d_ptr = entry[5] = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
+                if self.pending_states:
+                    _pending_state(self, dlv_id, d_ptr)
+        n = min(len(payload) - offset, conn.out_room)
+        if n:
+            lib.pn_link_send(l_ptr, ffi.from_buffer(payload) + offset, n)
+            conn.out_room -= n
+            offset = entry[4] = offset + n
+        if offset < len(payload):
+            break  # the rest when the socket has taken more
+        queue.popleft()
+        if kind != KIND_WHOLE:
+            _stream_part_sent(self, entry, d_ptr)
+            continue
+        link.queued -= 1
+        lib.pn_link_advance(l_ptr)
+        link.sent += 1
+        settled = entry[2]  # a SettleOut may have come while it waited
+        if settled:
+            self.queued_out.pop(dlv_id, None)
+            if entry[6]:
+                lib.pn_delivery_update(d_ptr, entry[6])
+            lib.pn_delivery_settle(d_ptr)
+        elif link.settle_for_receiver:
+            del self.queued_out[dlv_id]
+            lib.pn_delivery_settle(d_ptr)
+            self.outbox.append(Disposition(dlv_id, ipc.STATE_ACCEPTED, True, None))
+        else:
+            del self.queued_out[dlv_id]
+            _track_out(self, dlv_id, d_ptr, link)
+        if not link.queued and link.drain_after:
+            link.drain_after = False
+            link.sent += lib.pn_link_drained(l_ptr)
+    if not queue:  # drained: the core may send on every capped link again
+        for link in list(conn.links.values()):
+            if link.capped:
+                link.capped = False
+                _report_flow(self, link)
+    self.dirty.add(conn)
+
+
+def _track_out(self, dlv_id: int, d_ptr: Any, link: Link) -> None:
+    """An unsettled delivery ``refill`` handed to proton (``d_ptr`` a cffi pointer)."""
+    self.out_dlvs[dlv_id] = (_key(d_ptr), link)
+
+
+def _egress_annotations(self, conn: Connection, payload: Any) -> Any:
+    """Strip router annotations for a stripping connection, else add ingress and trace.
+
+    Only the message-annotations section is rewritten; the rest is copied unchanged.
+    A message without router annotations going to a stripping connection is untouched
+    (one without a message-annotations section is not even scanned).
+    """
+    if conn.strip_out and not _has_annotations(payload):
+        return payload
+    try:
+        scan = _scan(payload)
+    except scanner.MessageFormatError:
+        return payload  # it was scanned on the way in; never block a delivery here
+    if conn.strip_out:
+        if (scan.ma_to is None and scan.ma_trace is None and scan.ma_ingress is None
+                and scan.ma_phase is None):
+            return payload
+        return _rewrite_annotations(payload, scan, strip=True)
+    me = self.node_tag
+    return _rewrite_annotations(
+        payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me)
+
+
+def _router_egress(self, payload: Any, to_override: Optional[str], phase: int) -> Any:
+    """Egress annotations of a RouterDeliver (inter-router links never strip): ingress if
+    absent, this router appended to the trace, ``x-opt-qd.to`` set unless ``to_override`` is
+    None, ``x-opt-qd.phase`` set unless ``phase`` is -1. Only that section is rewritten."""
+    try:
+        scan = _scan(payload)
+    except scanner.MessageFormatError:
+        return payload  # it was scanned on the way in; never block a delivery here
+    me = self.node_tag
+    return _rewrite_annotations(
+        payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me,
+        to_override=scanner.KEEP if to_override is None else to_override,
+        phase=scanner.KEEP if phase == -1 else phase)
+
+
+# cross calls between engine parts (at the end: the pure build imports them after this part's
+# own functions exist, so the parts may call each other)
+# --- engine parts (the compiled build is one module: setup.py drops these imports) ---
+from router_io.engine_policy import _oversize, _police_transfer
+from router_io.engine_links import _report_flow
+from router_io.engine_dispositions import _on_outbound_update, _pending_state, _set_condition
+from router_io.engine_stream_in import _stream_begin, _stream_in
+from router_io.engine_stream_out import _stream_part_sent
+# --- end engine parts ---

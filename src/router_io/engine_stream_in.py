@@ -1,0 +1,244 @@
+"""Streamed inbound deliveries: a large message routed on its first bytes (cut-through).
+
+A partial delivery past STREAM_START bytes is read as it arrives: StreamTransfer once its
+routing fields are in, TransferChunk for the rest, at most STREAM_WINDOW unacknowledged bytes
+(Q2: past it the connection is not read until the core's StreamAck), an abort passed on.
+
+Functions of the engine: ``self`` is the WorkerEngine (as when they were its methods).
+Part of the compiled engine (setup.py ENGINE_PARTS; see router_io/engine.py).
+"""
+
+from typing import Any
+
+from cproton_ffi import ffi, lib
+
+from common.ipc import (
+    STATE_REJECTED, STATE_RELEASED, STREAM_WINDOW, SettleIn, StreamAck, StreamTransfer,
+    TransferChunk)
+from router_io import amqpscan_select as scanner
+# --- engine parts (the compiled build is one module: setup.py drops these imports) ---
+from router_io.engine_proton import STREAM_CHUNK, _rewrite_annotations, _scan
+from router_io.engine_records import InStream, Link
+from router_io.engine_lifecycle import (
+    SE_ACKED, SE_ACKED_SOME, SE_DISCARD, SE_END, SE_ROUTED, SE_WINDOW_FULL, stream_to)
+# --- end engine parts ---
+
+
+def _forget_streams(self, link: Link) -> None:
+    """A link goes: its streamed deliveries with it (the core aborts or fails them)."""
+    for rec in [r for r in self.in_streams.values() if r.link is link]:
+        _stream_end(self, rec, False)
+    for rec in [r for r in self.out_streams.values() if r.link is link]:
+        self.out_streams.pop(rec.dlv_id, None)
+    if link.waiting:
+        link.queued -= len(link.waiting)
+        if self.pending_states:
+            for w in link.waiting:
+                self.pending_states.pop(w[0] if type(w) is tuple else w.dlv_id, None)
+        link.waiting.clear()
+    if link.out_stream is not None:
+        link.out_stream = None
+        link.queued -= 1
+
+
+# --- streaming inbound deliveries (cut-through; DESIGN.md "How a delivery travels") --------
+def _stream_begin(self, d: Any, d_key: Any, link: Link) -> None:
+    """A partial delivery past STREAM_START bytes: from now on read as it arrives."""
+    rec = InStream(link, d, d_key)
+    self.in_streams[d_key] = rec
+    _stream_in(self, rec)
+
+
+def _stream_in(self, rec: InStream) -> None:
+    """New bytes (or the end, or an abort) of a streamed inbound delivery."""
+    d = rec.d
+    link = rec.link
+    l_ptr = link.ptr
+    if lib.pn_delivery_aborted(d):
+        _stream_end(self, rec, False)
+        if rec.started:
+            self.outbox.append(TransferChunk(rec.dlv_id, True, True, b""))
+        else:
+            lib.pn_link_flow(l_ptr, 1)  # the core never saw it: its credit comes back
+        lib.pn_delivery_settle(d)
+        self.dirty.add(link.conn)
+        return
+    if rec.started and rec.unacked >= STREAM_WINDOW:
+        return  # Q2: the rest waits in proton (and the socket is not read)
+    pending = lib.pn_delivery_pending(d)
+    partial = bool(lib.pn_delivery_partial(d))
+    if partial and pending < (STREAM_CHUNK if rec.started else 1):
+        return
+    if link.max_size and rec.total + pending > link.max_size and rec.discard is None:
+        # maxMessageSize while streaming: the copies are aborted, the rest is discarded,
+        # then the delivery rejected and link and connection closed (as a whole one)
+        _stream_end(self, rec, False)
+        if rec.started:
+            self.outbox.append(TransferChunk(rec.dlv_id, True, True, b""))
+        self.oversize[int(ffi.cast("uintptr_t", d))] = True
+        _oversize(self, d, link)
+        return
+    data = bytearray(pending)
+    if pending:
+        lib.pn_link_recv(l_ptr, ffi.from_buffer(data), pending)
+    rec.total += pending
+    if rec.discard is not None:
+        if not partial:
+            lib.pn_link_advance(l_ptr)
+            _stream_end(self, rec, False)
+            state, condition, description = rec.discard
+            if state == STATE_REJECTED:
+                _reject_local(self, d, condition, description)
+            else:
+                lib.pn_delivery_update(d, state)
+                lib.pn_delivery_settle(d)
+            self.dirty.add(link.conn)
+        return
+    if not rec.started:
+        rec.head += data
+        _stream_start(self, rec, partial)
+        return
+    if not partial:
+        lib.pn_link_advance(l_ptr)
+    self.outbox.append(TransferChunk(rec.dlv_id, not partial, False, data))
+    if partial:
+        rec.unacked += pending
+        if rec.unacked >= STREAM_WINDOW:
+            _q2_block(self, rec)
+    else:
+        _stream_end(self, rec, True)
+
+
+def _stream_start(self, rec: InStream, partial: bool) -> None:
+    """Route the delivery once its routing fields (every section before the body) are
+    here: StreamTransfer with the bytes so far; a complete one ends at once."""
+    link = rec.link
+    d = rec.d
+    payload = rec.head
+    try:  # the routing fields only; the body is never decoded
+        scan = _scan(payload)
+    except scanner.MessageFormatError as exc:
+        if partial:
+            return  # truncated so far: the sections before the body are not all here
+        lib.pn_link_advance(link.ptr)
+        _stream_end(self, rec, False)
+        self.log("warning", f"[C{link.conn.conn_id}] rejecting malformed message: {exc}")
+        _reject_local(self, d, "amqp:decode-error", str(exc))
+        self.dirty.add(link.conn)
+        return
+    if partial and scan.body_start >= len(payload):
+        return  # a section before the body may still come
+    if not link.open:
+        rec.discard = (STATE_RELEASED, "", "")
+        stream_to(rec, SE_DISCARD)
+        if not partial:
+            _stream_in(self, rec)
+        return
+    settled = bool(lib.pn_delivery_settled(d))
+    router = link.router
+    if router:
+        to = scan.ma_to
+        trace = scan.ma_trace
+        phase = scan.ma_phase
+        to = scan.to if to is None else to
+        phase = phase if phase else 0
+        ingress = scan.ma_ingress
+        trace = [] if trace is None else trace
+    else:
+        has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
+                                  or scan.ma_ingress is not None or scan.ma_phase is not None)
+        if has_router_annotations and link.conn.strip_in:
+            payload = _rewrite_annotations(payload, scan, strip=True)
+            to = scan.to if link.anonymous else None
+        elif link.anonymous:
+            to = scan.ma_to if scan.ma_to is not None else scan.to
+        else:
+            to = None
+        phase, ingress, trace = 0, None, []
+    dlv_id = rec.dlv_id = self.new_id()
+    rec.started = True
+    stream_to(rec, SE_ROUTED)
+    rec.head = None
+    rec.settled = settled
+    self.in_stream_ids[dlv_id] = rec
+    if not settled:
+        self.in_dlvs[dlv_id] = (rec.d_key, link)
+        self.in_ids[rec.d_key] = dlv_id
+    self.outbox.append(StreamTransfer(dlv_id, link.link_id, to, settled, scan.priority,
+                                      router, phase, ingress, trace, bytes(payload)))
+    rec.unacked = len(payload)
+    if not partial:
+        lib.pn_link_advance(link.ptr)
+        self.outbox.append(TransferChunk(dlv_id, True, False, b""))
+        _stream_end(self, rec, True)
+    elif rec.unacked >= STREAM_WINDOW:
+        _q2_block(self, rec)
+
+
+def _stream_end(self, rec: InStream, complete: bool) -> None:
+    """A streamed inbound delivery is complete (``complete``) or ends otherwise (aborted,
+    discarded): forget it as a stream; a complete one settles as a whole one would."""
+    stream_to(rec, SE_END)
+    self.in_streams.pop(rec.d_key, None)
+    if rec.dlv_id is not None:
+        self.in_stream_ids.pop(rec.dlv_id, None)
+    if rec.blocked:
+        _q2_unblock(self, rec)
+    d = rec.d
+    if not complete:
+        if rec.dlv_id is not None and rec.dlv_id in self.in_dlvs:
+            _drop_in(self, rec.dlv_id)
+        return
+    if rec.settled:
+        lib.pn_delivery_settle(d)
+    elif rec.settle:  # the core settled it while it arrived
+        if rec.dlv_id in self.in_dlvs:
+            _drop_in(self, rec.dlv_id)
+        lib.pn_delivery_settle(d)
+    elif lib.pn_delivery_settled(d):  # the sender settled it with its last frame
+        _drop_in(self, rec.dlv_id)
+        self.outbox.append(SettleIn(rec.dlv_id, lib.pn_delivery_remote_state(d)))
+        lib.pn_delivery_settle(d)
+    self.dirty.add(rec.link.conn)
+
+
+def _q2_block(self, rec: InStream) -> None:
+    rec.blocked = True
+    stream_to(rec, SE_WINDOW_FULL)
+    conn = rec.link.conn
+    conn.q2 += 1
+    if conn.q2 == 1:
+        self.q2_changed.add(conn)
+
+
+def _q2_unblock(self, rec: InStream) -> None:
+    rec.blocked = False
+    conn = rec.link.conn
+    conn.q2 -= 1
+    if conn.q2 == 0:
+        self.q2_changed.add(conn)
+
+
+def _fx_stream_ack(self, fx: StreamAck) -> None:
+    """The core took ``nbytes`` more of a streamed delivery: read on (Q2 released)."""
+    rec = self.in_stream_ids.get(fx[0])
+    if rec is None:
+        return
+    rec.unacked -= fx[1]
+    stream_to(rec, SE_ACKED if rec.unacked < STREAM_WINDOW else SE_ACKED_SOME)
+    if rec.unacked < STREAM_WINDOW:
+        if rec.blocked:
+            _q2_unblock(self, rec)
+        _stream_in(self, rec)  # what proton already holds (no new event announces it)
+
+
+def _stream_in_settled(self, dlv_id: Any) -> None:
+    self.in_stream_ids[dlv_id].settle = True
+
+
+# cross calls between engine parts (at the end: the pure build imports them after this part's
+# own functions exist, so the parts may call each other)
+# --- engine parts (the compiled build is one module: setup.py drops these imports) ---
+from router_io.engine_policy import _oversize
+from router_io.engine_deliveries import _drop_in, _reject_local
+# --- end engine parts ---
