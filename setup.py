@@ -28,7 +28,7 @@ EXTENSIONS = {
     "router_core._core": f"{GENERATED}/router_core/_core.py",  # = router_core/core.py + .pxd
     "router_io._amqpscan": "cython/_amqpscan.pyx",    # reference: router_io/amqpscan.py
     "router_io._engine": f"{GENERATED}/router_io/_engine.py",  # = ENGINE_PARTS + .pxd
-    "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: router_core/addrmatch.py
+    "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: common/addrmatch.py
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py
     "common._ipccodec": "cython/_ipccodec.pyx",  # reference: common/ipccodec.py
     "common._zmqopt": "cython/_zmqopt.pyx",  # reference: common/zmqopt.py

@@ -7,7 +7,7 @@ forwarder.c do:
   refers to (a :class:`RouteAddress`, keyed as 1.19 keys it: ``Cqueue``/``Dqueue`` for a
   prefix in/out, ``Ea.*.b``/``Fa.*.b`` for a pattern; link routes with the same pattern and
   direction share one), matched per attach (never per delivery) with the address rules' word
-  matching (router_core/addrmatch);
+  matching (common/addrmatch);
 * reachability: a ``route-container`` connection whose listener/connector name is a link
   route's ``connection`` (or whose container-id is its ``containerId``) becomes a destination
   of that route's address when it opens, and stops being one when it closes;

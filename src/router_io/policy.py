@@ -38,7 +38,7 @@ import os
 import socket
 from typing import Any, Iterable, Optional
 
-from router_core.addrmatch import match_order, normalize_words, split_words
+from common.addrmatch import match_order, normalize_words, split_words
 
 USER_TOKEN = "${user}"
 DEFAULT_GROUP = "$default"

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from router_core.addressing import address_key, mobile_text, normalize, temp_address
-from router_core.addrmatch import AddressRules
+from common.addrmatch import AddressRules
 
 
 @pytest.mark.parametrize("address, key", [
@@ -214,7 +214,7 @@ def _tree_search(patterns, words):
     """A model of 1.19's parse-tree search: a trie of the (normalised) patterns walked depth
     first, at each node the literal child, then '*', then '#' (which swallows as few words as it
     can, and ends a pattern only after every way on); the first pattern reached wins."""
-    from router_core.addrmatch import normalize_words
+    from common.addrmatch import normalize_words
     root = {}
     for n, pat in enumerate(patterns):
         node = root
@@ -259,7 +259,7 @@ _pword = st.sampled_from(["a", "b", "c", "*", "#"])
 @given(st.lists(st.lists(_pword, min_size=1, max_size=5), min_size=1, max_size=8, unique_by=tuple),
        st.lists(st.sampled_from(["a", "b", "c"]), max_size=6))
 def test_lookup_is_the_first_pattern_1_19s_tree_search_reaches(patterns, words):
-    from router_core.addrmatch import normalize_words
+    from common.addrmatch import normalize_words
     seen, unique = set(), []
     for pat in patterns:                       # 1.19 refuses a second identical pattern
         key = tuple(normalize_words(pat))

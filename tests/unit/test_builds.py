@@ -16,27 +16,27 @@ from common import builds
 
 def test_compiled_is_chosen_when_present(monkeypatch):
     monkeypatch.delenv("ROUTER_NO_EXTENSIONS", raising=False)
-    assert builds.choose("json", "router_core.addrmatch").__name__ == "json"
+    assert builds.choose("json", "common.addrmatch").__name__ == "json"
 
 
 def test_missing_compiled_falls_back_to_the_reference(monkeypatch):
     monkeypatch.delenv("ROUTER_NO_EXTENSIONS", raising=False)
     monkeypatch.delenv("ROUTER_REQUIRE_EXTENSIONS", raising=False)
-    chosen = builds.choose("router_core._no_such_module", "router_core.addrmatch")
-    assert chosen.__name__ == "router_core.addrmatch"
+    chosen = builds.choose("router_core._no_such_module", "common.addrmatch")
+    assert chosen.__name__ == "common.addrmatch"
 
 
 def test_missing_compiled_is_an_error_when_required(monkeypatch):
     monkeypatch.delenv("ROUTER_NO_EXTENSIONS", raising=False)
     monkeypatch.setenv("ROUTER_REQUIRE_EXTENSIONS", "1")
     with pytest.raises(ImportError):
-        builds.choose("router_core._no_such_module", "router_core.addrmatch")
+        builds.choose("router_core._no_such_module", "common.addrmatch")
 
 
 def test_the_switch_forces_the_reference(monkeypatch):
     monkeypatch.setenv("ROUTER_NO_EXTENSIONS", "1")
     monkeypatch.setenv("ROUTER_REQUIRE_EXTENSIONS", "1")  # the switch wins: nothing is required
-    assert builds.choose("json", "router_core.addrmatch").__name__ == "router_core.addrmatch"
+    assert builds.choose("json", "common.addrmatch").__name__ == "common.addrmatch"
 
 
 # ---- every real selector, in a fresh interpreter: extensions present, hidden, required ---------
@@ -49,7 +49,7 @@ SELECTORS = [
     ("from router_core.pathcomp_select import get_path_computer",
      "get_path_computer().__module__", "router_core._pathcomp", "router_core.pathcomp"),
     ("from router_core import matcher", "matcher.AddressRules.__module__",
-     "router_core._addrmatch", "router_core.addrmatch"),
+     "router_core._addrmatch", "common.addrmatch"),
     ("from router_io import amqpscan_select", "amqpscan_select._impl.__name__",
      "router_io._amqpscan", "router_io.amqpscan"),
     ("from common import ipc", "type(ipc._CODEC).__module__", "common._ipccodec",

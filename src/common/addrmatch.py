@@ -15,7 +15,10 @@ Owns: the precedence rules of Qpid Dispatch's address parse tree.
 * 1.19 refuses a second rule with the same pattern (a prefix ``p`` is the pattern ``p/#``); were
   two to coincide here the pattern beats the prefix, then the rule configured first.
 
-Pure and deterministic; must not import zmq, proton, sockets, clocks or logging handlers.
+Shared by the core (routing, through ``router_core.matcher``, which selects this reference or
+its compiled twin ``router_core._addrmatch``) and the worker's vhost policy
+(``router_io/policy.py``), so it lives in ``common``. Pure and deterministic; must not import
+zmq, proton, sockets, clocks or logging handlers.
 """
 import re
 from typing import Optional
