@@ -208,3 +208,18 @@ def test_an_unknown_option_fails():
     assert check_command_line(
         "python benchmarks/loadgen.py sender --url 127.0.0.1:5672 --presettle") == [
         "benchmarks/loadgen.py: no option --presettle"]
+
+
+# ---- --help points at the docs -----------------------------------------------------------------
+@pytest.mark.parametrize("command", [("-m", "supervisor.main"), ("-m", "tools.qdstat"),
+                                     ("-m", "tools.qdmanage"), ("-m", "pipelines.batch_job"),
+                                     ("-m", "pipelines.streaming_job")])
+def test_help_names_a_docs_page_that_exists(command):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), str(ROOT)]))
+    done = subprocess.run([sys.executable, *command, "--help"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    last = done.stdout.rstrip().splitlines()[-1]
+    pages = re.findall(r"docs/[\w-]+\.md", last)
+    assert pages and "qdrouter-py source" in last, last
+    assert all((ROOT / p).is_file() for p in pages), last
