@@ -223,3 +223,12 @@ def test_help_names_a_docs_page_that_exists(command):
     pages = re.findall(r"docs/[\w-]+\.md", last)
     assert pages and "qdrouter-py source" in last, last
     assert all((ROOT / p).is_file() for p in pages), last
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_lead_to_files(page):
+    """A page moved or renamed leaves no link of README.md or docs/ pointing nowhere."""
+    text = FENCE.sub("", page.read_text())
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    broken = [t for t in targets if "://" not in t and not (page.parent / t).exists()]
+    assert not broken, f"{page.name}: {broken}"
