@@ -28,6 +28,8 @@ USAGE = """Usage: qdrouterd [OPTIONS]
   -T, --test-hooks           Enable internal system testing features
   -v, --version              Print the version of Qpid Dispatch Router
   -h, --help                 Print this help
+
+Documentation: docs/configuration.md (and README.md) in the qdrouter-py source tree.
 """
 _SHORT = "c:I:dP:U:h:vT"   # 1.19's getopt string: '-h' wants an argument, '--help' does not
 _LONG = ["config=", "include=", "daemon", "pidfile=", "user=", "help", "version", "test-hooks"]

@@ -19,6 +19,8 @@ from proton import Message, ProtonException, SSLDomain, Url
 from proton.utils import BlockingConnection, LinkDetached, SyncRequestResponse
 
 DEFAULT_BUS = "0.0.0.0"
+# the last line of qdstat's and qdmanage's --help
+DOCS = "Documentation: docs/management.md in the qdrouter-py source tree."
 
 
 def status_name(status: int) -> str:

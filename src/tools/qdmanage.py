@@ -22,7 +22,7 @@ import sys
 from typing import Any, Optional
 
 from common.schema import SchemaError, load_schema
-from tools.client import ManagementClient, add_connection_options, run_tool
+from tools.client import DOCS, ManagementClient, add_connection_options, run_tool
 
 OPERATIONS = ("QUERY", "CREATE", "READ", "UPDATE", "DELETE", "GET-TYPES", "GET-OPERATIONS",
               "GET-ATTRIBUTES", "GET-ANNOTATIONS", "GET-MGMT-NODES", "GET-SCHEMA",
@@ -60,7 +60,8 @@ def typed(entity_type: Optional[str], attribute: str, value: str) -> Any:
 def parse_args(argv: Optional[list]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="qdmanage", usage="%(prog)s [options] OPERATION [ATTR=VALUE ...]",
-        description="Standard AMQP management operations on a router; JSON output.")
+        description="Standard AMQP management operations on a router; JSON output.",
+        epilog=DOCS)
     parser.add_argument("operation", metavar="OPERATION",
                         help=f"one of {', '.join(OPERATIONS)} (lowercase accepted)")
     parser.add_argument("args", nargs="*", metavar="ATTR=VALUE")

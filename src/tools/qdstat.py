@@ -23,7 +23,7 @@ import time
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
-from tools.client import ManagementClient, add_connection_options, run_tool
+from tools.client import DOCS, ManagementClient, add_connection_options, run_tool
 from tools.display import commas, format_table, kmg, time_long, time_short
 
 T = "org.apache.qpid.dispatch."
@@ -459,7 +459,8 @@ VIEWS = (("-g", "--general", "general", "show general router statistics"),
 
 
 def parse_args(argv: Optional[list]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="qdstat", description="Show the status of a router.")
+    parser = argparse.ArgumentParser(prog="qdstat", description="Show the status of a router.",
+                                     epilog=DOCS)
     views = parser.add_argument_group("Display Options").add_mutually_exclusive_group()
     for short, long, dest, text in VIEWS:
         flags = [f for f in (short, long) if f]

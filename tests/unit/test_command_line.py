@@ -142,6 +142,9 @@ def test_help_and_version(capsys):
     out = capsys.readouterr().out
     assert out.startswith("Usage: qdrouterd [OPTIONS]\n\n  -c, --config=PATH (")
     assert "  -T, --test-hooks           Enable internal system testing features\n" in out
+    # 1.19's text, then one line of ours pointing at the documentation
+    assert out.endswith("  -h, --help                 Print this help\n\nDocumentation: "
+                        "docs/configuration.md (and README.md) in the qdrouter-py source tree.\n")
     assert main(["-v"]) == 0 and capsys.readouterr().out == "1.19.0\n"
     assert main(["--version"]) == 0 and capsys.readouterr().out == "1.19.0\n"
 
