@@ -49,7 +49,7 @@ cdef int ROLE_NORMAL, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, ROLE_EDGE, ROLE_I
 cdef int LINK_ENDPOINT, LINK_CONTROL, LINK_DATA
 cdef int STALL_NONE, STALL_ON, STALL_RESTORING
 cdef int MODE_STANDALONE, MODE_INTERIOR, MODE_EDGE
-cdef int KEY_MOBILE, KEY_LOCAL, KEY_TOPOLOGICAL, KEY_ROUTER, KEY_AREA, KEY_OTHER
+cdef int KEY_MOBILE, KEY_LOCAL, KEY_TOPOLOGICAL, KEY_ROUTER, KEY_AREA, KEY_OTHER, KEY_EDGE
 cdef int CONTROL_PRIORITY, PRIORITIES
 cdef dict MCAST_RANK
 cdef list FORWARDERS
@@ -107,6 +107,7 @@ cdef class Link:
     cdef public object peer_link
     cdef public int stall, stall_offs
     cdef public bint streaming, stream_busy
+    cdef public object endpoint
 
 
 @cython.final
@@ -437,6 +438,7 @@ cdef class RouterCore:
     cdef readonly long long links_blocked
     cdef public double stuck_interval, stuck_age, stuck_next_scan
     cdef public dict auto_links
+    cdef public object edge
     cdef public double al_next_retry, sl_next_scrub
     cdef public list al_logs
     cdef public bint log_info

@@ -17,6 +17,7 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   ingress.py      where a delivery enters (Transfer, RouterTransfer)
   linkroute.py    link routing: the link-route table, attach routing, routed pairs' credit
   lifecycle.py    open/close, attach/detach as transition tables; protocol errors
+  edge.py         edge mode: an edge's uplink and address proxy; an interior's edge connections
   autolinks.py    auto-links: attached on their route container's connection, operStatus, retries
 
 Each of them, and this file, is the pure-Python reference AND part of the compiled build:
@@ -103,7 +104,8 @@ from router_core.lifecycle import (
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
     delete_link_route, on_in_drained, on_sender_state)
-from router_core.records import MODE_CODES, STALL_NONE, Link
+from router_core.edge import EdgeServer, EdgeUplink
+from router_core.records import MODE_CODES, MODE_EDGE, MODE_INTERIOR, STALL_NONE, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import (
     STUCK_PROD, STUCK_TEST, credit_seen, on_disposition, on_settle_in, scan_blocked, scan_stuck)
@@ -220,6 +222,13 @@ class RouterCore:
         self.lr = LinkRouteTable()
         for attributes in link_routes or ():
             add_link_route(self, attributes)
+        # edge mode (edge.py): an edge router's uplink, or an interior router's service of
+        # its edge connections; None in standalone mode
+        self.edge = None
+        if self.mode == MODE_EDGE:
+            self.edge = EdgeUplink(self)
+        elif self.mode == MODE_INTERIOR:
+            self.edge = EdgeServer(self)
 
     # ------------------------------------------------------------------------------------------
     # Public API

@@ -1,0 +1,446 @@
+"""Edge mode, both ends of an uplink: 1.19's edge_router, edge_addr_tracking and heartbeat
+modules as two small state holders of the core (``core.edge``).
+
+On an **edge router** (:class:`EdgeUplink`): exactly one of its ``edge`` connections is the
+active uplink (the first to open; when it closes the next open one takes over, as 1.19's
+edge connection manager). On it the router attaches (owner: the EdgeUplink, link names
+``qdlink.<16 hex>``):
+
+* an anonymous sender, the one consumer of the key ``L_edge``: everything for another router
+  (``_topo/...``, another edge's ``_edge/...``) and anonymous deliveries for addresses with no
+  destination here go up it;
+* the downlink, a receiver whose source is this router's id with the capability
+  ``qd.router-edge-downlink``: what the network sends to ``_edge/<this id>/...``;
+* the tracking receiver, source ``_$qd.edge_addr_tracking`` (credit 32, one back per update):
+  the interior's ``[key, has-destination]`` updates (edgemsg.py);
+* per mobile address with a consumer here (not the uplink's, not the agent's): a receiver
+  with that source address (the interior sees a consumer on the edge connection); per mobile
+  address with a targeted sender here: a sender with that target address, made a consumer of
+  the address only while the interior says the address has a destination elsewhere. So a
+  sender on an edge gets credit when a consumer exists somewhere and stalls when none is left.
+
+On an **interior router** (:class:`EdgeServer`), on an edge connection: a receiver with the
+downlink capability consumes ``H<edge id>`` (advertised to the network like a mobile key); a
+receiver on ``_$qd.edge_addr_tracking`` gets the updates for every mobile address an edge has
+a sender for: present when the address has a consumer that is not on that edge connection, or
+another router with one. Other links are ordinary endpoint links; a delivery that came from an
+edge connection never goes back on it (either side: no echo). Senders on
+``_$qd.edge_heartbeat`` are served here: their messages are accepted and dropped.
+
+Part of the core (functions and classes of the RouterCore ``core``; compiled with the other
+parts, see core.py; these classes stay Python classes, off the per-message path). Must not
+import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
+"""
+from typing import Any
+
+from router_core import edgemsg
+from router_core.addressing import (
+    CLASS_EDGE, EDGE_DOWNLINK_CAPABILITY, EDGE_UPLINK_KEY, has_capability)
+from router_core.corestate import DIST_BALANCED
+from common.ipc import (
+    DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_REJECTED, TERMINUS_SOURCE, TERMINUS_TARGET,
+    LinkFlow, LinkOpen, UpdateIn, terminus)
+# --- core parts (the compiled build is one module: setup.py drops these imports) ---
+from router_core.addrkeys import address_of, key_of, unref
+from router_core.lifecycle import bind_endpoint, detach_own, open_link
+from router_core.records import (
+    KEY_MOBILE, ROLE_EDGE, ROLE_INTERNAL, Link, set_treatment)
+from router_core.relay import credit_waiting, reachable
+from router_core.transfer import on_flow, release_held, release_queue, send_router
+# --- end core parts ---
+
+ADDR_TRACKING = "_$qd.edge_addr_tracking"
+HEARTBEAT = "_$qd.edge_heartbeat"
+ADDR_LOOKUP = "_$qd.addr_lookup"
+LOOKUP_CREDIT = 32     # 1.19's address lookup server window
+TRACKING_CREDIT = 32   # 1.19's edge address proxy: initial credit, one back per update
+HEARTBEAT_CREDIT = 10  # 1.19's heartbeat server window
+SETTLE_MIXED = [2, 0]  # snd-settle-mode mixed, rcv-settle-mode first
+# the downlink capability as termini carry it (one AMQP sym8, as 1.19 puts it)
+DOWNLINK_CAPS = (b"\xa3" + bytes([len(EDGE_DOWNLINK_CAPABILITY)]) + EDGE_DOWNLINK_CAPABILITY)
+INVALID_UPDATE = "Edge Address Proxy: received an invalid message body, rejecting"
+
+
+def _link_name(core: Any) -> str:
+    return "qdlink.%016x" % core._rng.getrandbits(64)
+
+
+def _local(link: Any) -> bool:
+    """A client's link (not the uplink's or another edge connection's, not the agent's)."""
+    role = link.conn.role
+    return role != ROLE_EDGE and role != ROLE_INTERNAL
+
+
+def _proxied(addr: Any) -> bool:
+    """The addresses the edge proxies on its uplink: mobile, phase 0 (1.19 proxies waypoint
+    phases with waypoint capabilities; not done here)."""
+    return addr.cls == KEY_MOBILE and addr.key[1:2] == "0"
+
+
+def _edge_log(core: Any, text: str) -> None:
+    if len(core.al_logs) < 1000:  # ROUTER_CORE info lines, logged by the core process
+        core.al_logs.append(text)
+
+
+class EdgeUplink:
+    """The edge router's side: the active uplink and what is attached on it."""
+
+    def __init__(self, core: Any) -> None:
+        self.conn = None          # the active edge connection (None: no uplink)
+        edge_addr = address_of(core, EDGE_UPLINK_KEY)
+        edge_addr.refs += 1       # held for the router's life
+        self.edge_addr = edge_addr
+        self.anon = None
+        self.downlink = None
+        self.tracker = None
+        self.inlinks = {}         # key -> receiver proxying a local consumer
+        self.outlinks = {}        # key -> sender proxying local senders
+        self.producers = {}       # key -> local targeted senders bound to it
+        self.heartbeat = None
+
+    # --- the connection manager ------------------------------------------------------------
+    def conn_opened(self, core: Any, conn: Any) -> None:
+        if self.conn is None and conn.role == ROLE_EDGE:
+            _edge_log(core, f"Edge connection (id={conn.conn_id}) to interior established")
+            self.activate(core, conn)
+
+    def conn_closed(self, core: Any, conn: Any) -> None:
+        if conn is not self.conn:
+            return
+        self.conn = None
+        self.anon = self.downlink = self.tracker = self.heartbeat = None
+        self.inlinks = {}
+        self.outlinks = {}
+        for other in core.conns.values():
+            if other.role == ROLE_EDGE:
+                _edge_log(core, f"Edge connection (id={conn.conn_id}) to interior lost, "
+                           f"activating alternate id={other.conn_id}")
+                self.activate(core, other)
+                return
+        _edge_log(core, f"Edge connection (id={conn.conn_id}) to interior lost, no alternate "
+                   "connection available")
+
+    def activate(self, core: Any, conn: Any) -> None:
+        """``conn`` is the uplink now: attach the anonymous sender, the downlink, the
+        tracking receiver and the proxies of every local mobile address."""
+        self.conn = conn
+        anon = open_link(core, conn, DIR_OUT, _link_name(core), None,
+                         terminus(TERMINUS_SOURCE, None), terminus(TERMINUS_TARGET, None),
+                         SETTLE_MIXED, self)
+        self.anon = anon
+        edge_addr = self.edge_addr
+        anon.addr = edge_addr
+        edge_addr.refs += 1
+        edge_addr.consumers.append(anon)
+        if edge_addr.waiting:
+            credit_waiting(core, edge_addr)
+        self.downlink = open_link(
+            core, conn, DIR_IN, _link_name(core), None,
+            terminus(TERMINUS_SOURCE, core.router_id, False, DOWNLINK_CAPS),
+            terminus(TERMINUS_TARGET, None, False, DOWNLINK_CAPS), SETTLE_MIXED, self)
+        self.tracker = open_link(core, conn, DIR_IN, _link_name(core), ADDR_TRACKING,
+                                 terminus(TERMINUS_SOURCE, ADDR_TRACKING),
+                                 terminus(TERMINUS_TARGET, None), SETTLE_MIXED, self)
+        for addr in list(core.addrs.values()):
+            if _proxied(addr):
+                self.sync(core, addr)
+
+    # --- what the core tells it ------------------------------------------------------------
+    def attach(self, core: Any, conn: Any, link_id: Any, direction: int, name: str,
+               address: Any, presettled: Any, capacity: int, source: Any) -> bool:
+        return False  # on an edge router every attach of a peer is an ordinary one
+
+    def address_changed(self, core: Any, addr: Any) -> None:
+        if self.conn is not None and _proxied(addr):
+            self.sync(core, addr)
+
+    def routes_changed(self, core: Any) -> None:
+        return  # (an edge router has no routes)
+
+    def producer_bound(self, core: Any, link: Any, addr: Any) -> None:
+        if _local(link) and _proxied(addr):
+            self.producers[addr.key] = self.producers.get(addr.key, 0) + 1
+            if self.conn is not None:
+                self.sync(core, addr)
+
+    def producer_dropped(self, core: Any, link: Any, addr: Any) -> None:
+        if _local(link) and addr.key in self.producers:
+            count = self.producers[addr.key] - 1
+            if count > 0:
+                self.producers[addr.key] = count
+            else:
+                del self.producers[addr.key]
+                if self.conn is not None:
+                    self.sync(core, addr)
+
+    def sync(self, core: Any, addr: Any) -> None:
+        """Make the uplink's proxies of ``addr`` match its local consumers and senders."""
+        key = addr.key
+        consumer = False
+        for link in addr.consumers:
+            if _local(link):
+                consumer = True
+                break
+        if consumer and key not in self.inlinks:
+            self.inlinks[key] = open_link(core, self.conn, DIR_IN, _link_name(core), key[2:],
+                                          terminus(TERMINUS_SOURCE, key[2:]),
+                                          terminus(TERMINUS_TARGET, None), SETTLE_MIXED, self)
+        elif not consumer and key in self.inlinks:
+            detach_own(core, self.inlinks.pop(key))
+        producer = key in self.producers
+        if producer and key not in self.outlinks:
+            self.outlinks[key] = open_link(core, self.conn, DIR_OUT, _link_name(core), key[2:],
+                                           terminus(TERMINUS_SOURCE, None),
+                                           terminus(TERMINUS_TARGET, key[2:]), SETTLE_MIXED,
+                                           self)
+        elif not producer and key in self.outlinks:
+            detach_own(core, self.outlinks.pop(key))
+
+    # --- owner of the links it attached (lifecycle.attached_out / detached_out) -------------
+    def attached(self, core: Any, link: Any) -> bool:
+        if link is self.downlink:
+            bind_endpoint(core, link, None)  # anonymous: routed by each message's address
+        elif link is self.tracker:
+            link.endpoint = self
+            link.credited = True
+            core._credit(link, TRACKING_CREDIT)
+        elif link.direction == DIR_IN and self.inlinks.get(_key(link)) is link:
+            bind_endpoint(core, link, _key(link))  # a producer of the local consumers' address
+        return True  # the anonymous sender is bound already; an outlink waits for tracking
+
+    def detached(self, core: Any, link: Any, error: Any) -> None:
+        """The interior detached (or refused) one of the uplink's links: forgotten (not
+        attached again while the address still needs it: a refusing peer would loop)."""
+        key = _key(link)
+        if self.inlinks.get(key) is link:
+            del self.inlinks[key]
+        if self.outlinks.get(key) is link:
+            del self.outlinks[key]
+
+    # --- the tracking receiver: a core endpoint (ingress.on_transfer hands it over) ---------
+    def transfer(self, core: Any, link: Any, dlv_id: Any, settled: bool, payload: Any) -> None:
+        update = edgemsg.read_tracking_update(payload)
+        state = STATE_ACCEPTED
+        if update is None:
+            _edge_log(core, INVALID_UPDATE)
+            state = STATE_REJECTED
+        else:
+            out = self.outlinks.get(update[0])
+            if out is not None:
+                if update[1]:
+                    self.bind_out(core, out)
+                else:
+                    self.unbind_out(core, out)
+        if not settled:
+            link.in_unsettled -= 1
+            core._emit(link.peer, UpdateIn(dlv_id, state, True, None))
+        core._credit(link, 1)
+
+    def bind_out(self, core: Any, link: Any) -> None:
+        """The interior has a destination for the outlink's address: it becomes a consumer
+        of the address here (waiting senders get credit)."""
+        if link.addr is not None or link.closed:
+            return
+        addr = core.addrs.get(_key(link))
+        if addr is None:
+            return
+        link.addr = addr
+        addr.refs += 1
+        addr.consumers.append(link)
+        if addr.waiting or addr.fallback_for is not None:
+            credit_waiting(core, addr)
+        if addr.held and link.limit > link.delivered:
+            on_flow(core, link.peer, LinkFlow(link.link_id, link.limit, False))
+
+    def unbind_out(self, core: Any, link: Any) -> None:
+        """No destination beyond the edge any more: the outlink stops being a consumer
+        (what waits on it is released; senders stall at their next delivery)."""
+        addr = link.addr
+        if addr is None:
+            return
+        addr.consumers.remove(link)
+        link.addr = None
+        if link.queue:
+            release_queue(core, link)
+        if not addr.consumers and addr.held:
+            release_held(core, addr)
+        unref(core, addr)
+
+
+def _key(link: Any) -> Any:
+    """The mobile key a proxy link of the uplink stands for (its address, phase 0)."""
+    return None if link.address is None else "M0" + link.address
+
+
+class EdgeServer:
+    """The interior router's side: edge connections' downlinks, tracking and heartbeats."""
+
+    def __init__(self, core: Any) -> None:
+        self.trackers = {}   # edge connection id -> its tracking link (router -> edge)
+        self.senders = {}    # mobile key -> {edge connection id: targeted senders}
+        self.sent = {}       # (connection id, key) -> the last update sent
+
+    def conn_opened(self, core: Any, conn: Any) -> None:
+        return
+
+    def conn_closed(self, core: Any, conn: Any) -> None:
+        if self.trackers.pop(conn.conn_id, None) is not None:
+            for entry in [e for e in self.sent if e[0] == conn.conn_id]:
+                del self.sent[entry]
+
+    def attach(self, core: Any, conn: Any, link_id: Any, direction: int, name: str,
+               address: Any, presettled: Any, capacity: int, source: Any) -> bool:
+        """An edge connection's link this module serves: True when it attached it (the
+        downlink, the tracking receiver, a heartbeat sender); False: an ordinary endpoint."""
+        if direction == DIR_OUT and address is not None and source is not None and \
+                has_capability(source.get("capabilities"), EDGE_DOWNLINK_CAPABILITY):
+            link = self._link(core, conn, link_id, direction, name, address, presettled,
+                              capacity)
+            key = CLASS_EDGE + address
+            new = key not in core.addrs
+            addr = address_of(core, key)
+            if new:
+                set_treatment(addr, DIST_BALANCED, -1)  # as 1.19 creates it
+            bind_endpoint(core, link, key)
+            return True
+        if direction == DIR_OUT and address == ADDR_TRACKING:
+            link = self._link(core, conn, link_id, direction, name, address, presettled,
+                              capacity)
+            link.endpoint = self
+            self.trackers[conn.conn_id] = link
+            for key, conns in self.senders.items():
+                if conn.conn_id in conns:
+                    addr = core.addrs.get(key)
+                    if addr is not None:
+                        self.update(core, conn.conn_id, key, can_send(core, addr, conn))
+            return True
+        if direction == DIR_IN and (address == HEARTBEAT or address == ADDR_LOOKUP):
+            link = self._link(core, conn, link_id, direction, name, address, presettled,
+                              capacity)
+            link.endpoint = self
+            link.credited = True
+            core._credit(link, HEARTBEAT_CREDIT if address == HEARTBEAT else LOOKUP_CREDIT)
+            return True
+        return False
+
+    @staticmethod
+    def _link(core: Any, conn: Any, link_id: Any, direction: int, name: str, address: Any,
+              presettled: Any, capacity: int) -> Any:
+        link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
+        link.rate_at = link.zero_at = core.now
+        core.links[link_id] = link
+        conn.links[link_id] = link
+        core._emit(conn.peer, LinkOpen(link_id, address))
+        return link
+
+    def transfer(self, core: Any, link: Any, dlv_id: Any, settled: bool, payload: Any) -> None:
+        """A heartbeat (accepted and dropped) or an address lookup request (answered);
+        its credit back."""
+        state = STATE_ACCEPTED
+        if link.address == ADDR_LOOKUP:
+            state = lookup(core, link, payload)
+        if not settled:
+            link.in_unsettled -= 1
+            core._emit(link.peer, UpdateIn(dlv_id, state, True, None))
+        core._credit(link, 1)
+
+    def producer_bound(self, core: Any, link: Any, addr: Any) -> None:
+        conn = link.conn
+        if conn.role != ROLE_EDGE or addr.cls != KEY_MOBILE:
+            return
+        conns = self.senders.setdefault(addr.key, {})
+        conns[conn.conn_id] = conns.get(conn.conn_id, 0) + 1
+        self.update(core, conn.conn_id, addr.key, can_send(core, addr, conn))
+
+    def producer_dropped(self, core: Any, link: Any, addr: Any) -> None:
+        conn = link.conn
+        conns = self.senders.get(addr.key)
+        if conns is None or conn.conn_id not in conns:
+            return
+        count = conns[conn.conn_id] - 1
+        if count > 0:
+            conns[conn.conn_id] = count
+            return
+        del conns[conn.conn_id]
+        if not conns:
+            del self.senders[addr.key]
+        self.sent.pop((conn.conn_id, addr.key), None)
+
+    def address_changed(self, core: Any, addr: Any) -> None:
+        conns = self.senders.get(addr.key)
+        if conns:
+            for conn_id in list(conns):
+                conn = core.conns.get(conn_id)
+                if conn is not None:
+                    self.update(core, conn_id, addr.key, can_send(core, addr, conn))
+
+    def routes_changed(self, core: Any) -> None:
+        for key in list(self.senders):
+            addr = core.addrs.get(key)
+            if addr is not None:
+                self.address_changed(core, addr)
+
+    def update(self, core: Any, conn_id: Any, key: str, present: bool) -> None:
+        """Tell edge connection ``conn_id`` whether ``key`` has a destination beyond it (only
+        a change; before the edge's tracking receiver is there, nothing: it gets the state
+        when it attaches)."""
+        link = self.trackers.get(conn_id)
+        # (no destination is what an edge assumes until told: 1.19 sends nothing then)
+        if link is None or link.closed or self.sent.get((conn_id, key), False) is present:
+            return
+        self.sent[(conn_id, key)] = present
+        payload = edgemsg.tracking_update(key, present)
+        if not link.queue and link.limit > link.delivered:
+            send_router(core, link, None, True, payload, None, -1)
+        else:
+            link.queue.append(payload)  # sent as credit comes (transfer.drain_queue)
+
+
+def can_send(core: Any, addr: Any, conn: Any) -> bool:
+    """Whether ``addr`` has a destination that is not on the edge connection ``conn``."""
+    for link in addr.consumers:
+        if link.conn is not conn:
+            return True
+    return bool(addr.remotes) and reachable(core, addr)
+
+
+def lookup(core: Any, link: Any, payload: Any) -> int:
+    """1.19's address lookup server: an edge asks whether an address is link-routed (and
+    whether the route has a destination) before it attaches a client's link; the answer goes
+    to the request's reply-to (the edge's own address, its downlink). The request's outcome:
+    ACCEPTED when answered, REJECTED (and logged as 1.19 logs it) when it cannot be."""
+    request = edgemsg.read_lookup_request(payload)
+    who = f"(container={link.conn.container})"
+    if request is None:
+        _edge_log(core, f"Invalid address lookup request - no properties {who}")
+        return STATE_REJECTED
+    reply_to, cid, version, opcode, address, receiver = request
+    if version != edgemsg.LOOKUP_VERSION:
+        _edge_log(core, f"Invalid address lookup request - unknown version {who}")
+        return STATE_REJECTED
+    if opcode != edgemsg.OPCODE_LINK_ROUTE_LOOKUP:
+        _edge_log(core, f"Invalid address lookup request - invalid opcode {who}")
+        return STATE_REJECTED
+    if address is None:
+        _edge_log(core, f"Link route address lookup failed - invalid request body {who}")
+        return STATE_REJECTED
+    if not reply_to or cid is None:
+        _edge_log(core, "Link route address reply failed - invalid request message properties "
+                        + who)
+        return STATE_REJECTED
+    # (1.19: true is the router's receiver role, a client's sender)
+    route = core.lr.match(DIR_IN if receiver else DIR_OUT, address) if core.lr.addrs else None
+    has_dest = route is not None and bool(route.conns or route.remotes)
+    reply = edgemsg.lookup_reply(
+        reply_to, cid, edgemsg.LOOKUP_OK if route is not None else edgemsg.LOOKUP_NOT_FOUND,
+        route is not None, has_dest)
+    addr = core.addrs.get(key_of(core, reply_to))
+    if addr is None or not addr.consumers:
+        return STATE_ACCEPTED  # nowhere to answer (the asker is gone): as 1.19, dropped
+    out = addr.consumers[0]
+    for consumer in addr.consumers:
+        if consumer.limit > consumer.delivered:
+            out = consumer
+            break
+    send_router(core, out, None, True, reply, None, -1)  # (waits in proton without credit)
+    return STATE_ACCEPTED

@@ -1,0 +1,247 @@
+"""Edge routers (1.19's edge mode) on loopback: an interior router with edge routers attached
+through ``edge`` connectors, messages between clients on different edges and the interior.
+
+Topologies are drawn in each test: ``E1 ==> I`` is edge router E1 with its uplink to interior
+router I's ``role: edge`` listener. Every router is a real ``qdrouterd``; clients are real
+proton clients.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+import sys
+import time
+
+import pytest
+from proton import Delivery, Message
+from proton.reactor import AtMostOnce
+from proton.utils import BlockingConnection
+
+from clients import collect, pump_until
+from conftest import free_port
+
+TIMEOUT = 30
+IDLE = 5.0
+ADDRESS_RULES = """
+    address {
+        prefix: multicast
+        distribution: multicast
+    }
+    address {
+        prefix: closest
+        distribution: closest
+    }
+    """
+
+
+class EdgeNet:
+    """An interior router ``I`` with a ``role: edge`` listener, and edge routers on it."""
+
+    def __init__(self, router_factory) -> None:
+        self.factory = router_factory
+        self.edge_port = free_port()
+        self.routers: dict = {}
+        self.routers["I"] = router_factory(router_id="Router.I", mode="interior", extra=f"""
+            listener {{
+                host: 127.0.0.1
+                port: {self.edge_port}
+                role: edge
+                authenticatePeer: no
+                saslMechanisms: ANONYMOUS
+            }}
+            """ + ADDRESS_RULES)
+
+    def edge(self, name: str, ports: tuple = ()) -> object:
+        """Start edge router ``name`` (id Edge.<name>) with an edge connector to I (and to
+        each of ``ports``, other interiors' edge listeners)."""
+        conf = ADDRESS_RULES
+        for i, port in enumerate((self.edge_port,) + tuple(ports)):
+            conf += f"""
+            connector {{
+                name: uplink{i}
+                host: 127.0.0.1
+                port: {port}
+                role: edge
+            }}
+            """
+        r = self.factory(router_id=f"Edge.{name}", mode="edge", extra=conf)
+        self.routers[name] = r
+        return r
+
+    def __getitem__(self, name: str):
+        return self.routers[name]
+
+
+def qdstat(port: int, *args: str) -> list:
+    """qdstat's table as rows, its column header first."""
+    out = subprocess.run([sys.executable, "-m", "tools.qdstat", "-b", f"127.0.0.1:{port}",
+                          *args, "--csv"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return [row for row in csv.reader(io.StringIO(out.stdout)) if len(row) > 1]
+
+
+def local_count(r, address: str) -> int:
+    """How many consumers of ``address`` router ``r`` has (its ``local`` column: on an edge
+    its proxy toward the interior counts once the interior has a destination beyond it; on
+    an interior each edge with a receiver counts)."""
+    rows = qdstat(r.port, "-a")
+    head = rows[0]
+    for row in rows[1:]:
+        if row[head.index("addr")] == address:
+            return int(row[head.index("local")] or 0)
+    return 0
+
+
+def wait_local(r, address: str, count: int) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while local_count(r, address) < count:
+        assert time.monotonic() < deadline, f"{r.id}: {count} consumers of {address}"
+        time.sleep(0.25)
+
+
+def transfer(conns, snd, bodies, receivers, expect=None):
+    """Send ``bodies`` on ``snd`` (they wait in proton until the router gives credit), collect
+    what ``receivers`` get (accepting it), then wait for every outcome; (got, outcomes)."""
+    sent = [snd.link.send(Message(body=body)) for body in bodies]
+    got = collect(conns, receivers, expect=len(bodies) if expect is None else expect,
+                  idle=IDLE, timeout=TIMEOUT)
+    pump_until(conns, lambda: all(d.remote_state for d in sent), what="outcomes back",
+               timeout=TIMEOUT)
+    return got, [d.remote_state for d in sent]
+
+
+@pytest.fixture
+def net(router_factory):
+    return EdgeNet(router_factory)
+
+
+def _open(*routers):
+    return [BlockingConnection(r.url, timeout=TIMEOUT) for r in routers]
+
+
+def test_anycast_edge_to_edge_through_the_interior(net):
+    """E1 ==> I <== E2: a sender on E1, a receiver on E2, dispositions end to end."""
+    e1, e2 = net.edge("1"), net.edge("2")
+    sc, rc = _open(e1, e2)
+    try:
+        rcv = rc.create_receiver("closest.orders", credit=50)
+        snd = sc.create_sender("closest.orders")
+        got, outcomes = transfer([sc, rc], snd, [f"m{i}" for i in range(30)], [rcv])
+        assert got == [[f"m{i}" for i in range(30)]]
+        assert outcomes == [Delivery.ACCEPTED] * 30
+        # pre-settled too
+        snd = sc.create_sender("closest.orders", name="presettled", options=AtMostOnce())
+        for i in range(10):
+            snd.link.send(Message(body=f"p{i}")).settle()
+        assert collect([sc, rc], [rcv], expect=10, idle=IDLE) == [[f"p{i}" for i in range(10)]]
+    finally:
+        sc.close()
+        rc.close()
+
+
+def test_balanced_edge_to_interior_and_back(net):
+    """E1 ==> I: a sender on E1, a receiver on I; then a sender on I, a receiver on E1."""
+    e1 = net.edge("1")
+    ec, ic = _open(e1, net["I"])
+    try:
+        rcv = ic.create_receiver("work", credit=50)
+        snd = ec.create_sender("work")
+        got, outcomes = transfer([ec, ic], snd, list(range(20)), [rcv])
+        assert got == [list(range(20))] and outcomes == [Delivery.ACCEPTED] * 20
+        rcv2 = ec.create_receiver("jobs", credit=50)
+        snd2 = ic.create_sender("jobs")
+        got, outcomes = transfer([ec, ic], snd2, list(range(20)), [rcv2])
+        assert got == [list(range(20))] and outcomes == [Delivery.ACCEPTED] * 20
+    finally:
+        ec.close()
+        ic.close()
+
+
+def test_rejected_outcome_travels_back_to_the_edge_sender(net):
+    e1, e2 = net.edge("1"), net.edge("2")
+    sc, rc = _open(e1, e2)
+    try:
+        rcv = rc.create_receiver("closest.rej", credit=10)
+        snd = sc.create_sender("closest.rej")
+        dlv = snd.link.send(Message(body="x"))
+        pump_until([sc, rc], lambda: rcv.fetcher.incoming, what="delivery", timeout=TIMEOUT)
+        rcv.receive(timeout=TIMEOUT)
+        rcv.reject()
+        pump_until([sc, rc], lambda: dlv.remote_state, what="outcome", timeout=TIMEOUT)
+        assert dlv.remote_state == Delivery.REJECTED
+    finally:
+        sc.close()
+        rc.close()
+
+
+def test_multicast_across_edges_and_the_interior(net):
+    """E1 ==> I <== E2: receivers on E1 (beside the sender), E2 and I, one copy each."""
+    e1, e2 = net.edge("1"), net.edge("2")
+    c1, c2, ci = _open(e1, e2, net["I"])
+    try:
+        rcvs = [c.create_receiver("multicast.news", credit=50) for c in (c1, c2, ci)]
+        snd = c1.create_sender("multicast.news")
+        # the sender has credit at once (a receiver beside it); the copies beyond E1 go once
+        # I has both edges' proxies and has told E1 (E1's proxy sender is then a consumer)
+        wait_local(net["I"], "multicast.news", 3)
+        wait_local(e1, "multicast.news", 2)
+        got, outcomes = transfer([c1, c2, ci], snd, [f"n{i}" for i in range(5)], rcvs,
+                                 expect=15)
+        assert got == [[f"n{i}" for i in range(5)]] * 3, got
+        assert outcomes == [Delivery.ACCEPTED] * 5
+    finally:
+        for c in (c1, c2, ci):
+            c.close()
+
+
+def test_request_reply_through_a_dynamic_address_on_an_edge(net):
+    """E1 ==> I <== E2: the client on E1 has a dynamic reply address, the service on E2
+    answers with an anonymous sender."""
+    e1, e2 = net.edge("1"), net.edge("2")
+    client, service = _open(e1, e2)
+    try:
+        requests = service.create_receiver("svc", credit=10)
+        replies_out = service.create_sender(None)
+        reply_rcv = client.create_receiver(None, dynamic=True, credit=10)
+        reply_to = reply_rcv.remote_source.address
+        assert reply_to.startswith("amqp:/_edge/Edge.1/temp.")
+        client.create_sender("svc").link.send(Message(body="ping", reply_to=reply_to))
+        pump_until([client, service], lambda: requests.fetcher.incoming, what="request",
+                   timeout=TIMEOUT)
+        request = requests.receive(timeout=TIMEOUT)
+        requests.accept()
+        out = replies_out.link.send(Message(address=request.reply_to, body="pong"))
+        pump_until([client, service], lambda: reply_rcv.fetcher.incoming, what="reply",
+                   timeout=TIMEOUT)
+        assert reply_rcv.receive(timeout=TIMEOUT).body == "pong"
+        reply_rcv.accept()
+        pump_until([client, service], lambda: out.remote_state, what="reply outcome",
+                   timeout=TIMEOUT)
+        assert out.remote_state == Delivery.ACCEPTED
+    finally:
+        client.close()
+        service.close()
+
+
+def test_anonymous_sender_on_an_edge(net):
+    """E1 ==> I <== E2: an anonymous sender on E1, receivers on E2 and on I."""
+    e1, e2 = net.edge("1"), net.edge("2")
+    c1, c2, ci = _open(e1, e2, net["I"])
+    try:
+        r2 = c2.create_receiver("closest.anon", credit=20)
+        ri = ci.create_receiver("interior.anon", credit=20)
+        snd = c1.create_sender(None)
+        # anonymous: E1 has no idea where closest.anon is, so it goes up to I, which must
+        # have E2's proxy receiver by then (else it is released)
+        wait_local(net["I"], "closest.anon", 1)
+        sent = [snd.link.send(Message(address="closest.anon", body=f"a{i}")) for i in range(5)]
+        sent += [snd.link.send(Message(address="interior.anon", body=f"b{i}")) for i in range(5)]
+        got = collect([c1, c2, ci], [r2, ri], expect=10, idle=IDLE)
+        assert got == [[f"a{i}" for i in range(5)], [f"b{i}" for i in range(5)]]
+        pump_until([c1, c2, ci], lambda: all(d.remote_state for d in sent), what="outcomes",
+                   timeout=TIMEOUT)
+        assert [d.remote_state for d in sent] == [Delivery.ACCEPTED] * 10
+    finally:
+        for c in (c1, c2, ci):
+            c.close()
