@@ -245,3 +245,140 @@ def test_anonymous_sender_on_an_edge(net):
     finally:
         for c in (c1, c2, ci):
             c.close()
+
+
+def _interior(router_factory, name: str, edge_port: int, ir_port: int, connect_to=None):
+    conf = f"""
+        listener {{
+            host: 127.0.0.1
+            port: {edge_port}
+            role: edge
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        listener {{
+            host: 127.0.0.1
+            port: {ir_port}
+            role: inter-router
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        """
+    if connect_to is not None:
+        conf += f"""
+        connector {{
+            name: to-peer
+            host: 127.0.0.1
+            port: {connect_to}
+            role: inter-router
+        }}
+        """
+    return router_factory(router_id=f"Router.{name}", mode="interior",
+                          extra=conf + ADDRESS_RULES)
+
+
+def _edge(router_factory, name: str, *ports: int):
+    conf = ADDRESS_RULES
+    for i, port in enumerate(ports):
+        conf += f"""
+        connector {{
+            name: uplink{i}
+            host: 127.0.0.1
+            port: {port}
+            role: edge
+        }}
+        """
+    return router_factory(router_id=f"Edge.{name}", mode="edge", extra=conf)
+
+
+def test_edge_to_edge_across_an_interior_mesh(router_factory):
+    """E1 ==> I1 --- I2 <== E2: anycast, then a reply to E1's dynamic address from E2."""
+    p1, p2, ir1, ir2 = (free_port() for _ in range(4))
+    i1 = _interior(router_factory, "I1", p1, ir1)
+    _interior(router_factory, "I2", p2, ir2, connect_to=ir1)
+    e1, e2 = _edge(router_factory, "1", p1), _edge(router_factory, "2", p2)
+    c1, c2 = _open(e1, e2)
+    try:
+        rcv = c2.create_receiver("closest.far", credit=50)
+        snd = c1.create_sender("closest.far")
+        got, outcomes = transfer([c1, c2], snd, [f"f{i}" for i in range(20)], [rcv])
+        assert got == [[f"f{i}" for i in range(20)]]
+        assert outcomes == [Delivery.ACCEPTED] * 20
+        # a reply to an edge's dynamic address crosses the mesh (H<edge id> in MAUs)
+        reply_rcv = c1.create_receiver(None, dynamic=True, credit=10)
+        reply_to = reply_rcv.remote_source.address
+        anon = c2.create_sender(None)
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # until I2 has learned H<Edge.1> from I1 (else released)
+            out = anon.link.send(Message(address=reply_to, body="back"))
+            pump_until([c1, c2], lambda: out.remote_state or reply_rcv.fetcher.incoming,
+                       what="reply or its outcome", timeout=TIMEOUT)
+            if reply_rcv.fetcher.incoming or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert reply_rcv.receive(timeout=TIMEOUT).body == "back"
+        reply_rcv.accept()
+        pump_until([c1, c2], lambda: out.remote_state, what="reply outcome", timeout=TIMEOUT)
+        assert out.remote_state == Delivery.ACCEPTED
+    finally:
+        c1.close()
+        c2.close()
+
+
+def test_uplink_fails_over_to_the_other_interior(router_factory):
+    """E1 ==> I1 --- I2 <== E2, E1 also connects to I2: I1 stops, E1's uplink moves to I2
+    and its sender carries on."""
+    p1, p2, ir1, ir2 = (free_port() for _ in range(4))
+    i1 = _interior(router_factory, "I1", p1, ir1)
+    _interior(router_factory, "I2", p2, ir2, connect_to=ir1)
+    e1, e2 = _edge(router_factory, "1", p1, p2), _edge(router_factory, "2", p2)
+    c1, c2 = _open(e1, e2)
+    try:
+        rcv = c2.create_receiver("closest.fo", credit=100)
+        snd = c1.create_sender("closest.fo")
+        got, outcomes = transfer([c1, c2], snd, [f"a{i}" for i in range(10)], [rcv])
+        assert got == [[f"a{i}" for i in range(10)]]
+        i1.proc.stop()
+        # messages sent during the move are never lost silently: each is delivered or
+        # comes back with an outcome; with a retry loop all arrive
+        delivered: list = []
+        pending = [f"b{i}" for i in range(10)]
+        deadline = time.monotonic() + TIMEOUT
+        while pending and time.monotonic() < deadline:
+            sent = [(body, snd.link.send(Message(body=body))) for body in pending]
+            delivered += collect([c1, c2], [rcv], expect=len(pending), idle=2.0)[0]
+            pump_until([c1, c2], lambda: all(d.remote_state for _, d in sent),
+                       what="outcomes", timeout=TIMEOUT)
+            pending = [body for body, d in sent if d.remote_state != Delivery.ACCEPTED]
+        assert sorted(set(delivered)) == sorted(f"b{i}" for i in range(10))
+    finally:
+        c1.close()
+        c2.close()
+
+
+def test_management_of_an_edge_through_its_interior(net):
+    """E1 ==> I: qdstat -e on I lists E1's connection, qdstat/qdmanage -d Edge.1 on I query
+    E1's agent, qdstat -n on I lists I alone."""
+    e1 = net.edge("1")
+    interior = net["I"]
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        rows = qdstat(interior.port, "-e")
+        if len(rows) > 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    head = rows[0]
+    assert [r[head.index("container")] for r in rows[1:]] == ["Edge.1"]
+    assert [r[head.index("role")] for r in rows[1:]] == ["edge"]
+    general = dict((row[0], row[1]) for row in qdstat(interior.port, "-g", "-d", "Edge.1"))
+    assert general.get("Router Id") == "Edge.1" and general.get("Mode") == "edge", general
+    assert [r[0] for r in qdstat(interior.port, "-n")[1:]] == ["Router.I"]
+    out = subprocess.run([sys.executable, "-m", "tools.qdmanage", "-b",
+                          f"127.0.0.1:{interior.port}", "-d", "Edge.1", "query", "--type",
+                          "router"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert '"id": "Edge.1"' in out.stdout
+    # and E1's own view: the uplink is its active edge connection
+    rows = qdstat(e1.port, "-e")
+    head = rows[0]
+    assert [r[head.index("role")] for r in rows[1:]] == ["edge"]

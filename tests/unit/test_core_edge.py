@@ -296,3 +296,12 @@ def test_address_lookup_is_answered_on_the_downlink(interior):
     # a request that cannot be answered is rejected
     interior.do(Transfer(5, 70, None, False, 4, b"junk"))
     assert [e.state for e in interior.flat() if type(e) is UpdateIn] == [ipc.STATE_REJECTED]
+
+
+def test_standby_uplink_is_not_active(edge):
+    edge.conn(1, role="edge").conn(2, role="edge").conn(3)
+    active = {c["identity"]: c["active"] for c in edge.snap()["connections"]}
+    assert active == {"1": True, "2": False, "3": True}
+    edge.do(ipc.ConnClosed(1, ""))
+    active = {c["identity"]: c["active"] for c in edge.snap()["connections"]}
+    assert active == {"2": True, "3": True}
