@@ -289,6 +289,8 @@ class RouterCore:
             self.stuck_next_scan = now + self.stuck_interval
             scan_stuck(self, self.stuck_age)
             scan_blocked(self, self.stuck_age)
+        if self.edge is not None:  # heartbeats sent (edge) or watched (interior): edge.py
+            self.edge.tick(self, now)
         if now >= self.sl_next_scrub:
             self.sl_next_scrub = now + SCRUB_INTERVAL
             for link in idle_surplus(self):

@@ -39,7 +39,7 @@ from router_core.addressing import (
 from router_core.corestate import DIST_BALANCED
 from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_REJECTED, TERMINUS_SOURCE, TERMINUS_TARGET,
-    LinkFlow, LinkOpen, UpdateIn, terminus)
+    CloseConnection, LinkFlow, LinkOpen, UpdateIn, terminus)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, key_of, unref
 from router_core.lifecycle import bind_endpoint, detach_own, open_link
@@ -54,7 +54,9 @@ HEARTBEAT = "_$qd.edge_heartbeat"
 ADDR_LOOKUP = "_$qd.addr_lookup"
 LOOKUP_CREDIT = 32     # 1.19's address lookup server window
 TRACKING_CREDIT = 32   # 1.19's edge address proxy: initial credit, one back per update
-HEARTBEAT_CREDIT = 10  # 1.19's heartbeat server window
+HEARTBEAT_CREDIT = 2   # 1.19's heartbeat server window
+HEARTBEAT_INTERVAL = 2.0   # an edge sends one every 2 s (when it has credit)
+HEARTBEAT_THRESHOLD = 8.0  # the interior closes an edge connection silent for longer
 SETTLE_MIXED = [2, 0]  # snd-settle-mode mixed, rcv-settle-mode first
 # the downlink capability as termini carry it (one AMQP sym8, as 1.19 puts it)
 DOWNLINK_CAPS = (b"\xa3" + bytes([len(EDGE_DOWNLINK_CAPABILITY)]) + EDGE_DOWNLINK_CAPABILITY)
@@ -96,7 +98,9 @@ class EdgeUplink:
         self.inlinks = {}         # key -> receiver proxying a local consumer
         self.outlinks = {}        # key -> sender proxying local senders
         self.producers = {}       # key -> local targeted senders bound to it
-        self.heartbeat = None
+        self.heartbeat = None     # the heartbeat sender on the uplink
+        self.heartbeat_seq = 0
+        self.next_heartbeat = 0.0
 
     # --- the connection manager ------------------------------------------------------------
     def conn_opened(self, core: Any, conn: Any) -> None:
@@ -141,6 +145,11 @@ class EdgeUplink:
         self.tracker = open_link(core, conn, DIR_IN, _link_name(core), ADDR_TRACKING,
                                  terminus(TERMINUS_SOURCE, ADDR_TRACKING),
                                  terminus(TERMINUS_TARGET, None), SETTLE_MIXED, self)
+        self.heartbeat = open_link(core, conn, DIR_OUT, _link_name(core), HEARTBEAT,
+                                   terminus(TERMINUS_SOURCE, None),
+                                   terminus(TERMINUS_TARGET, HEARTBEAT), SETTLE_MIXED, self)
+        self.heartbeat.endpoint = self
+        self.next_heartbeat = core.now + HEARTBEAT_INTERVAL
         for addr in list(core.addrs.values()):
             if _proxied(addr):
                 self.sync(core, addr)
@@ -156,6 +165,17 @@ class EdgeUplink:
 
     def routes_changed(self, core: Any) -> None:
         return  # (an edge router has no routes)
+
+    def tick(self, core: Any, now: float) -> None:
+        """Every 2 s a heartbeat on the uplink, when the interior gave credit (1.19)."""
+        link = self.heartbeat
+        if link is None or now < self.next_heartbeat:
+            return
+        self.next_heartbeat = now + HEARTBEAT_INTERVAL
+        if not link.attaching and not link.closed and link.limit > link.delivered:
+            send_router(core, link, None, True, edgemsg.heartbeat(self.heartbeat_seq), None,
+                        -1)
+            self.heartbeat_seq += 1
 
     def producer_bound(self, core: Any, link: Any, addr: Any) -> None:
         if _local(link) and _proxied(addr):
@@ -216,6 +236,8 @@ class EdgeUplink:
             del self.inlinks[key]
         if self.outlinks.get(key) is link:
             del self.outlinks[key]
+        if link is self.heartbeat:
+            self.heartbeat = None
 
     # --- the tracking receiver: a core endpoint (ingress.on_transfer hands it over) ---------
     def transfer(self, core: Any, link: Any, dlv_id: Any, settled: bool, payload: Any) -> None:
@@ -279,6 +301,8 @@ class EdgeServer:
         self.trackers = {}   # edge connection id -> its tracking link (router -> edge)
         self.senders = {}    # mobile key -> {edge connection id: targeted senders}
         self.sent = {}       # (connection id, key) -> the last update sent
+        self.heartbeats = {}  # heartbeat link id -> core time of its last heartbeat
+        self.next_check = 0.0
 
     def conn_opened(self, core: Any, conn: Any) -> None:
         return
@@ -320,6 +344,8 @@ class EdgeServer:
             link.endpoint = self
             link.credited = True
             core._credit(link, HEARTBEAT_CREDIT if address == HEARTBEAT else LOOKUP_CREDIT)
+            if address == HEARTBEAT:
+                self.heartbeats[link_id] = core.now
             return True
         return False
 
@@ -339,10 +365,29 @@ class EdgeServer:
         state = STATE_ACCEPTED
         if link.address == ADDR_LOOKUP:
             state = lookup(core, link, payload)
+        elif link.link_id in self.heartbeats:
+            self.heartbeats[link.link_id] = core.now
         if not settled:
             link.in_unsettled -= 1
             core._emit(link.peer, UpdateIn(dlv_id, state, True, None))
         core._credit(link, 1)
+
+    def tick(self, core: Any, now: float) -> None:
+        """1.19's heartbeat server: every 2 s, an edge whose heartbeat sender has been silent
+        for more than 8 s has its connection closed."""
+        if now < self.next_check or not self.heartbeats:
+            return
+        self.next_check = now + HEARTBEAT_INTERVAL
+        for link_id, last in list(self.heartbeats.items()):
+            link = core.links.get(link_id)
+            if link is None or link.closed:
+                del self.heartbeats[link_id]
+            elif now - last > HEARTBEAT_THRESHOLD:
+                del self.heartbeats[link_id]
+                conn = link.conn
+                _edge_log(core, f"[C{conn.conn_id}] Lost heartbeat from container "
+                                f"{conn.container}, closing connection")
+                core._emit(conn.peer, CloseConnection(conn.conn_id, "", ""))
 
     def producer_bound(self, core: Any, link: Any, addr: Any) -> None:
         conn = link.conn

@@ -36,8 +36,8 @@ def _uplink(h, conn_id=1):
     links by role."""
     h.conn(conn_id, role="edge")
     fx = [e for e in h.flat() if type(e) is AttachOut]
-    assert len(fx) == 3, fx
-    anon, down, track = fx
+    assert len(fx) == 4, fx
+    anon, down, track, beat = fx
     h.do(*[LinkAttached(e.link_id, e.source, e.target, [2, 0]) for e in fx])
     return anon, down, track
 
@@ -73,14 +73,15 @@ def test_tracking_message_round_trip():
 # --- the edge router ------------------------------------------------------------------------------
 def test_edge_connection_attaches_uplink_links(edge):
     edge.conn(1, role="edge")
-    anon, down, track = _attach_outs(edge)
+    anon, down, track, beat = _attach_outs(edge)
+    assert (beat.direction, beat.target["address"]) == (DIR_OUT, "_$qd.edge_heartbeat")
     assert (anon.direction, anon.source["address"], anon.target["address"]) == \
         (DIR_OUT, None, None)
     assert down.direction == DIR_IN and down.source["address"] == "R1"
     assert has_capability(down.source["capabilities"], DOWNLINK)
     assert has_capability(down.target["capabilities"], DOWNLINK)
     assert track.direction == DIR_IN and track.source["address"] == TRACKING
-    assert all(e.name.startswith("qdlink.") for e in (anon, down, track))
+    assert all(e.name.startswith("qdlink.") for e in (anon, down, track, beat))
     # a second edge connection stands by: nothing attached on it
     edge.conn(2, role="edge")
     assert _attach_outs(edge) == []
@@ -88,7 +89,7 @@ def test_edge_connection_attaches_uplink_links(edge):
 
 def test_tracking_receiver_gets_credit_and_downlink_is_anonymous(edge):
     edge.conn(1, role="edge")
-    anon, down, track = _attach_outs(edge)
+    anon, down, track, beat = _attach_outs(edge)
     edge.do(*[LinkAttached(e.link_id, e.source, e.target, [2, 0]) for e in (anon, down, track)])
     credit = {e.link_id: e.credit for e in edge.flat() if type(e) is LinkCredit}
     assert credit[track.link_id] == 32 and credit[down.link_id] == 250
@@ -179,7 +180,7 @@ def test_uplink_fails_over_to_the_standby_connection(edge):
     fx = _attach_outs(edge)
     assert {e.conn_id for e in fx} == {2}
     assert sorted(str(e.source["address"]) for e in fx) == sorted(
-        ["None", "R1", TRACKING, "q"])
+        ["None", "None", "R1", TRACKING, "q"])
 
 
 # --- the interior router --------------------------------------------------------------------------
@@ -263,7 +264,7 @@ def test_heartbeats_are_accepted(interior):
     interior.do(LinkAttach(60, 1, DIR_IN, "h", "_$qd.edge_heartbeat", False, False, 250,
                            "endpoint"))
     fx = interior.flat()
-    assert LinkOpen(60, "_$qd.edge_heartbeat") in fx and LinkCredit(60, 10) in fx
+    assert LinkOpen(60, "_$qd.edge_heartbeat") in fx and LinkCredit(60, 2) in fx
     interior.do(Transfer(3, 60, None, False, 4, edgemsg.heartbeat(0)))
     fx = interior.flat()
     assert UpdateIn(3, STATE_ACCEPTED, True, None) in fx and LinkCredit(60, 1) in fx
@@ -305,3 +306,40 @@ def test_standby_uplink_is_not_active(edge):
     edge.do(ipc.ConnClosed(1, ""))
     active = {c["identity"]: c["active"] for c in edge.snap()["connections"]}
     assert active == {"2": True, "3": True}
+
+
+def test_edge_sends_heartbeats_every_two_seconds_with_credit(edge):
+    edge.conn(1, role="edge")
+    fx = _attach_outs(edge)
+    [hb] = [e for e in fx if e.target and e.target["address"] == "_$qd.edge_heartbeat"]
+    assert hb.direction == DIR_OUT
+    edge.do(*[LinkAttached(e.link_id, e.source, e.target, [2, 0]) for e in fx])
+    edge.core.tick(5.0)
+    assert not [e for e in edge.flat() if type(e) is RouterDeliver]  # no credit yet
+    edge.do(LinkFlow(hb.link_id, 2, False))
+    edge.core.tick(7.5)
+    edge.core.tick(8.0)  # (within 2 s of the last)
+    beats = [e for e in edge.flat() if type(e) is RouterDeliver]
+    assert [(e.link_id, e.settled, e.payload) for e in beats] == [
+        (hb.link_id, True, edgemsg.heartbeat(0))]
+    edge.core.tick(9.6)
+    assert [e.payload for e in edge.flat() if type(e) is RouterDeliver] == \
+        [edgemsg.heartbeat(1)]
+
+
+def test_interior_closes_an_edge_whose_heartbeats_stop(interior):
+    from common.ipc import CloseConnection
+    interior.conn(1, role="edge")
+    interior.do(LinkAttach(60, 1, DIR_IN, "h", "_$qd.edge_heartbeat", False, False, 250,
+                           "endpoint"))
+    interior.flat()
+    for now in (2.0, 4.0, 6.0, 8.0):
+        interior.core.handle(0, Transfer(int(now), 60, None, True, 4, edgemsg.heartbeat(0)),
+                             now)
+        interior.core.tick(now + 0.5)
+    assert not [e for e in interior.flat() if type(e) is CloseConnection]
+    interior.core.tick(16.1)
+    assert [e for e in interior.flat() if type(e) is CloseConnection] == [
+        CloseConnection(1, "", "")]
+    assert any("Lost heartbeat from container c1, closing connection" in t
+               for t in interior.core.al_logs)
