@@ -411,3 +411,24 @@ def test_large_and_aborted_messages_edge_to_edge(net):
     assert snd2.aborted and rcv.messages[1][2] is True
     rp.close()
     sp.close()
+
+
+def test_auto_link_on_an_edge_serves_the_network(net, c_broker):
+    """broker <-- E1 ==> I <== E2: an out auto-link on E1 to its broker's queue consumes the
+    address; a sender on E2 reaches the queue through I (E1 proxies the address)."""
+    from test_autolinks import auto_link, connector, drain_broker, send
+    broker = c_broker("broker.edge")
+    conf = ADDRESS_RULES + connector("broker", broker) + auto_link(
+        "queue.e", "out", connection="broker", name="to-broker") + f"""
+        connector {{
+            name: uplink
+            host: 127.0.0.1
+            port: {net.edge_port}
+            role: edge
+        }}
+        """
+    net.factory(router_id="Edge.1", mode="edge", extra=conf)
+    e2 = net.edge("2")
+    wait_local(net["I"], "queue.e", 1)
+    assert send(e2.url, "queue.e", [f"q{i}" for i in range(5)]) == [Delivery.ACCEPTED] * 5
+    assert sorted(drain_broker(broker, "queue.e")) == [f"q{i}" for i in range(5)]
