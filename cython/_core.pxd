@@ -404,6 +404,13 @@ cdef router_down(RouterCore core, Connection conn)
 cpdef on_policy_event(RouterCore core, peer, cmd)
 cpdef on_connector_status(RouterCore core, peer, cmd)
 
+# --- edge.py ------------------------------------------------------------------------------------
+# (EdgeUplink and EdgeServer stay Python classes, off the per-message path; these reach the
+# core's cdef members for them)
+cdef _link_name(RouterCore core)
+cdef _edge_emit(RouterCore core, peer, effect)
+cdef _edge_credit(RouterCore core, Link link, long long credit)
+
 # --- autolinks.py -------------------------------------------------------------------------------
 # (AutoLink stays a Python class: off the per-message path; lifecycle calls its methods)
 cdef double FIRST_RETRY, RETRY, NEVER

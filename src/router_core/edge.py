@@ -39,10 +39,11 @@ from router_core.addressing import (
 from router_core.corestate import DIST_BALANCED
 from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_REJECTED, TERMINUS_SOURCE, TERMINUS_TARGET,
-    CloseConnection, LinkFlow, LinkOpen, UpdateIn, terminus)
+    CloseConnection, LinkFlow, LinkOpen, LinkRefuse, UpdateIn, terminus)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, key_of, unref
-from router_core.lifecycle import bind_endpoint, detach_own, open_link
+from router_core.lifecycle import bind_endpoint, detach_own, on_attach, open_link
+from router_core.linkroute import RouteAddress, pair, routed_name
 from router_core.records import (
     KEY_MOBILE, ROLE_EDGE, ROLE_INTERNAL, Link, set_treatment)
 from router_core.relay import credit_waiting, reachable
@@ -53,6 +54,7 @@ ADDR_TRACKING = "_$qd.edge_addr_tracking"
 HEARTBEAT = "_$qd.edge_heartbeat"
 ADDR_LOOKUP = "_$qd.addr_lookup"
 LOOKUP_CREDIT = 32     # 1.19's address lookup server window
+LOOKUP_TIMEOUT = 3.0   # 1.19's lookup client: no answer within 3 s, the edge decides alone
 TRACKING_CREDIT = 32   # 1.19's edge address proxy: initial credit, one back per update
 HEARTBEAT_CREDIT = 2   # 1.19's heartbeat server window
 HEARTBEAT_INTERVAL = 2.0   # an edge sends one every 2 s (when it has credit)
@@ -65,6 +67,16 @@ INVALID_UPDATE = "Edge Address Proxy: received an invalid message body, rejectin
 
 def _link_name(core: Any) -> str:
     return "qdlink.%016x" % core._rng.getrandbits(64)
+
+
+# The core's private services, for the classes below (compiled, RouterCore's cdef members are
+# reached only from functions that type ``core``: these, declared in cython/_core.pxd)
+def _edge_emit(core: Any, peer: Any, effect: Any) -> None:
+    core._emit(peer, effect)
+
+
+def _edge_credit(core: Any, link: Any, credit: int) -> None:
+    core._credit(link, credit)
 
 
 def _local(link: Any) -> bool:
@@ -101,6 +113,14 @@ class EdgeUplink:
         self.heartbeat = None     # the heartbeat sender on the uplink
         self.heartbeat_seq = 0
         self.next_heartbeat = 0.0
+        # 1.19's address lookup client: a sender to the interior's _$qd.addr_lookup and a
+        # dynamic receiver for the answers; client attaches waiting for their answer
+        self.lookup = None
+        self.replies = None
+        self.reply_to = None
+        self.pending = {}         # correlation id -> (peer, LinkAttach, core time asked)
+        self.next_cid = 1
+        self.decided = set()      # link ids whose attach the answer (or its absence) decided
 
     # --- the connection manager ------------------------------------------------------------
     def conn_opened(self, core: Any, conn: Any) -> None:
@@ -113,8 +133,10 @@ class EdgeUplink:
             return
         self.conn = None
         self.anon = self.downlink = self.tracker = self.heartbeat = None
+        self.lookup = self.replies = self.reply_to = None
         self.inlinks = {}
         self.outlinks = {}
+        self.answer_all(core)  # (as 1.19: waiting attaches are decided here)
         for other in core.conns.values():
             if other.role == ROLE_EDGE:
                 _edge_log(core, f"Edge connection (id={conn.conn_id}) to interior lost, "
@@ -150,6 +172,13 @@ class EdgeUplink:
                                    terminus(TERMINUS_TARGET, HEARTBEAT), SETTLE_MIXED, self)
         self.heartbeat.endpoint = self
         self.next_heartbeat = core.now + HEARTBEAT_INTERVAL
+        self.lookup = open_link(core, conn, DIR_OUT, _link_name(core), ADDR_LOOKUP,
+                                terminus(TERMINUS_SOURCE, None),
+                                terminus(TERMINUS_TARGET, ADDR_LOOKUP), SETTLE_MIXED, self)
+        self.lookup.endpoint = self
+        self.replies = open_link(core, conn, DIR_IN, _link_name(core), None,
+                                 terminus(TERMINUS_SOURCE, None, True),
+                                 terminus(TERMINUS_TARGET, None), SETTLE_MIXED, self)
         for addr in list(core.addrs.values()):
             if _proxied(addr):
                 self.sync(core, addr)
@@ -167,7 +196,13 @@ class EdgeUplink:
         return  # (an edge router has no routes)
 
     def tick(self, core: Any, now: float) -> None:
-        """Every 2 s a heartbeat on the uplink, when the interior gave credit (1.19)."""
+        """Every 2 s a heartbeat on the uplink, when the interior gave credit (1.19); lookups
+        unanswered for 3 s are decided here."""
+        if self.pending:
+            for cid, (peer, cmd, asked) in list(self.pending.items()):
+                if now - asked > LOOKUP_TIMEOUT:
+                    del self.pending[cid]
+                    self.decide(core, peer, cmd)
         link = self.heartbeat
         if link is None or now < self.next_heartbeat:
             return
@@ -218,12 +253,18 @@ class EdgeUplink:
 
     # --- owner of the links it attached (lifecycle.attached_out / detached_out) -------------
     def attached(self, core: Any, link: Any) -> bool:
-        if link is self.downlink:
+        if link is self.replies:
+            source = link.remote_source or {}
+            self.reply_to = source.get("address")
+            link.endpoint = self
+            link.credited = True
+            _edge_credit(core, link, LOOKUP_CREDIT)
+        elif link is self.downlink:
             bind_endpoint(core, link, None)  # anonymous: routed by each message's address
         elif link is self.tracker:
             link.endpoint = self
             link.credited = True
-            core._credit(link, TRACKING_CREDIT)
+            _edge_credit(core, link, TRACKING_CREDIT)
         elif link.direction == DIR_IN and self.inlinks.get(_key(link)) is link:
             bind_endpoint(core, link, _key(link))  # a producer of the local consumers' address
         return True  # the anonymous sender is bound already; an outlink waits for tracking
@@ -238,9 +279,99 @@ class EdgeUplink:
             del self.outlinks[key]
         if link is self.heartbeat:
             self.heartbeat = None
+        if link is self.lookup or link is self.replies:
+            self.lookup = self.replies = self.reply_to = None
+            self.answer_all(core)
+
+    # --- 1.19's address lookup client --------------------------------------------------------
+    def defer_attach(self, core: Any, peer: Any, cmd: Any) -> bool:
+        """A client's attach on this edge: while the uplink can answer lookups, ask the
+        interior whether its address is link-routed before attaching it (True: it waits for
+        the answer, :meth:`answer`). As 1.19: only termini with an address, no local link
+        route for it, never the uplink's own links."""
+        link_id, conn_id, direction, name, address = cmd[0], cmd[1], cmd[2], cmd[3], cmd[4]
+        if link_id in self.decided:
+            self.decided.discard(link_id)
+            return False
+        lookup = self.lookup
+        if (self.reply_to is None or lookup is None or lookup.attaching or address is None
+                or cmd[5]):
+            return False
+        conn = core.conns.get(conn_id)
+        if conn is None or conn.role == ROLE_EDGE or conn.role == ROLE_INTERNAL:
+            return False
+        if core.lr.addrs and core.lr.match(direction, address) is not None:
+            return False  # a link route of this edge's own
+        cid = self.next_cid
+        self.next_cid = cid + 1
+        self.pending[cid] = (peer, cmd, core.now)
+        request = edgemsg.lookup_request(self.reply_to, cid, address, direction == DIR_IN)
+        if not lookup.queue and lookup.limit > lookup.delivered:
+            send_router(core, lookup, None, True, request, None, -1)
+        else:
+            lookup.queue.append(request)  # sent as credit comes (transfer.drain_queue)
+        return True
+
+    def answer(self, core: Any, payload: Any) -> None:
+        reply = edgemsg.read_lookup_reply(payload)
+        if reply is None:
+            return
+        entry = self.pending.pop(reply[0], None)
+        if entry is None:
+            return  # decided already (timed out, uplink lost)
+        peer, cmd = entry[0], entry[1]
+        if reply[1] != edgemsg.LOOKUP_OK or not reply[2]:
+            self.decide(core, peer, cmd)  # not link-routed: attached here
+        elif not reply[3]:
+            _edge_emit(core, peer, LinkRefuse(cmd[0], "qd:no-route-to-dest",
+                                              "No route to the destination node"))
+        else:
+            self.route_up(core, peer, cmd)
+
+    def decide(self, core: Any, peer: Any, cmd: Any) -> None:
+        """Attach the client's link as if no lookup had been asked."""
+        self.decided.add(cmd[0])
+        on_attach(core, peer, cmd)
+
+    def answer_all(self, core: Any) -> None:
+        pending = self.pending
+        self.pending = {}
+        for peer, cmd, asked in pending.values():
+            self.decide(core, peer, cmd)
+
+    def route_up(self, core: Any, peer: Any, cmd: Any) -> None:
+        """The interior routes the address as a link route: the client's link is paired
+        with one on the uplink with its termini (1.19 forwards the attach as it is)."""
+        (link_id, conn_id, direction, name, address, dynamic, presettled, capacity, link_type,
+         source, target, settle) = cmd
+        conn = core.conns.get(conn_id)
+        if conn is None or self.conn is None or link_id in core.links:
+            return
+        link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
+        link.rate_at = link.zero_at = core.now
+        link.source = source
+        link.target = target
+        link.settle = settle
+        core.links[link_id] = link
+        conn.links[link_id] = link
+        raddr = RouteAddress(("C" if direction == DIR_IN else "D") + str(address),
+                             str(address), None, None)
+        out_id = core.attach_out(self.conn.conn_id, DIR_OUT if direction == DIR_IN else DIR_IN,
+                                 routed_name(conn, name), address, source, target,
+                                 settle if settle is not None else [0, 0], raddr)
+        out = core.links[out_id]
+        out.capacity = capacity
+        pair(link, out, raddr.key)
 
     # --- the tracking receiver: a core endpoint (ingress.on_transfer hands it over) ---------
     def transfer(self, core: Any, link: Any, dlv_id: Any, settled: bool, payload: Any) -> None:
+        if link is self.replies:
+            self.answer(core, payload)
+            if not settled:
+                link.in_unsettled -= 1
+                _edge_emit(core, link.peer, UpdateIn(dlv_id, STATE_ACCEPTED, True, None))
+            _edge_credit(core, link, 1)
+            return
         update = edgemsg.read_tracking_update(payload)
         state = STATE_ACCEPTED
         if update is None:
@@ -255,8 +386,8 @@ class EdgeUplink:
                     self.unbind_out(core, out)
         if not settled:
             link.in_unsettled -= 1
-            core._emit(link.peer, UpdateIn(dlv_id, state, True, None))
-        core._credit(link, 1)
+            _edge_emit(core, link.peer, UpdateIn(dlv_id, state, True, None))
+        _edge_credit(core, link, 1)
 
     def bind_out(self, core: Any, link: Any) -> None:
         """The interior has a destination for the outlink's address: it becomes a consumer
@@ -343,7 +474,7 @@ class EdgeServer:
                               capacity)
             link.endpoint = self
             link.credited = True
-            core._credit(link, HEARTBEAT_CREDIT if address == HEARTBEAT else LOOKUP_CREDIT)
+            _edge_credit(core, link, HEARTBEAT_CREDIT if address == HEARTBEAT else LOOKUP_CREDIT)
             if address == HEARTBEAT:
                 self.heartbeats[link_id] = core.now
             return True
@@ -356,7 +487,7 @@ class EdgeServer:
         link.rate_at = link.zero_at = core.now
         core.links[link_id] = link
         conn.links[link_id] = link
-        core._emit(conn.peer, LinkOpen(link_id, address))
+        _edge_emit(core, conn.peer, LinkOpen(link_id, address))
         return link
 
     def transfer(self, core: Any, link: Any, dlv_id: Any, settled: bool, payload: Any) -> None:
@@ -369,8 +500,8 @@ class EdgeServer:
             self.heartbeats[link.link_id] = core.now
         if not settled:
             link.in_unsettled -= 1
-            core._emit(link.peer, UpdateIn(dlv_id, state, True, None))
-        core._credit(link, 1)
+            _edge_emit(core, link.peer, UpdateIn(dlv_id, state, True, None))
+        _edge_credit(core, link, 1)
 
     def tick(self, core: Any, now: float) -> None:
         """1.19's heartbeat server: every 2 s, an edge whose heartbeat sender has been silent
@@ -387,7 +518,7 @@ class EdgeServer:
                 conn = link.conn
                 _edge_log(core, f"[C{conn.conn_id}] Lost heartbeat from container "
                                 f"{conn.container}, closing connection")
-                core._emit(conn.peer, CloseConnection(conn.conn_id, "", ""))
+                _edge_emit(core, conn.peer, CloseConnection(conn.conn_id, "", ""))
 
     def producer_bound(self, core: Any, link: Any, addr: Any) -> None:
         conn = link.conn

@@ -256,3 +256,40 @@ def lookup_reply(reply_to: str, correlation_id: bytes, status: int, is_link_rout
                  + (b"\x41" if has_destinations else b"\x42"), 2)
     return (_NOT_DURABLE_HEADER + b"\x00\x53\x73" + props + b"\x00\x53\x74" + app_map
             + _AMQP_VALUE + body)
+
+
+def lookup_request(reply_to: str, correlation_id: int, address: str, receiver: bool) -> bytes:
+    """An address lookup request, as a 1.19 edge sends it (its reply address, a correlation
+    id, application properties version 1 and opcode 1, body ``[address, receiver?]``)."""
+    cid = b"\x80" + (correlation_id & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big")
+    props = _list(b"\x40\x40\x40\x40" + _str(reply_to) + cid, 6)
+    app = b""
+    for name, value in (("version", LOOKUP_VERSION), ("opcode", OPCODE_LINK_ROUTE_LOOKUP)):
+        app += _str(name) + b"\x70" + value.to_bytes(4, "big")
+    app_map = _list(app, 4)
+    app_map = bytes([0xc1]) + app_map[1:] if app_map[0] == 0xc0 else \
+        bytes([0xd1]) + app_map[1:]
+    body = _list(_str(address) + (b"\x41" if receiver else b"\x42"), 2)
+    return (_NOT_DURABLE_HEADER + b"\x00\x53\x73" + props + b"\x00\x53\x74" + app_map
+            + _AMQP_VALUE + body)
+
+
+def read_lookup_reply(payload: object) -> Optional[tuple]:
+    """A lookup reply as ``(correlation_id, status, is_link_route, has_destinations)``; None
+    when it cannot be read (the asker then decides locally, as 1.19 does)."""
+    try:
+        data = bytes(payload)  # type: ignore[call-overload]
+        sections = _sections(data)
+        items = _compound(data, sections[_PROPERTIES])
+        cid = _scalar(data, items[5]) if len(items) > 5 else None
+        status = None
+        items = _compound(data, sections[_APP_PROPERTIES])
+        for k, v in zip(items[0::2], items[1::2]):
+            if _scalar(data, k) == "status":
+                status = _scalar(data, v)
+        items = _compound(data, sections[_VALUE])
+        if len(items) < 2:
+            return cid, LOOKUP_INVALID_REQUEST, False, False
+        return cid, status, _read_bool(data, items[0]), _read_bool(data, items[1])
+    except (_Bad, KeyError, IndexError, ValueError, TypeError, UnicodeDecodeError):
+        return None

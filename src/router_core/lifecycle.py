@@ -303,6 +303,8 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
             return
         action = A_ATTACH_ENDPOINT
     if action == A_ATTACH_ENDPOINT:
+        if core.mode == MODE_EDGE and core.edge.defer_attach(core, peer, cmd):
+            return  # an edge asks its interior first whether the address is link-routed
         if core.lr.addrs and route_attach(core, conn, link_id, direction, name, address,
                                           dynamic, presettled, capacity, source, target,
                                           settle):

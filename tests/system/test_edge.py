@@ -432,3 +432,41 @@ def test_auto_link_on_an_edge_serves_the_network(net, c_broker):
     wait_local(net["I"], "queue.e", 1)
     assert send(e2.url, "queue.e", [f"q{i}" for i in range(5)]) == [Delivery.ACCEPTED] * 5
     assert sorted(drain_broker(broker, "queue.e")) == [f"q{i}" for i in range(5)]
+
+
+def test_link_route_of_the_interior_used_from_an_edge(router_factory, c_broker):
+    """client -- E1 ==> I -- broker (I has linkRoute lr in/out to the broker): E1 asks I
+    whether lr.q is link-routed (1.19's address lookup) and forwards the attaches up; the
+    client talks to the broker's queue through both routers."""
+    from test_autolinks import connector
+    broker = c_broker("broker.lr")
+    edge_port = free_port()
+    router_factory(router_id="Router.I", mode="interior", extra=connector("broker", broker) + f"""
+        listener {{
+            host: 127.0.0.1
+            port: {edge_port}
+            role: edge
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        linkRoute {{
+            prefix: lr
+            direction: in
+            connection: broker
+        }}
+        linkRoute {{
+            prefix: lr
+            direction: out
+            connection: broker
+        }}
+        """)
+    e1 = _edge(router_factory, "1", edge_port)
+    conn = BlockingConnection(e1.url, timeout=TIMEOUT)
+    try:
+        snd = conn.create_sender("lr.q")
+        outcomes = [snd.send(Message(body=f"l{i}")).remote_state for i in range(5)]
+        assert outcomes == [Delivery.ACCEPTED] * 5
+        rcv = conn.create_receiver("lr.q", credit=10)
+        assert collect([conn], [rcv], expect=5, idle=IDLE) == [[f"l{i}" for i in range(5)]]
+    finally:
+        conn.close()

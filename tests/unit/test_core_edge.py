@@ -36,8 +36,8 @@ def _uplink(h, conn_id=1):
     links by role."""
     h.conn(conn_id, role="edge")
     fx = [e for e in h.flat() if type(e) is AttachOut]
-    assert len(fx) == 4, fx
-    anon, down, track, beat = fx
+    assert len(fx) == 6, fx
+    anon, down, track, beat, lookup, replies = fx
     h.do(*[LinkAttached(e.link_id, e.source, e.target, [2, 0]) for e in fx])
     return anon, down, track
 
@@ -73,7 +73,9 @@ def test_tracking_message_round_trip():
 # --- the edge router ------------------------------------------------------------------------------
 def test_edge_connection_attaches_uplink_links(edge):
     edge.conn(1, role="edge")
-    anon, down, track, beat = _attach_outs(edge)
+    anon, down, track, beat, lookup, replies = _attach_outs(edge)
+    assert (lookup.direction, lookup.target["address"]) == (DIR_OUT, "_$qd.addr_lookup")
+    assert replies.direction == DIR_IN and replies.source["dynamic"]
     assert (beat.direction, beat.target["address"]) == (DIR_OUT, "_$qd.edge_heartbeat")
     assert (anon.direction, anon.source["address"], anon.target["address"]) == \
         (DIR_OUT, None, None)
@@ -89,7 +91,7 @@ def test_edge_connection_attaches_uplink_links(edge):
 
 def test_tracking_receiver_gets_credit_and_downlink_is_anonymous(edge):
     edge.conn(1, role="edge")
-    anon, down, track, beat = _attach_outs(edge)
+    anon, down, track, beat, lookup, replies = _attach_outs(edge)
     edge.do(*[LinkAttached(e.link_id, e.source, e.target, [2, 0]) for e in (anon, down, track)])
     credit = {e.link_id: e.credit for e in edge.flat() if type(e) is LinkCredit}
     assert credit[track.link_id] == 32 and credit[down.link_id] == 250
@@ -111,7 +113,8 @@ def test_receiver_before_the_uplink_is_proxied_when_it_opens(edge):
     edge.flat()
     edge.conn(1, role="edge")
     fx = _attach_outs(edge)
-    assert [e.source["address"] for e in fx if e.direction == DIR_IN] == ["R1", TRACKING, "q"]
+    assert [e.source["address"] for e in fx if e.direction == DIR_IN] == ["R1", TRACKING, None,
+                                                                          "q"]
 
 
 def test_sender_gets_credit_only_while_the_interior_has_a_destination(edge):
@@ -180,7 +183,7 @@ def test_uplink_fails_over_to_the_standby_connection(edge):
     fx = _attach_outs(edge)
     assert {e.conn_id for e in fx} == {2}
     assert sorted(str(e.source["address"]) for e in fx) == sorted(
-        ["None", "None", "R1", TRACKING, "q"])
+        ["None", "None", "None", "None", "R1", TRACKING, "q"])
 
 
 # --- the interior router --------------------------------------------------------------------------
@@ -343,3 +346,45 @@ def test_interior_closes_an_edge_whose_heartbeats_stop(interior):
         CloseConnection(1, "", "")]
     assert any("Lost heartbeat from container c1, closing connection" in t
                for t in interior.core.al_logs)
+
+
+def test_edge_asks_its_interior_whether_an_address_is_link_routed(edge):
+    import proton
+    edge.conn(1, role="edge")
+    fx = _attach_outs(edge)
+    lookup, replies = fx[4], fx[5]
+    for e in fx:
+        source = e.source
+        if e is replies:  # the interior names the dynamic reply address
+            source = dict(e.source, address="amqp:/_topo/0/I/temp.r")
+        edge.do(LinkAttached(e.link_id, source, e.target, [2, 0]))
+    edge.do(LinkFlow(lookup.link_id, 10, False))
+    edge.flat()
+    # a client's sender to lr.q waits for the answer: nothing answered yet
+    edge.conn(2).sender(10, 2, "lr.q")
+    fx = edge.flat()
+    [req] = [e for e in fx if type(e) is RouterDeliver and e.link_id == lookup.link_id]
+    assert not [e for e in fx if type(e) is LinkOpen]
+    msg = proton.Message()
+    msg.decode(req.payload)
+    assert msg.reply_to == "amqp:/_topo/0/I/temp.r" and msg.body == ["lr.q", True]
+    assert msg.properties == {"version": 1, "opcode": 1}
+    # a link route with a destination: the attach goes up the uplink with the same termini
+    reply = edgemsg.lookup_reply(msg.reply_to, b"\x80" + msg.correlation_id.to_bytes(8, "big"),
+                                 0, True, True)
+    edge.do(Transfer(1, replies.link_id, None, True, 4, reply))
+    [up] = _attach_outs(edge)
+    assert (up.conn_id, up.direction, up.name) == (1, DIR_OUT, "s10@c2")
+    # a receiver to an address that is not link-routed is attached here once answered
+    edge.receiver(20, 2, "plain")
+    [req] = [e for e in edge.flat() if type(e) is RouterDeliver]
+    msg.decode(req.payload)
+    reply = edgemsg.lookup_reply(msg.reply_to, b"\x80" + msg.correlation_id.to_bytes(8, "big"),
+                                 3, False, False)
+    edge.do(Transfer(2, replies.link_id, None, True, 4, reply))
+    assert LinkOpen(20, "plain") in edge.flat()
+    # unanswered for 3 s: attached here
+    edge.receiver(21, 2, "late")
+    edge.flat()
+    edge.core.tick(edge.core.now + 3.5)
+    assert LinkOpen(21, "late") in edge.flat()
