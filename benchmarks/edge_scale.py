@@ -217,6 +217,11 @@ def run(args: argparse.Namespace) -> dict:
             Container(edges).run()
             attach_s = marks.get("t", time.monotonic()) - t0
             after_kb, cpu1 = tree_rss_kb(pid), tree_cpu_s(pid)
+            try:  # edges the interior dropped for missing heartbeats (this process too slow)
+                log = router.log_path.read_text(errors="replace")
+                lost = log.count("Lost heartbeat")
+            except OSError:
+                lost = None
         finally:
             router.stop()
     per_edge_kb = (after_kb - base_kb) / args.edges
@@ -226,7 +231,7 @@ def run(args: argparse.Namespace) -> dict:
         "per_edge_kb": round(per_edge_kb, 1),
         "thousand_edges_mb": round((base_kb + per_edge_kb * 1000) / 1024, 1),
         "attach_s": round(attach_s, 2), "interior_cpu_s": round(cpu1 - cpu0, 2),
-        "delivered": edges.accepted, "error": edges.error,
+        "delivered": edges.accepted, "error": edges.error, "lost_heartbeats": lost,
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
@@ -245,7 +250,8 @@ def main(argv: Optional[list[str]] = None) -> int:
           f"(interior CPU {row['interior_cpu_s']} s); interior RSS {row['rss_before_mb']} MB -> "
           f"{row['rss_after_mb']} MB: {row['per_edge_kb']} kB per edge, about "
           f"{row['thousand_edges_mb']} MB with 1,000 edges; {row['delivered']}/{row['edges']} "
-          f"messages reached their edge" + (f"; ERROR {row['error']}" if row["error"] else ""))
+          f"messages reached their edge; {row['lost_heartbeats']} edges closed for lost "
+          "heartbeats" + (f"; ERROR {row['error']}" if row["error"] else ""))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("a") as f:
         f.write(json.dumps(row) + "\n")
