@@ -331,6 +331,9 @@ cdef on_transfer(RouterCore core, peer, cmd)
 @cython.locals(link=Link, settled=cython.bint, priority=cython.int, phase=cython.int,
                addr=Address)
 cdef on_router_transfer(RouterCore core, peer, cmd)
+@cython.locals(consumer=Link, consumers=list)
+cdef forward_no_echo(RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
+                     Address addr)
 cdef bint has_destination(RouterCore core, Address addr)
 @cython.locals(alt=Address)
 cdef to_fallback(RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
