@@ -232,6 +232,7 @@ def run(args: argparse.Namespace) -> dict:
         "thousand_edges_mb": round((base_kb + per_edge_kb * 1000) / 1024, 1),
         "attach_s": round(attach_s, 2), "interior_cpu_s": round(cpu1 - cpu0, 2),
         "delivered": edges.accepted, "error": edges.error, "lost_heartbeats": lost,
+        "heartbeats_sent": sum(edges.beats.values()),
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
 
