@@ -312,6 +312,12 @@ class EdgeUplink:
             lookup.queue.append(request)  # sent as credit comes (transfer.drain_queue)
         return True
 
+    def cancel(self, link_id: Any) -> None:
+        """The client detached a link whose attach still waits for its lookup: forgotten."""
+        for cid, entry in list(self.pending.items()):
+            if entry[1][0] == link_id:
+                del self.pending[cid]
+
     def answer(self, core: Any, payload: Any) -> None:
         reply = edgemsg.read_lookup_reply(payload)
         if reply is None:

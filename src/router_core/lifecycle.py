@@ -501,7 +501,10 @@ def on_detach(core: Any, peer: Any, cmd: Any) -> None:
             core.info_logs.append((LOG_LINK_DETACHED, link, None, None))
         if link.owner is not None:
             detached_out(core, link, cmd[2])
-    elif action != A_IGNORE:
+    elif action == A_IGNORE:
+        if core.mode == MODE_EDGE:  # a client's attach may still wait for a lookup (edge.py)
+            core.edge.cancel(cmd[0])
+    else:
         text = f"LinkDetach {cmd[0]} ({LINK_STATES[state]})"
         if link is None:  # nothing to drop; the peer detaches it if it has it
             protocol_error(core, text)

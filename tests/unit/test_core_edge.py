@@ -388,3 +388,10 @@ def test_edge_asks_its_interior_whether_an_address_is_link_routed(edge):
     edge.flat()
     edge.core.tick(edge.core.now + 3.5)
     assert LinkOpen(21, "late") in edge.flat()
+    # detached by the client before the answer: forgotten, never attached
+    edge.receiver(22, 2, "gone")
+    edge.flat()
+    edge.do(ipc.LinkDetach(22, True, ""))
+    edge.core.tick(edge.core.now + 3.5)
+    assert not [e for e in edge.flat() if type(e) is LinkOpen]
+    assert 22 not in edge.core.links
