@@ -33,7 +33,8 @@ EXTENSIONS = {
 }
 # The parts of the router core, in dependency order (see src/router_core/core.py).
 CORE_PARTS = ["records", "addrkeys", "settlement", "streaming", "transfer", "streamlinks", "relay",
-              "forwarders", "ingress", "linkroute", "lifecycle", "edge", "autolinks", "core"]
+              "forwarders", "ingress", "linkroute", "lifecycle", "edge", "edgeserver",
+              "autolinks", "core"]
 PARTS_BEGIN = ("# --- core parts (the compiled build is one module: setup.py drops these imports)"
                " ---")
 PARTS_END = "# --- end core parts ---"

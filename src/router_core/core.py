@@ -17,7 +17,8 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   ingress.py      where a delivery enters (Transfer, RouterTransfer)
   linkroute.py    link routing: the link-route table, attach routing, routed pairs' credit
   lifecycle.py    open/close, attach/detach as transition tables; protocol errors
-  edge.py         edge mode: an edge's uplink and address proxy; an interior's edge connections
+  edge.py         edge mode: an edge router's uplink, address proxy, heartbeats, lookups
+  edgeserver.py   edge mode: an interior router's edge connections (tracking, heartbeats, lookups)
   autolinks.py    auto-links: attached on their route container's connection, operStatus, retries
 
 Each of them, and this file, is the pure-Python reference AND part of the compiled build:
@@ -104,7 +105,8 @@ from router_core.lifecycle import (
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
     delete_link_route, on_in_drained, on_sender_state)
-from router_core.edge import EdgeServer, EdgeUplink
+from router_core.edge import EdgeUplink
+from router_core.edgeserver import EdgeServer
 from router_core.records import MODE_CODES, MODE_EDGE, MODE_INTERIOR, STALL_NONE, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import (
