@@ -252,6 +252,62 @@ class Chain(Network):
                        f"{self.names[0]} learns {address}", interval=0.2)
 
 
+def local_count(port: int, address: str) -> int:
+    """``address``'s consumers on the router at ``port`` (qdstat -a's ``local``)."""
+    for row in table(qdstat(port, "-a")):
+        if row.get("addr") == address:
+            digits = re.sub(r"^\w+\((\d+)\)$", r"\1", row.get("local") or "0")
+            return int(digits) if digits.isdigit() else 0
+    return 0
+
+
+def edge_conf(router_id: str, port: int, workers: int, uplink_port: int,
+              link_capacity: int = 0) -> str:
+    """An edge router: a normal listener and an edge connector to ``uplink_port``."""
+    clients = f"    linkCapacity: {link_capacity}\n" if link_capacity else ""
+    return (f"router {{\n    mode: edge\n    id: {router_id}\n    workerThreads: {workers}\n}}\n"
+            f"listener {{\n    host: 127.0.0.1\n    port: {port}\n    authenticatePeer: no\n"
+            f"    saslMechanisms: ANONYMOUS\n{clients}}}\n"
+            f"connector {{\n    name: uplink\n    host: 127.0.0.1\n    port: {uplink_port}\n"
+            "    role: edge\n}\n")
+
+
+class EdgeLine(Network):
+    """E1 ==> I <== E2: edge routers E1 and E2 on interior router I (its ``role: edge``
+    listener); sender on E1, receiver on E2 (the interface run_once needs)."""
+
+    def __init__(self, workdir: Path, workers: int, router_cmd: Optional[str] = None,
+                 extra_env: Optional[dict[str, str]] = None, link_capacity: int = 0) -> None:
+        super().__init__(workdir, ["E1", "I", "E2"], [], workers, router_cmd, None, False,
+                         extra_env, link_capacity)
+
+    def start(self) -> None:
+        env = {"RUNTIME_DIRECTORY": str(self.workdir), **self.extra_env}
+        edge_port = self.ir_ports["I"]
+        conf = interior_conf("Router.I", self.ports["I"], rb.free_port(), self.workers, [],
+                             link_capacity=self.link_capacity)
+        conf += (f"listener {{\n    host: 127.0.0.1\n    port: {edge_port}\n    role: edge\n"
+                 "    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n}\n")
+        for name in ("I", "E2", "E1"):
+            if name != "I":
+                conf = edge_conf(f"Edge.{name}", self.ports[name], self.workers, edge_port,
+                                 self.link_capacity)
+            router = rb.Router(self.workdir, self.ports[name], self.workers, self.router_cmd,
+                               env, conf_text=conf, name=name, new_session=True)
+            self.routers[name] = router
+            router.wait_ready()
+
+    def client_urls(self) -> tuple[str, str]:
+        return f"127.0.0.1:{self.ports['E1']}", f"127.0.0.1:{self.ports['E2']}"
+
+    def wait_routes(self, addresses: list[str]) -> None:
+        """Until I has E2's proxy of each address and E1 has made its own proxy a consumer
+        (the interior told it there is a destination): then E1's sender has credit."""
+        for address in addresses:
+            wait_until(lambda: local_count(self.ports["I"], address) >= 1, ROUTE_TIMEOUT,
+                       f"I learns E2's {address}", interval=0.2)
+
+
 # --------------------------------------------------------------------------- chain runs
 
 CHAIN_COLUMNS = (("variant", 7), ("mode", 10), ("received", 9), ("msgs_per_s", 9),

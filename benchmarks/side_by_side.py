@@ -14,7 +14,9 @@ routers) for every run. The table gives the medians and the ratio ours / 1.x:
   10,000 msg/s paced), ``lat-10k-py`` (the same with the project's Python clients, ``loadgen.py``:
   clients that take a good part of the CPUs the router runs on), ``lat-half`` (paced at half of
   the 1.x router's median 1r-unsettled rate, measured first in the same invocation when that case
-  is also asked for, else ``--half-rate``).
+  is also asked for, else ``--half-rate``), ``eie-unsettled`` / ``eie-presettled`` (edge ->
+  interior -> edge: sender on edge router E1, receiver on edge router E2, both attached to
+  interior router I; CPU and RSS are the three routers').
 
 The 1.x router: ``--qdrouterd-1x DIR`` is an install prefix (``DIR/sbin/qdrouterd``; its Python
 path is derived from ``DIR/lib``, plus Debian's ``/usr/lib/python3/dist-packages`` for proton's
@@ -50,7 +52,7 @@ import run_router_bench as rb
 
 HERE = Path(__file__).resolve().parent
 CASES = ("1r-unsettled", "1r-presettled", "1r-unsettled-4p", "1r-presettled-4p", "2r-unsettled",
-         "3r-unsettled", "lat-10k", "lat-10k-py", "lat-half")
+         "3r-unsettled", "lat-10k", "lat-10k-py", "lat-half", "eie-unsettled", "eie-presettled")
 DEFAULT_CASES = "1r-unsettled,1r-presettled,2r-unsettled,lat-10k,lat-half"
 
 
@@ -80,7 +82,8 @@ class Spec:
 
     def __init__(self, name: str, half_rate: float) -> None:
         self.name = name
-        self.routers = int(name[0]) if name[0].isdigit() else 1
+        self.edge = name.startswith("eie-")  # edge -> interior -> edge (bn.EdgeLine)
+        self.routers = 3 if self.edge else (int(name[0]) if name[0].isdigit() else 1)
         self.presettled = "presettled" in name
         self.pairs = 4 if name.endswith("-4p") else 1
         self.rate = 10_000.0 if name.startswith("lat-10k") else (
@@ -113,8 +116,12 @@ def start(kind: str, spec: Spec, args: argparse.Namespace, workdir: Path):
             router.stop()
             raise
         return router, [router.proc.pid]
-    chain = bn.Chain(workdir / f"{kind}-chain", spec.routers, args.workers, cmd, extra_env=env,
-                     link_capacity=args.link_capacity)
+    if spec.edge:
+        chain = bn.EdgeLine(workdir / f"{kind}-edges", args.workers, cmd, extra_env=env,
+                            link_capacity=args.link_capacity)
+    else:
+        chain = bn.Chain(workdir / f"{kind}-chain", spec.routers, args.workers, cmd,
+                         extra_env=env, link_capacity=args.link_capacity)
     try:
         chain.start()
     except Exception:

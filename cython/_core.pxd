@@ -49,7 +49,7 @@ cdef int ROLE_NORMAL, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, ROLE_EDGE, ROLE_I
 cdef int LINK_ENDPOINT, LINK_CONTROL, LINK_DATA
 cdef int STALL_NONE, STALL_ON, STALL_RESTORING
 cdef int MODE_STANDALONE, MODE_INTERIOR, MODE_EDGE
-cdef int KEY_MOBILE, KEY_LOCAL, KEY_TOPOLOGICAL, KEY_ROUTER, KEY_AREA, KEY_OTHER
+cdef int KEY_MOBILE, KEY_LOCAL, KEY_TOPOLOGICAL, KEY_ROUTER, KEY_AREA, KEY_OTHER, KEY_EDGE
 cdef int CONTROL_PRIORITY, PRIORITIES
 cdef dict MCAST_RANK
 cdef list FORWARDERS
@@ -108,6 +108,7 @@ cdef class Link:
     cdef public object peer_link
     cdef public int stall, stall_offs
     cdef public bint streaming, stream_busy
+    cdef public object endpoint
 
 
 @cython.final
@@ -332,6 +333,9 @@ cdef on_transfer(RouterCore core, peer, cmd)
 @cython.locals(link=Link, settled=cython.bint, priority=cython.int, phase=cython.int,
                addr=Address)
 cdef on_router_transfer(RouterCore core, peer, cmd)
+@cython.locals(consumer=Link, consumers=list)
+cdef forward_no_echo(RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
+                     Address addr)
 cdef bint has_destination(RouterCore core, Address addr)
 @cython.locals(alt=Address)
 cdef to_fallback(RouterCore core, Link link, dlv_id, bint settled, int priority, payload,
@@ -405,6 +409,13 @@ cdef router_down(RouterCore core, Connection conn)
 cpdef on_policy_event(RouterCore core, peer, cmd)
 cpdef on_connector_status(RouterCore core, peer, cmd)
 
+# --- edge.py ------------------------------------------------------------------------------------
+# (EdgeUplink and EdgeServer stay Python classes, off the per-message path; these reach the
+# core's cdef members for them)
+cdef _link_name(RouterCore core)
+cdef _edge_emit(RouterCore core, peer, effect)
+cdef _edge_credit(RouterCore core, Link link, long long credit)
+
 # --- autolinks.py -------------------------------------------------------------------------------
 # (AutoLink stays a Python class: off the per-message path; lifecycle calls its methods)
 cdef double FIRST_RETRY, RETRY, NEVER
@@ -467,6 +478,7 @@ cdef class RouterCore:
     cdef public double stuck_interval, stuck_age, stuck_next_scan
     cdef public dict auto_links
     cdef readonly dict exchanges, bindings
+    cdef public object edge
     cdef public double al_next_retry, sl_next_scrub
     cdef public list al_logs
     cdef public bint log_info

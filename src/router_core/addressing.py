@@ -11,6 +11,7 @@ from typing import Optional
 
 LOCAL_PREFIX = "_local/"
 TOPO_PREFIX = "_topo/"
+EDGE_PREFIX = "_edge/"   # 1.19: an edge router's own addresses (``_edge/<edge id>/...``)
 TEMP_TARGET_PREFIX = "_$temp."
 
 # Key class characters (first character of every hash key).
@@ -19,6 +20,12 @@ CLASS_TOPOLOGICAL = "T"
 CLASS_ROUTER = "R"
 CLASS_AREA = "A"
 CLASS_MOBILE = "M"
+# 1.19's "edge summary" class: on an interior router every ``_edge/<edge id>/...`` address is
+# the key ``H<edge id>``, served by that edge's downlink (and advertised like a mobile key)
+CLASS_EDGE = "H"
+# On an edge router, every address that belongs to another router (``_topo/0/<other>/...``,
+# ``_edge/<other>/...``, another area) is this one key: the uplink to the interior router
+EDGE_UPLINK_KEY = "L_edge"
 
 
 def normalize(address: str) -> str:
@@ -34,10 +41,13 @@ def normalize(address: str) -> str:
     return address
 
 
-def address_key(address: str, router_id: str, phase: int = 0, area: str = "0") -> str:
+def address_key(address: str, router_id: str, phase: int = 0, area: str = "0",
+                edge: bool = False) -> str:
     """Return the hash key of ``address`` seen from router ``router_id`` in ``area``.
 
-    ``phase`` applies to mobile addresses only (0 by default; waypoints use 1..9).
+    ``phase`` applies to mobile addresses only (0 by default; waypoints use 1..9). ``edge``:
+    the router is an edge router (1.19's edge mode): another router's topological address,
+    or another edge's ``_edge/`` address, is :data:`EDGE_UPLINK_KEY`.
     """
     text = normalize(address)
     if text.startswith(LOCAL_PREFIX):
@@ -47,14 +57,20 @@ def address_key(address: str, router_id: str, phase: int = 0, area: str = "0") -
         if len(parts) >= 3 and parts[1] and parts[2]:
             topo_area = parts[1]
             if topo_area != area:
-                return CLASS_AREA + topo_area
+                return EDGE_UPLINK_KEY if edge else CLASS_AREA + topo_area
             router = parts[2]
             rest = parts[3] if len(parts) > 3 else ""
             if router == "all":
                 return CLASS_TOPOLOGICAL + rest
             if router == router_id:
                 return CLASS_LOCAL + rest
-            return CLASS_ROUTER + router
+            return EDGE_UPLINK_KEY if edge else CLASS_ROUTER + router
+    if text.startswith(EDGE_PREFIX):
+        parts = text.split("/", 2)  # "_edge", edge id, rest
+        if len(parts) >= 2 and parts[1]:
+            if parts[1] == router_id:
+                return CLASS_LOCAL + (parts[2] if len(parts) > 2 else "")
+            return EDGE_UPLINK_KEY if edge else CLASS_EDGE + parts[1]
     return CLASS_MOBILE + str(phase) + text
 
 
@@ -65,16 +81,20 @@ def mobile_text(key: str) -> Optional[str]:
     return None
 
 
-def temp_address(router_id: str, rand: str, target: bool = False) -> str:
+def temp_address(router_id: str, rand: str, target: bool = False, edge: bool = False) -> str:
     """A dynamic address: ``amqp:/_topo/0/<router id>/temp.<rand>`` for a dynamic source (a
-    receiver's private address, routable back to this router), ``amqp:/_$temp.<rand>`` for a
-    dynamic target."""
+    receiver's private address, routable back to this router; on an edge router
+    ``amqp:/_edge/<router id>/temp.<rand>``, as 1.19), ``amqp:/_$temp.<rand>`` for a dynamic
+    target."""
     if target:
         return "amqp:/" + TEMP_TARGET_PREFIX + rand
+    if edge:
+        return "amqp:/" + EDGE_PREFIX + router_id + "/temp." + rand
     return "amqp:/_topo/0/" + router_id + "/temp." + rand
 
 
 FALLBACK_CAPABILITY = b"qd.fallback"
+EDGE_DOWNLINK_CAPABILITY = b"qd.router-edge-downlink"
 
 
 def has_capability(encoded: object, name: bytes) -> bool:

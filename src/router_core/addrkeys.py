@@ -17,7 +17,7 @@ from router_core.corestate import (
     DIST_BALANCED, DIST_CLOSEST, DIST_CODES, DIST_MULTICAST, DIST_UNAVAILABLE)
 from common.ipc import DIR_IN
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.records import Address, set_treatment
+from router_core.records import MODE_EDGE, Address, set_treatment
 # --- end core parts ---
 
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
@@ -33,7 +33,7 @@ def key_of(core: Any, address: str) -> str:
     if key is None:
         if len(cache) >= _KEY_CACHE_MAX:
             cache.clear()
-        key = address_key(address, core.router_id, 0, core.area)
+        key = address_key(address, core.router_id, 0, core.area, core.mode == MODE_EDGE)
         cache[address] = key
     return key
 
@@ -168,7 +168,7 @@ def new_temp(core: Any, target: bool) -> tuple:
     rng = core._rng
     while True:
         rand = "".join([_TEMP_ALPHABET[rng.getrandbits(6) % 62] for _ in range(16)])
-        address = temp_address(core.router_id, rand, target)
+        address = temp_address(core.router_id, rand, target, core.mode == MODE_EDGE)
         key = key_of(core, address)
         if key not in core.addrs:
             set_treatment(address_of(core, key), DIST_BALANCED, -1)

@@ -17,6 +17,8 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   ingress.py      where a delivery enters (Transfer, RouterTransfer)
   linkroute.py    link routing: the link-route table, attach routing, routed pairs' credit
   lifecycle.py    open/close, attach/detach as transition tables; protocol errors
+  edge.py         edge mode: an edge router's uplink, address proxy, heartbeats, lookups
+  edgeserver.py   edge mode: an interior router's edge connections (tracking, heartbeats, lookups)
   autolinks.py    auto-links: attached on their route container's connection, operStatus, retries
   exchanges.py    exchanges and bindings: an exchange's address forwards by message subject
 
@@ -104,7 +106,9 @@ from router_core.lifecycle import (
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
     delete_link_route, on_in_drained, on_sender_state)
-from router_core.records import MODE_CODES, STALL_NONE, Link
+from router_core.edge import EdgeUplink
+from router_core.edgeserver import EdgeServer
+from router_core.records import MODE_CODES, MODE_EDGE, MODE_INTERIOR, STALL_NONE, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import (
     STUCK_PROD, STUCK_TEST, credit_seen, on_disposition, on_settle_in, scan_blocked, scan_stuck)
@@ -235,6 +239,13 @@ class RouterCore:
             add_exchange(self, attributes)
         for attributes in bindings or ():
             add_binding(self, attributes)
+        # edge mode (edge.py): an edge router's uplink, or an interior router's service of
+        # its edge connections; None in standalone mode
+        self.edge = None
+        if self.mode == MODE_EDGE:
+            self.edge = EdgeUplink(self)
+        elif self.mode == MODE_INTERIOR:
+            self.edge = EdgeServer(self)
 
     # ------------------------------------------------------------------------------------------
     # Public API
@@ -295,6 +306,8 @@ class RouterCore:
             self.stuck_next_scan = now + self.stuck_interval
             scan_stuck(self, self.stuck_age)
             scan_blocked(self, self.stuck_age)
+        if self.edge is not None:  # heartbeats sent (edge) or watched (interior): edge.py
+            self.edge.tick(self, now)
         if now >= self.sl_next_scrub:
             self.sl_next_scrub = now + SCRUB_INTERVAL
             for link in idle_surplus(self):

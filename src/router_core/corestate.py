@@ -155,6 +155,15 @@ def route_address_views(lr: Any) -> list:
     } for addr in lr.addrs.values()]
 
 
+def _active(core: Any, conn: Any, view: dict) -> dict:
+    """1.19's connection ``active``: on an edge router an edge connection is active only
+    while it is the uplink (edge.py); every other connection is."""
+    edge = core.edge
+    if edge is not None and getattr(edge, "conn", conn) is not conn and view["role"] == "edge":
+        view["active"] = False
+    return view
+
+
 def _connection_view(conn: Any, now: float) -> dict:
     last = conn.last_delivery_at
     view = {
@@ -168,6 +177,7 @@ def _connection_view(conn: Any, now: float) -> dict:
         "cost": conn.cost, "ssl": bool(conn.encrypted), "sslProto": None, "sslCipher": None,
         "sslSsf": 0, "properties": {}, "allowAdminStatusUpdate": True,
         "enableProtocolTrace": False,  # (coreproc: what management turned on)
+        "active": True,  # (an edge router's standby uplinks: False, see management_snapshot)
     }  # the same keys for every connection (gone_entry keeps one key tuple per kind)
     sec = conn.encrypted
     if isinstance(sec, (list, tuple)) and len(sec) >= 6:
@@ -247,7 +257,8 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
             conn.conn_id for conn in core.conns.values()
             if isinstance(conn.encrypted, (list, tuple)) and len(conn.encrypted) >= 9
             and conn.encrypted[8] is False],
-        "connections": [_connection_view(conn, core.now) for conn in core.conns.values()],
+        "connections": [_active(core, conn, _connection_view(conn, core.now))
+                        for conn in core.conns.values()],
         "connectors": connector_views(core),
         "gone": ([] if gone_after is None else
                  [gone_view(entry) for entry in core.gone if entry[0] > gone_after]),

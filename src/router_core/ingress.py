@@ -16,7 +16,9 @@ from common.ipc import DIR_IN, STATE_RELEASED, RouterTransfer, Transfer, UpdateI
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import key_of, phase_key, phased, trace_ids, unavailable
 from router_core.forwarders import route
-from router_core.records import LINK_CONTROL, ROLE_INTERNAL, _effect, _fields
+from router_core.corestate import DIST_MULTICAST
+from router_core.records import (
+    LINK_CONTROL, MODE_EDGE, ROLE_EDGE, ROLE_INTERNAL, _effect, _fields)
 from router_core.relay import CONTROL_FLOOD, CONTROL_LOCAL, control_in, reachable
 from router_core.streaming import Stream
 from router_core.transfer import reject_unavailable, unroutable
@@ -47,11 +49,24 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
     addr = link.addr
     key = None
     if addr is None:
+        if link.endpoint is not None:  # a core endpoint's (edge.py): it takes the message
+            if settled:
+                link.presettled_count += 1
+                core.presettled += 1
+            else:
+                link.in_unsettled += 1
+            link.endpoint.transfer(core, link, dlv_id, settled, payload)
+            return
         if to is None:  # a sender targeted at a topological address (see lifecycle.attach)
             to = link.address
         if to is not None:
             key = phase_key(core.rules, key_of(core, to), DIR_IN)
             addr = core.addrs.get(key)
+            if (core.mode == MODE_EDGE and link.conn.role != ROLE_EDGE
+                    and (addr is None or (not addr.consumers and addr.dist != DIST_MULTICAST))):
+                # 1.19's edge router: an anonymous delivery for an address with no
+                # destination here goes up the uplink (the interior knows the network)
+                addr = core.edge.edge_addr
     if settled:
         link.presettled_count += 1
         if not own:
@@ -67,6 +82,8 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
             addr.from_container += 1
         if addr.fallback is not None and not link.fallback and not has_destination(core, addr):
             to_fallback(core, link, dlv_id, settled, priority, payload, addr, None, None)
+        elif link.conn.role == ROLE_EDGE:
+            forward_no_echo(core, link, dlv_id, settled, priority, payload, addr)
         else:
             addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
     elif key is not None and unavailable(core, key):
@@ -108,6 +125,25 @@ def on_router_transfer(core: Any, peer: Any, cmd: Any) -> None:
         to_fallback(core, link, dlv_id, settled, priority, payload, addr, origin, exclude)
         return
     route(core, link, dlv_id, settled, priority, payload, addr, key, origin, exclude)
+
+
+def forward_no_echo(core: Any, link: Any, dlv_id: Any, settled: bool, priority: int,
+                    payload: Any, addr: Any) -> None:
+    """A delivery that came over an edge connection never goes back on it (1.19's edge
+    echo check): the address's forwarder sees its consumers without that connection's."""
+    conn = link.conn
+    consumers = addr.consumers
+    for consumer in consumers:
+        if consumer.conn is conn:
+            break
+    else:
+        addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
+        return
+    addr.consumers = [c for c in consumers if c.conn is not conn]
+    try:
+        addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
+    finally:  # (forwarding attaches nothing: the list is as it was)
+        addr.consumers = consumers
 
 
 def has_destination(core: Any, addr: Any) -> bool:

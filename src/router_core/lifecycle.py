@@ -32,9 +32,9 @@ from router_core.linkroute import (
     ROUTED_LINK_LOST, announce_all, container_closed, container_opened, drop_conn_routes,
     route_attach, routed_attached, split_condition)
 from router_core.records import (
-    CONTROL_PRIORITY, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
+    CONTROL_PRIORITY, KEY_EDGE, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
     LINK_TYPE_NAMES, LOG_CONN_CLOSED, LOG_CONN_OPENED, LOG_LINK_ATTACHED, LOG_LINK_DETACHED,
-    LOG_LINK_LOST, MODE_INTERIOR, PRIORITIES, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER,
+    LOG_LINK_LOST, MODE_EDGE, MODE_INTERIOR, PRIORITIES, ROLE_CODES, ROLE_EDGE, ROLE_INTER_ROUTER,
     ROLE_INTERNAL, ROLE_NAMES, ROLE_NORMAL, ROLE_ROUTE_CONTAINER, Connection, Link)
 from router_core.ingress import has_destination
 from router_core.relay import announce, credit_waiting, reachable
@@ -94,6 +94,7 @@ A_DETACH = 13            # drop the link
 A_IGNORE = 14            # nothing (a link refused at attach, or gone with its connection)
 A_ATTACHED_OUT = 15      # the peer answered the router's attach: attached_out
 A_DETACH_DUPLICATE = 16  # a second answer to the router's attach: detach, amqp:internal-error
+A_ATTACH_EDGE = 17       # interior: an edge connection's link (edge.py first, else an endpoint)
 
 # Connection: (state, event) -> action
 CONN_TRANSITIONS = {
@@ -126,8 +127,12 @@ for _interior in (False, True):
         ATTACH_RULES[(_role, LINK_ENDPOINT, _interior)] = A_ATTACH_ENDPOINT
         ATTACH_RULES[(_role, LINK_CONTROL, _interior)] = A_REFUSE_ROUTER_LINK
         ATTACH_RULES[(_role, LINK_DATA, _interior)] = A_REFUSE_ROUTER_LINK
-    for _type in (LINK_ENDPOINT, LINK_CONTROL, LINK_DATA):
-        ATTACH_RULES[(ROLE_EDGE, _type, _interior)] = A_REFUSE_ROLE  # no edge support yet
+    # edge connections (1.19): endpoint links only; on an interior router edge.py serves
+    # the downlink, address tracking and heartbeats first
+    ATTACH_RULES[(ROLE_EDGE, LINK_ENDPOINT, _interior)] = (A_ATTACH_EDGE if _interior
+                                                           else A_ATTACH_ENDPOINT)
+    ATTACH_RULES[(ROLE_EDGE, LINK_CONTROL, _interior)] = A_REFUSE_ROUTER_LINK
+    ATTACH_RULES[(ROLE_EDGE, LINK_DATA, _interior)] = A_REFUSE_ROUTER_LINK
 ATTACH_RULES[(ROLE_INTER_ROUTER, LINK_ENDPOINT, True)] = A_REFUSE_ENDPOINT
 ATTACH_RULES[(ROLE_INTER_ROUTER, LINK_CONTROL, True)] = A_ATTACH_ROUTER
 ATTACH_RULES[(ROLE_INTER_ROUTER, LINK_DATA, True)] = A_ATTACH_ROUTER
@@ -172,6 +177,8 @@ def on_conn_opened(core: Any, peer: Any, cmd: Any) -> None:
         core.info_logs.append((LOG_CONN_OPENED, conn, None, None))
     if role == ROLE_ROUTE_CONTAINER:
         container_opened(core, conn)
+    if core.edge is not None:
+        core.edge.conn_opened(core, conn)
 
 
 def on_conn_closed(core: Any, peer: Any, cmd: Any) -> None:
@@ -212,6 +219,8 @@ def _close(core: Any, conn: Connection, lost: bool = False) -> None:
         drop_conn_routes(core, conn)
     if conn.role == ROLE_ROUTE_CONTAINER:
         container_closed(core, conn)
+    if core.edge is not None:
+        core.edge.conn_closed(core, conn)
     core._record_gone("connection", conn)
     if core.log_info:
         core.info_logs.append((LOG_CONN_CLOSED, conn, None, None))
@@ -279,7 +288,23 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
         return
     type_code = LINK_TYPE_CODES.get(link_type, -1)
     action = ATTACH_RULES.get((conn.role, type_code, core.mode == MODE_INTERIOR), 0)
+    if action == A_ATTACH_ENDPOINT and conn.role == ROLE_EDGE and core.mode != MODE_EDGE:
+        action = A_REFUSE_ROLE  # a standalone router has no edge connections (1.19)
+    if action == A_ATTACH_EDGE:
+        if core.edge is not None and core.edge.attach(core, conn, link_id, direction, name,
+                                                      address, presettled, capacity, source):
+            link = core.links.get(link_id)
+            if link is not None:
+                link.source = source
+                link.target = target
+                link.settle = settle
+                if core.log_info:
+                    core.info_logs.append((LOG_LINK_ATTACHED, link, source, target))
+            return
+        action = A_ATTACH_ENDPOINT
     if action == A_ATTACH_ENDPOINT:
+        if core.mode == MODE_EDGE and core.edge.defer_attach(core, peer, cmd):
+            return  # an edge asks its interior first whether the address is link-routed
         if core.lr.addrs and route_attach(core, conn, link_id, direction, name, address,
                                           dynamic, presettled, capacity, source, target,
                                           settle):
@@ -398,16 +423,21 @@ def bind_endpoint(core: Any, link: Link, key: Any) -> None:
         addr.consumers.append(link)
         if addr.waiting or addr.fallback_for is not None:
             credit_waiting(core, addr)
-        if not addr.announced and interior and addr.cls == KEY_MOBILE:
+        if not addr.announced and interior and (addr.cls == KEY_MOBILE or addr.cls == KEY_EDGE):
             announce(core, addr, True)
-    elif (addr.consumers or (addr.remotes and reachable(core, addr))
-          or (addr.fallback is not None and not link.fallback
-              and has_destination(core, addr.fallback))
-          or (addr.exchange is not None and addr.exchange.has_paths())):
+        if core.edge is not None:
+            core.edge.address_changed(core, addr)
+        return
+    if (addr.consumers or (addr.remotes and reachable(core, addr))
+            or (addr.fallback is not None and not link.fallback
+                and has_destination(core, addr.fallback))
+            or (addr.exchange is not None and addr.exchange.has_paths())):
         link.credited = True
         core._credit(link, capacity)
     else:
         addr.waiting.append(link)
+    if core.edge is not None:
+        core.edge.producer_bound(core, link, addr)
 
 
 def attach_router_link(core: Any, conn: Connection, link_id: Any, direction: int, name: str,
@@ -472,7 +502,10 @@ def on_detach(core: Any, peer: Any, cmd: Any) -> None:
             core.info_logs.append((LOG_LINK_DETACHED, link, None, None))
         if link.owner is not None:
             detached_out(core, link, cmd[2])
-    elif action != A_IGNORE:
+    elif action == A_IGNORE:
+        if core.mode == MODE_EDGE:  # a client's attach may still wait for a lookup (edge.py)
+            core.edge.cancel(cmd[0])
+    else:
         text = f"LinkDetach {cmd[0]} ({LINK_STATES[state]})"
         if link is None:  # nothing to drop; the peer detaches it if it has it
             protocol_error(core, text)
@@ -608,6 +641,8 @@ def drop_link(core: Any, link: Link) -> None:
         if addr is not None:
             if link in addr.waiting:
                 addr.waiting.remove(link)
+            if core.edge is not None:
+                core.edge.producer_dropped(core, link, addr)
             unref(core, addr)
         return
     if addr is None:  # a router-attached link never bound to an address
@@ -619,6 +654,8 @@ def drop_link(core: Any, link: Link) -> None:
         release_held(core, addr)
     if not addr.consumers and addr.announced and addr.exchange is None:
         announce(core, addr, False)
+    if core.edge is not None:
+        core.edge.address_changed(core, addr)
     unref(core, addr)
 
 
@@ -653,7 +690,8 @@ def on_hello(core: Any, peer: Any, cmd: Any) -> None:
                 check_router_up(core, conn)
         if core.mode == MODE_INTERIOR:
             for addr in core.addrs.values():
-                if (addr.consumers or addr.exchange is not None) and addr.cls == KEY_MOBILE:
+                if ((addr.consumers or addr.exchange is not None)
+                        and (addr.cls == KEY_MOBILE or addr.cls == KEY_EDGE)):
                     announce(core, addr, True)
             announce_all(core)  # link-route destinations
 

@@ -76,9 +76,11 @@ KEY_TOPOLOGICAL = 2
 KEY_ROUTER = 3
 KEY_AREA = 4
 KEY_OTHER = 5  # not a key this router makes (e.g. a remote router's MAU naming a new class)
+KEY_EDGE = 6   # interior: H<edge id>, an edge router's own addresses (edge.py)
 KEY_CLASSES = {addressing.CLASS_MOBILE: KEY_MOBILE, addressing.CLASS_LOCAL: KEY_LOCAL,
                addressing.CLASS_TOPOLOGICAL: KEY_TOPOLOGICAL,
-               addressing.CLASS_ROUTER: KEY_ROUTER, addressing.CLASS_AREA: KEY_AREA}
+               addressing.CLASS_ROUTER: KEY_ROUTER, addressing.CLASS_AREA: KEY_AREA,
+               addressing.CLASS_EDGE: KEY_EDGE}
 
 CONTROL_PRIORITY = 9  # control messages travel at the highest priority
 PRIORITIES = 10       # message priorities 0..9: one data link and one held queue each
@@ -207,7 +209,11 @@ class Link:
                  "stall", "stall_offs",
                  # an outbound streaming link (streamlinks.py), and whether a message still
                  # arriving is on it (not idle)
-                 "streaming", "stream_busy")
+                 "streaming", "stream_busy",
+                 # a core endpoint (edge.py: address tracking, heartbeats): the object that
+                 # takes what arrives on it (``transfer``) or whose raw messages wait in
+                 # ``queue``; None for every other link
+                 "endpoint")
 
     def __init__(self, link_id: int, conn: Connection, direction: int, name: str,
                  address: Optional[str], presettled: bool, capacity: int) -> None:
@@ -272,6 +278,7 @@ class Link:
         self.stall_offs = 0
         self.streaming = False
         self.stream_busy = False
+        self.endpoint = None
 
 
 class Address:

@@ -260,6 +260,8 @@ def on_route_update(core: Any, peer: Any, cmd: Any) -> None:
     for addr in list(core.addrs.values()):
         if (addr.waiting or addr.fallback_for is not None) and reachable(core, addr):
             credit_waiting(core, addr)
+    if core.edge is not None:  # edges' senders: their addresses may be reachable or not now
+        core.edge.routes_changed(core)
 
 
 def on_remote_address(core: Any, peer: Any, cmd: Any) -> None:
@@ -278,8 +280,12 @@ def on_remote_address(core: Any, peer: Any, cmd: Any) -> None:
         addr.remotes[router] = hint
         if (addr.waiting or addr.fallback_for is not None) and router in core.routers:
             credit_waiting(core, addr)
+        if core.edge is not None:
+            core.edge.address_changed(core, addr)
     elif addr is not None and router in addr.remotes:
         del addr.remotes[router]
+        if core.edge is not None:
+            core.edge.address_changed(core, addr)
         if addr.refs <= 0 and addr.held == 0 and not addr.remotes:
             del core.addrs[key]
             core._record_gone("address", addr)

@@ -19,8 +19,8 @@ from common.ipc import (
     LinkStall, RouterDeliver, UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import (
-    LINK_CONTROL, LINK_DATA, ROLE_INTERNAL, STALL_NONE, STALL_ON, STALL_RESTORING, Address,
-    InDelivery, Link, OutDelivery, _effect, _fields, _held_queues, _in_delivery, _out_delivery, _own)
+    LINK_CONTROL, LINK_DATA, ROLE_EDGE, ROLE_INTERNAL, STALL_NONE, STALL_ON, STALL_RESTORING,
+    Address, InDelivery, Link, OutDelivery, _effect, _fields, _held_queues, _in_delivery, _out_delivery, _own)
 from router_core.linkroute import mirror_credit, routed_sent
 from router_core.settlement import (
     copy_done, copy_unqueued, count_outcome, credit_seen, forget_out, release_waiting, settle_in,
@@ -53,12 +53,21 @@ def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
         core.egress_container += 1
     if link.conn.role == ROLE_INTERNAL:
         core._emit(link.peer, _effect(DeliverOrigin, (out_id, origin.conn.conn_id)))
+    # on an edge connection (either end) a targeted sender's address travels in x-opt-qd.to,
+    # as 1.19 annotates every delivery of a targeted link (the next router may not know it)
+    to_override = None
+    if link.conn.role == ROLE_EDGE and origin.address is not None and not origin.router:
+        to_override = origin.address
     if type(payload) is Stream:  # a message still arriving (streaming.py)
         if not payload.done:
-            start_copy(core, link, out_id, settled, payload, None, -1)
+            start_copy(core, link, out_id, settled, payload, to_override, -1)
             return track_out(core, link, dlv, settled, out_id)
         payload = stream_bytes(payload)  # it completed while this copy waited: sent whole
-    core._emit(link.peer, _effect(Deliver, (out_id, link.link_id, settled, payload)))
+    if to_override is not None:
+        core._emit(link.peer, _effect(RouterDeliver, (out_id, link.link_id, settled,
+                                                      to_override, -1, payload)))
+    else:
+        core._emit(link.peer, _effect(Deliver, (out_id, link.link_id, settled, payload)))
     return track_out(core, link, dlv, settled, out_id)
 
 
@@ -244,7 +253,7 @@ def drain_queue(core: Any, link: Link) -> None:
     (client or router link), anycast deliveries toward another router, or raw routing
     messages on a control link."""
     queue = link.queue
-    if link.link_type == LINK_CONTROL:
+    if link.link_type == LINK_CONTROL or link.endpoint is not None:  # raw messages
         while queue and link.limit > link.delivered:
             send_router(core, link, None, True, queue.popleft(), None, -1)
         return

@@ -41,10 +41,11 @@ class Connection:
         strip = str(settings.get("stripAnnotations") or "both")
         # Router annotations (x-opt-qd.*) from/to this connection: stripped on the way in
         # (ignored, removed) and/or on the way out; "no" adds ingress and trace on egress.
-        # Inter-router connections never strip: the annotations are what routers route by.
-        inter_router = self.role == INTER_ROUTER
-        self.strip_in = not inter_router and strip in ("in", "both")
-        self.strip_out = not inter_router and strip in ("out", "both")
+        # Inter-router and edge connections never strip: the annotations are what routers
+        # route by (1.19 ignores stripAnnotations on both).
+        router_conn = self.role == INTER_ROUTER or self.role == "edge"
+        self.strip_in = not router_conn and strip in ("in", "both")
+        self.strip_out = not router_conn and strip in ("out", "both")
         self.transport = proton.Transport(proton.Transport.SERVER if direction == "in"
                                           else proton.Transport.CLIENT)
         self.transport.max_frame_size = int(settings.get("maxFrameSize") or 16384)

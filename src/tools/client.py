@@ -47,6 +47,10 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
                        help="URL of the messaging bus to connect to (default %(default)s)")
     group.add_argument("-r", "--router", metavar="ROUTER-ID", default=None,
                        help="router to be queried")
+    # edge routers are not in the network's routing protocol: 1.19 asks one through the
+    # interior it is attached to, at _edge/<id>/$management
+    group.add_argument("-d", "--edge-router", metavar="EDGE-ROUTER-ID", default=None,
+                       help="edge router to be queried")
     group.add_argument("-t", "--timeout", type=float, default=5.0, metavar="SECS",
                        help="maximum time to wait for a connection or a response (default "
                             "%(default)s)")
@@ -144,7 +148,9 @@ def plain(value: Any) -> Any:
     return value
 
 
-def management_address(router: Optional[str]) -> str:
+def management_address(router: Optional[str], edge_router: Optional[str] = None) -> str:
+    if edge_router:
+        return f"amqp:/_edge/{edge_router}/$management"
     return f"amqp:/_topo/0/{router}/$management" if router else "$management"
 
 
@@ -178,7 +184,7 @@ class ManagementClient:
             kwargs["virtual_host"] = hostname
         self.conn = BlockingConnection(bus_url(opts.bus, uses_ssl(opts)), timeout=opts.timeout,
                                        ssl_domain=domain, sasl_enabled=sasl, **kwargs)
-        self.address = management_address(opts.router)
+        self.address = management_address(opts.router, getattr(opts, "edge_router", None))
         self.rr = SyncRequestResponse(self.conn, self.address)
 
     def set_router(self, router: Optional[str]) -> None:

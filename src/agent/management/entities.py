@@ -235,7 +235,8 @@ class View:
             if conn.get("role") == INTERNAL_ROLE:
                 continue
             entity = {**conn, "name": f"connection/{conn.get('host')}",
-                      "adminStatus": "enabled", "operStatus": "up", "active": True,
+                      "adminStatus": "enabled", "operStatus": "up",
+                      "active": conn.get("active", True),
                       "ssl": bool(conn.get("ssl", conn.get("isEncrypted"))),  # has TLS
                       "tenant": None, "protocol": "amqp",
                       "properties": conn.get("properties") or {}}

@@ -1,0 +1,218 @@
+"""Edge routers mixed with Qpid Dispatch 1.x: our edges on a 1.x interior router, a 1.x edge
+on our interior router. Runs only when ``QDROUTERD_1X`` names a 1.x install prefix (see
+test_mixed_1x.py); otherwise every test is skipped, saying why.
+
+``E ==> I``: edge router E with its uplink to interior router I's ``role: edge`` listener;
+``X``/``XE`` are 1.x routers, the others ours.
+"""
+from __future__ import annotations
+
+import textwrap
+import time
+
+import pytest
+from proton import Delivery, Message
+from proton.utils import BlockingConnection
+
+from clients import pump_until
+from conftest import START_TIMEOUT, free_port
+from test_edge import ADDRESS_RULES, TIMEOUT, transfer, wait_local
+from test_mixed_1x import OneXProcess, OneXRouter, pytestmark  # noqa: F401 - skips without 1.x
+
+
+class MixedEdges:
+    def __init__(self, router_factory, tmp_path) -> None:
+        self.factory = router_factory
+        self.tmp_path = tmp_path
+        self.procs: list = []
+
+    def one_x(self, router_id: str, mode: str, extra: str = "") -> OneXRouter:
+        port = free_port()
+        conf = textwrap.dedent(f"""\
+            router {{
+                mode: {mode}
+                id: {router_id}
+            }}
+            listener {{
+                host: 127.0.0.1
+                port: {port}
+                role: normal
+                authenticatePeer: no
+                saslMechanisms: ANONYMOUS
+            }}
+            log {{
+                module: DEFAULT
+                enable: info+
+            }}
+            """) + textwrap.dedent(ADDRESS_RULES) + textwrap.dedent(extra)
+        path = self.tmp_path / f"qdrouterd-1x-{router_id}.conf"
+        path.write_text(conf)
+        proc = OneXProcess(path)
+        self.procs.append(proc)
+        proc.wait_for_line("Operational", timeout=START_TIMEOUT)
+        return OneXRouter(proc, port, router_id)
+
+    def ours(self, router_id: str, mode: str, extra: str = ""):
+        return self.factory(router_id=router_id, mode=mode, extra=ADDRESS_RULES + extra)
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.stop()
+
+
+def edge_listener(port: int) -> str:
+    return f"""
+        listener {{
+            host: 127.0.0.1
+            port: {port}
+            role: edge
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        """
+
+
+def edge_connector(port: int) -> str:
+    return f"""
+        connector {{
+            name: uplink
+            host: 127.0.0.1
+            port: {port}
+            role: edge
+        }}
+        """
+
+
+@pytest.fixture
+def mixed(router_factory, tmp_path):
+    net = MixedEdges(router_factory, tmp_path)
+    yield net
+    net.stop()
+
+
+def _anycast_and_reply(sender_router, receiver_router, interior) -> None:
+    """A sender on one edge, a receiver on the other (dispositions end to end); then a
+    request from the sender's side with a dynamic reply address, answered anonymously."""
+    sc = BlockingConnection(sender_router.url, timeout=TIMEOUT)
+    rc = BlockingConnection(receiver_router.url, timeout=TIMEOUT)
+    try:
+        rcv = rc.create_receiver("closest.orders", credit=50)
+        snd = sc.create_sender("closest.orders")
+        got, outcomes = transfer([sc, rc], snd, [f"m{i}" for i in range(20)], [rcv])
+        assert got == [[f"m{i}" for i in range(20)]]
+        assert outcomes == [Delivery.ACCEPTED] * 20
+        # request / reply: the client's reply address is on its edge
+        requests = rc.create_receiver("svc", credit=10)
+        replies = rc.create_sender(None)
+        reply_rcv = sc.create_receiver(None, dynamic=True, credit=10)
+        reply_to = reply_rcv.remote_source.address
+        assert "/_edge/" in reply_to, reply_to
+        sc.create_sender("svc").link.send(Message(body="ping", reply_to=reply_to))
+        pump_until([sc, rc], lambda: requests.fetcher.incoming, what="request",
+                   timeout=TIMEOUT)
+        request = requests.receive(timeout=TIMEOUT)
+        requests.accept()
+        out = replies.link.send(Message(address=request.reply_to, body="pong"))
+        pump_until([sc, rc], lambda: reply_rcv.fetcher.incoming, what="reply", timeout=TIMEOUT)
+        assert reply_rcv.receive(timeout=TIMEOUT).body == "pong"
+        reply_rcv.accept()
+        pump_until([sc, rc], lambda: out.remote_state, what="reply outcome", timeout=TIMEOUT)
+        assert out.remote_state == Delivery.ACCEPTED
+    finally:
+        sc.close()
+        rc.close()
+
+
+def test_our_edges_on_a_1x_interior(mixed):
+    """E1 ==> X <== E2 (X is 1.x)."""
+    port = free_port()
+    x = mixed.one_x("Router.X", "interior", edge_listener(port))
+    e1 = mixed.ours("Edge.1", "edge", edge_connector(port))
+    e2 = mixed.ours("Edge.2", "edge", edge_connector(port))
+    _anycast_and_reply(e1, e2, x)
+
+
+def test_1x_edge_and_our_edge_on_our_interior(mixed, router_factory):
+    """XE ==> I <== E2 (XE is a 1.x edge): both ways."""
+    port = free_port()
+    interior = mixed.ours("Router.I", "interior", edge_listener(port))
+    xe = mixed.one_x("Edge.X", "edge", edge_connector(port))
+    e2 = mixed.ours("Edge.2", "edge", edge_connector(port))
+    _anycast_and_reply(xe, e2, interior)
+    _anycast_and_reply(e2, xe, interior)
+
+
+def test_our_edge_and_a_1x_edge_on_a_1x_interior(mixed):
+    """E1 ==> X <== XE (X and XE are 1.x): both ways."""
+    port = free_port()
+    x = mixed.one_x("Router.X", "interior", edge_listener(port))
+    xe = mixed.one_x("Edge.X", "edge", edge_connector(port))
+    e1 = mixed.ours("Edge.1", "edge", edge_connector(port))
+    _anycast_and_reply(e1, xe, x)
+    _anycast_and_reply(xe, e1, x)
+
+
+def test_multicast_from_a_1x_edge_through_our_interior(mixed):
+    """XE ==> I <== E2: multicast from the 1.x edge to receivers on I and E2."""
+    port = free_port()
+    interior = mixed.ours("Router.I", "interior", edge_listener(port))
+    xe = mixed.one_x("Edge.X", "edge", edge_connector(port))
+    e2 = mixed.ours("Edge.2", "edge", edge_connector(port))
+    cx, c2, ci = (BlockingConnection(r.url, timeout=TIMEOUT) for r in (xe, e2, interior))
+    try:
+        rcvs = [c.create_receiver("multicast.news", credit=50) for c in (c2, ci)]
+        snd = cx.create_sender("multicast.news")
+        wait_local(interior, "multicast.news", 2)
+        pump_until([cx, c2, ci], lambda: snd.link.credit > 0, what="credit", timeout=TIMEOUT)
+        got, outcomes = transfer([cx, c2, ci], snd, [f"n{i}" for i in range(5)], rcvs,
+                                 expect=10)
+        assert got == [[f"n{i}" for i in range(5)]] * 2, got
+        assert outcomes == [Delivery.ACCEPTED] * 5
+    finally:
+        for c in (cx, c2, ci):
+            c.close()
+
+
+@pytest.mark.parametrize("interior_kind", ["1x", "ours"])
+def test_link_route_from_an_edge_mixed(mixed, c_broker, interior_kind):
+    """client -- E ==> I -- broker, linkRoute lr on I: our edge on a 1.x interior, and a
+    1.x edge on ours (each asks the interior's address lookup, as 1.19 does)."""
+    from test_autolinks import connector
+    broker = c_broker("broker.lr")
+    port = free_port()
+    routes = connector("broker", broker) + edge_listener(port) + """
+        linkRoute {
+            prefix: lr
+            direction: in
+            connection: broker
+        }
+        linkRoute {
+            prefix: lr
+            direction: out
+            connection: broker
+        }
+        """
+    if interior_kind == "1x":
+        mixed.one_x("Router.X", "interior", routes)
+        edge = mixed.ours("Edge.1", "edge", edge_connector(port))
+    else:
+        mixed.ours("Router.I", "interior", routes)
+        edge = mixed.one_x("Edge.X", "edge", edge_connector(port))
+    conn = BlockingConnection(edge.url, timeout=TIMEOUT)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # until the interior's route to the broker is up (else no-route)
+            try:
+                snd = conn.create_sender("lr.q")
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        outcomes = [snd.send(Message(body=f"l{i}")).remote_state for i in range(5)]
+        assert outcomes == [Delivery.ACCEPTED] * 5
+        rcv = conn.create_receiver("lr.q", credit=10)
+        from clients import collect
+        assert collect([conn], [rcv], expect=5, idle=5.0) == [[f"l{i}" for i in range(5)]]
+    finally:
+        conn.close()
