@@ -36,6 +36,7 @@ class Connection:
         self.host = host
         self.direction = direction
         self.role = settings.get("role", "normal")
+        self.failover = None  # an outgoing one: the failover list its peer's open offered
         self.link_capacity = int(settings.get("linkCapacity") or 250)
         self.cost = max(1, int(settings.get("cost") or 1))  # inter-router: negotiated at open
         strip = str(settings.get("stripAnnotations") or "both")
