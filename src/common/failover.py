@@ -42,6 +42,20 @@ def parse_urls(text: str) -> list:
         rest = after
 
 
+def listener_problem(attrs: dict) -> Optional[str]:
+    """Why a listener's ``failoverUrls`` cannot be used, in 1.19's words ("Value: No network
+    host in failover item"), or None. The supervisor (config file: "Unable to create listener,
+    bad failover list: ...") and management (CREATE: 500 "CError: ...", as 1.19 answers)
+    refuse such a listener."""
+    if not attrs.get("failoverUrls"):
+        return None
+    try:
+        parse_urls(attrs["failoverUrls"])
+    except ValueError as exc:
+        return f"Value: {exc}"
+    return None
+
+
 def property_value(items: list) -> list:
     """The ``failover-server-list`` value for the open (plain: str keys the engine makes
     symbols)."""

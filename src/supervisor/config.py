@@ -378,12 +378,9 @@ def _check_roles(mode: str, entities: list[Entity]) -> None:
         if entity.short_type not in ("listener", "connector"):
             continue
         role = entity.attributes["role"]
-        if entity.short_type == "listener" and entity.attributes.get("failoverUrls"):
-            try:
-                failover.parse_urls(entity.attributes["failoverUrls"])
-            except ValueError as exc:  # 1.19's words (it does not create the listener)
-                raise _Problem(f"Unable to create listener, bad failover list: {exc}",
-                               entity.line) from None
+        if entity.short_type == "listener" and failover.listener_problem(entity.attributes):
+            raise _Problem("Unable to create listener, bad failover list: "
+                           + failover.listener_problem(entity.attributes), entity.line)
         if role == "inter-router" and mode != "interior":
             raise _Problem(f"{entity.short_type} with role 'inter-router' is not allowed in {mode} "
                            "mode: inter-router connections are only allowed in interior mode",

@@ -158,7 +158,7 @@ def test_connector_shows_and_follows_the_offered_list(start, router_factory):
     from test_management import T, Mgmt
     mgmt = Mgmt(router_c.url)
     try:
-        status, _, body = mgmt.call({"operation": "QUERY", "type": T + "connection"},
+        status, _, body = mgmt.call({"operation": "QUERY", "entityType": T + "connection"},
                                     {"attributeNames": ["container", "dir"]})
         assert status == 200
         assert ["Router.A", "in"] in body["results"]
@@ -167,8 +167,8 @@ def test_connector_shows_and_follows_the_offered_list(start, router_factory):
 
 
 def test_bad_failover_list_is_refused_at_start(tmp_path):
-    """An item with no host: 1.19 does not create the listener ("Unable to create listener,
-    bad failover list: No network host in failover item"); ours refuses the file."""
+    """An item with no host: 1.19 does not start ("Unable to create listener, bad failover
+    list: Value: No network host in failover item"); ours refuses the file with that text."""
     import subprocess
     import sys
     conf = tmp_path / "bad.conf"
@@ -177,5 +177,24 @@ def test_bad_failover_list_is_refused_at_start(tmp_path):
     run = subprocess.run([sys.executable, "-m", "supervisor.main", "-c", str(conf)],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode != 0
-    assert ("Unable to create listener, bad failover list: No network host in failover item"
-            in run.stdout + run.stderr)
+    assert ("Unable to create listener, bad failover list: Value: No network host in failover "
+            "item" in run.stdout + run.stderr)
+
+
+def test_bad_failover_list_is_refused_by_management(start):
+    """1.19 answers CREATE of such a listener 500 "CError: Value: No network host in failover
+    item" and creates none."""
+    from test_management import T, Mgmt
+    mgmt = Mgmt(start(""))
+    try:
+        port = free_port()
+        status, text, _ = mgmt.call({"operation": "CREATE", "type": T + "listener",
+                                     "name": "bad"},
+                                    {"host": "127.0.0.1", "port": str(port),
+                                     "failoverUrls": "a,,b"})
+        assert (status, text) == (500, "CError: Value: No network host in failover item")
+        status, _, body = mgmt.call({"operation": "QUERY", "entityType": T + "listener"},
+                                    {"attributeNames": ["name"]})
+        assert ["bad"] not in body["results"]
+    finally:
+        mgmt.close()
