@@ -101,10 +101,12 @@ class ConnectorStatus(NamedTuple):
     (1.19's connector ``connectionStatus``/``connectionMsg``): ``CONNECTING`` with the text of
     the last failed attempt or lost connection (``[Cn] Connection to HOST:PORT failed: ...``,
     "" before any), or "" once the connector is deleted (forgotten). An open connection of the
-    connector is ``SUCCESS``; the core sees that from its ConnOpened."""
+    connector is ``SUCCESS``; the core sees that from its ConnOpened. ``failover_urls``: 1.19's
+    ``failoverUrls`` (the address in use first, then the others of its failover list)."""
     name: str
     status: str
     message: str
+    failover_urls: str = ""
 
 
 class LogReport(NamedTuple):

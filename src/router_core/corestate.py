@@ -271,11 +271,15 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
 def connector_views(core: Any) -> dict:
     """Connector name -> its 1.19 ``connectionStatus`` and ``connectionMsg``: ``SUCCESS`` and
     the ``Connection Opened`` text while it has an open connection, else what its worker last
-    reported (ConnectorStatus: ``CONNECTING`` and the last failure)."""
+    reported (ConnectorStatus: ``CONNECTING`` and the last failure); ``failoverUrls`` as its
+    worker last reported them (absent before it said any)."""
     out = {name: {"connectionStatus": status, "connectionMsg": message or None}
-           for name, (status, message) in core.connector_status.items()}
+           for name, (status, message, _) in core.connector_status.items()}
     for conn in core.conns.values():
         if conn.direction == "out" and conn.listener and conn.role != ROLE_INTERNAL:
             out[conn.listener] = {"connectionStatus": "SUCCESS",
                                   "connectionMsg": opened_text(conn)}
+    for name, (_, _, urls) in core.connector_status.items():
+        if urls and name in out:
+            out[name]["failoverUrls"] = urls
     return out

@@ -202,7 +202,8 @@ def _close(core: Any, conn: Connection, lost: bool = False) -> None:
     if conn.direction == "out" and conn.listener in core.connector_status:
         # a connector's connection: as 1.19, its connectionMsg stays the Connection Opened text
         # until an attempt fails (the worker's report after this keeps it, see below)
-        core.connector_status[conn.listener] = ("CONNECTING", opened_text(conn))
+        core.connector_status[conn.listener] = ("CONNECTING", opened_text(conn),
+                                                core.connector_status[conn.listener][2])
     links = list(conn.links.values())
     for link in links:  # first, so no effect goes to a link of this connection
         link.closed = True
@@ -726,6 +727,6 @@ def on_connector_status(core: Any, peer: Any, cmd: Any) -> None:
     if status:
         if not message and name in core.connector_status:
             message = core.connector_status[name][1]
-        core.connector_status[name] = (str(status), str(message))
+        core.connector_status[name] = (str(status), str(message), str(cmd[3] or ""))
     else:
         core.connector_status.pop(name, None)

@@ -5,8 +5,10 @@ connection once up, its status for management) and ``ConnectorsMixin``, the part
 ``router_io.worker.Worker`` that decides which worker runs a connector (a stable hash of its
 name), starts due attempts without blocking (``connect_ex`` + POLLOUT), finishes them when the
 socket becomes writable, logs a failed attempt as 1.19 does (``[Cn] Connection to HOST:PORT
-failed: proton:io ...``) and retries 1, 2, 4, then every 8 s. The worker's poll loop calls
-``_finish_connect`` and ``_service_connectors``; the per-message path is not here.
+failed: proton:io ...``) and retries 1, 2, 4, then every 8 s; a connector whose peer offered a
+failover list (``common.failover``) goes through it instead, one attempt a second, each address
+twice before the next, as 1.19. The worker's poll loop calls ``_finish_connect`` and
+``_service_connectors``; the per-message path is not here.
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from typing import Optional
 import zmq
 
 from common import ipc
-from common.listenfds import resolve_port
+from common.failover import FailoverList
+from common.listenfds import ListenerError, resolve_port
 from router_io.engine import Connection
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
@@ -35,27 +38,65 @@ class Connector:
     def __init__(self, settings: dict) -> None:
         self.settings = settings
         self.name = str(settings.get("name") or f"{settings.get('host')}:{settings.get('port')}")
-        self.host = str(settings.get("host") or "127.0.0.1")
-        self.port = resolve_port(settings.get("port", "amqp"))
+        # its own address first; then what its peers offer (1.19: amqps with requireSsl and
+        # an sslProfile)
+        scheme = "amqps" if settings.get("sslProfile") and settings.get("requireSsl") else "amqp"
+        self.failover = FailoverList(scheme, str(settings.get("host") or "127.0.0.1"),
+                                     str(settings.get("port", "amqp")))
         self.sock: Optional[socket.socket] = None
         self.conn: Optional[Connection] = None
         self.next_attempt = 0.0
         self.failures = 0
         self.message = ""  # the last failure, 1.19's text (management's connectionMsg), or ""
 
+    @property
+    def host(self) -> str:
+        """The host of the address the next (or current) attempt goes to."""
+        return self.failover.current[1]
+
+    @property
+    def port(self) -> int:
+        return resolve_port(self.failover.current[2])
+
+    @property
+    def port_text(self) -> str:
+        """The port as configured or offered (1.19's log lines show it so: ``amqp``)."""
+        return self.failover.current[2]
+
     def retry_later(self, now: float, why: Optional[str]) -> None:
         """Try again after a back-off; ``why``: the failure (1.19's text), None for a connection
-        that closed in order (reported as no text: the core keeps its Connection Opened text)."""
+        that closed in order (reported as no text: the core keeps its Connection Opened text).
+        With a failover list: the next address in turn, a second later (as 1.19)."""
+        conn = self.conn
+        if conn is not None:
+            self.take_offered()
+            if conn.reported_open:
+                self.failover.opened()
         self.sock = None
         self.conn = None
         self.failures += 1
         self.message = why or ""
-        self.next_attempt = now + min(8.0, 2.0 ** (self.failures - 1))
+        self.failover.failed()
+        if self.failover.has_failover():
+            self.next_attempt = now + 1.0
+        else:
+            self.next_attempt = now + min(8.0, 2.0 ** (self.failures - 1))
+
+    def take_offered(self) -> bool:
+        """Merge the failover list the open connection's peer offered (once); True if it
+        offered one."""
+        conn = self.conn
+        offered = getattr(conn, "failover", None) if conn is not None else None
+        if offered is None:
+            return False
+        conn.failover = None
+        self.failover.offered(offered)
+        return True
 
     def report(self) -> ipc.ConnectorStatus:
         """The core's (management's) view of it while it has no open connection: connecting
-        (the core shows SUCCESS itself while it has one)."""
-        return ipc.ConnectorStatus(self.name, "CONNECTING", self.message)
+        (the core shows SUCCESS itself while it has one), and its failover list."""
+        return ipc.ConnectorStatus(self.name, "CONNECTING", self.message, self.failover.urls())
 
 
 class ConnectorsMixin:
@@ -95,7 +136,7 @@ class ConnectorsMixin:
         """A connection attempt that failed before AMQP: logged at info every time, as 1.19's
         ``[Cn] Connection to HOST:PORT failed: proton:io WHY - ACTION HOST:PORT`` (each attempt
         is a connection of its own there), then retried."""
-        where = f"{connector.host}:{connector.settings.get('port', connector.port)}"
+        where = f"{connector.host}:{connector.port_text}"
         text = (f"[C{self.engine.new_id()}] Connection to {where} failed: proton:io {why} - "
                 f"{action} {where}")
         self._log_server("info", text)
@@ -104,7 +145,12 @@ class ConnectorsMixin:
 
     def _attempt(self, connector: Connector, now: float) -> None:
         try:
-            infos = socket.getaddrinfo(connector.host, connector.port, 0, socket.SOCK_STREAM)
+            port = connector.port  # a peer's failover list may offer a port that is not one
+        except ListenerError as exc:
+            self._attempt_failed(connector, now, str(exc), "connect to ")
+            return
+        try:
+            infos = socket.getaddrinfo(connector.host, port, 0, socket.SOCK_STREAM)
         except OSError as exc:   # socket.gaierror: the host does not resolve; 1.19 keeps trying
             self._attempt_failed(connector, now, exc.strerror or str(exc), "connect to ")
             return
@@ -137,8 +183,10 @@ class ConnectorsMixin:
             self._attempt_failed(connector, now, os.strerror(err), "disconnected")
             return
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        conn = self.engine.new_connection(connector.settings,
-                                          f"{connector.host}:{connector.port}", "out")
+        settings = connector.settings
+        if connector.failover.index:  # a failover address: its host in the open (as 1.19)
+            settings = {**settings, "host": connector.host, "port": connector.port_text}
+        conn = self.engine.new_connection(settings, f"{connector.host}:{connector.port}", "out")
         connector.conn = conn
         connector.failures = 0
         self.conn_connector[conn] = connector
@@ -154,5 +202,9 @@ class ConnectorsMixin:
         for connector in self.connectors.values():
             if connector.sock is None and connector.conn is None and now >= connector.next_attempt:
                 self._attempt(connector, now)
+            elif connector.conn is not None and connector.take_offered():
+                # its peer offered a failover list: management shows it (the status stays
+                # the core's SUCCESS while the connection is open)
+                self.engine.outbox.append(connector.report())
             nxt = min(nxt, connector.next_attempt)
         return nxt

@@ -36,6 +36,7 @@ class Connection:
         self.host = host
         self.direction = direction
         self.role = settings.get("role", "normal")
+        self.failover = None  # an outgoing one: the failover list its peer's open offered
         self.link_capacity = int(settings.get("linkCapacity") or 250)
         self.cost = max(1, int(settings.get("cost") or 1))  # inter-router: negotiated at open
         strip = str(settings.get("stripAnnotations") or "both")
@@ -49,6 +50,10 @@ class Connection:
         self.transport = proton.Transport(proton.Transport.SERVER if direction == "in"
                                           else proton.Transport.CLIENT)
         self.transport.max_frame_size = int(settings.get("maxFrameSize") or 16384)
+        # maxSessions is the open's channel-max + 1 (as 1.19; 32768 -> 32767 by default); a
+        # peer whose begin names a higher channel is closed by proton (framing-error)
+        sessions = int(settings.get("maxSessions") or 32768)
+        self.transport.channel_max = min(max(sessions, 1), 32768) - 1
         idle = int(settings.get("idleTimeoutSeconds", 16) or 0)
         if idle:
             self.transport.idle_timeout = float(idle)

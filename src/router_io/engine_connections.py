@@ -18,6 +18,7 @@ from cproton_ffi import lib
 from proton import symbol
 
 from common import ipc
+from common import failover
 from router_io import policy as vpolicy
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
@@ -59,6 +60,14 @@ def _open_local(self, conn: Connection) -> None:
         local_cost = max(1, int(conn.settings.get("cost") or 1))
         if local_cost > 1:
             props[symbol("qd.inter-router-cost")] = local_cost
+    if conn.direction == "in" and conn.settings.get("failoverUrls"):
+        try:  # a listener's failover list (checked when the listener was configured)
+            props[symbol(failover.KEY)] = [
+                {symbol(k): v for k, v in entry.items()}
+                for entry in failover.property_value(
+                    failover.parse_urls(conn.settings["failoverUrls"]))]
+        except ValueError as exc:
+            self.log("error", f"[C{conn.conn_id}] bad failover list: {exc}")
     pc.properties = props
     pc.open()
 
@@ -230,6 +239,14 @@ def _on_conn_open(self, c_ptr: Any) -> None:
         conn.settings.get("name", ""), user, mech,
         security_info, conn.link_capacity, conn.cost, _policy_info(self, conn),
         streaming_links))
+    if conn.direction == "out":
+        # the peer's failover-server-list: the worker's connector takes it (connectors.py)
+        try:
+            remote = pc.remote_properties or {}
+            offered = next((v for k, v in remote.items() if str(k) == failover.KEY), None)
+            conn.failover = failover.from_property(offered)
+        except Exception:  # noqa: BLE001 - undecodable properties: no list then
+            conn.failover = None
     if inter_router and conn.direction == "out":
         _open_router_links(self, conn)
 

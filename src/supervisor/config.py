@@ -27,6 +27,7 @@ from common.linkroutes import create_problem as link_route_problem
 from common.schema import (ROUTER_CONFIG_TYPES, EntityType, SchemaError, address_problem,
                            auto_link_phase, auto_link_problem, listen_addresses_clash, load_schema,
                            normalize_attribute_name, reference_problem)
+from common import failover
 from common.exchanges import binding_problem, exchange_problem
 from common.security import connection_problem, ssl_files_problem, ssl_profile_problem
 
@@ -377,6 +378,9 @@ def _check_roles(mode: str, entities: list[Entity]) -> None:
         if entity.short_type not in ("listener", "connector"):
             continue
         role = entity.attributes["role"]
+        if entity.short_type == "listener" and failover.listener_problem(entity.attributes):
+            raise _Problem("Unable to create listener, bad failover list: "
+                           + failover.listener_problem(entity.attributes), entity.line)
         if role == "inter-router" and mode != "interior":
             raise _Problem(f"{entity.short_type} with role 'inter-router' is not allowed in {mode} "
                            "mode: inter-router connections are only allowed in interior mode",

@@ -811,6 +811,22 @@ def test_connector_status_for_management(core_cls):
         "c": {"connectionStatus": "CONNECTING", "connectionMsg": refused}}
 
 
+def test_connector_failover_urls_for_management(core_cls):
+    """The failover list a worker reports of a connector shows as its failoverUrls, while it
+    connects and while a connection of it is open (SUCCESS), and after that closes."""
+    h = Harness(core_cls)
+    urls = "amqp://h:1, amqp://b:2"
+    h.do(ipc.ConnectorStatus("c", "CONNECTING", "", "amqp://h:1"))
+    assert h.core.snapshot()["connectors"]["c"]["failoverUrls"] == "amqp://h:1"
+    h.do(ConnOpened(9, "normal", "out", "h:1", "peer-c", "c", "", "ANONYMOUS", False, 250),
+         ipc.ConnectorStatus("c", "CONNECTING", "", urls))
+    view = h.core.snapshot()["connectors"]["c"]
+    assert (view["connectionStatus"], view["failoverUrls"]) == ("SUCCESS", urls)
+    h.do(ConnClosed(9, ""))
+    view = h.core.snapshot()["connectors"]["c"]
+    assert (view["connectionStatus"], view["failoverUrls"]) == ("CONNECTING", urls)
+
+
 def test_router_counters_leave_out_the_agents_own_deliveries(core_cls):
     """1.19's agent lives in the router: its replies enter through no link, so they are neither
     ingress nor pre-settled, and what reaches it is not egress (10 messages and 3 management

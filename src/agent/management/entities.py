@@ -198,15 +198,17 @@ class View:
         """Connectors with 1.19's read-only columns: ``connectionStatus`` and
         ``connectionMsg`` from the core (``snapshot["connectors"]``: ``SUCCESS`` and the
         ``Connection Opened`` text while connected, else ``CONNECTING`` and the last failure;
-        ``INITIALIZING`` before its worker said anything), ``failoverUrls`` the URL it connects
-        to (1.19 adds the failover list a peer sent; this router does not follow one)."""
+        ``INITIALIZING`` before its worker said anything), ``failoverUrls`` as its worker
+        reported them (the address in use first, then the rest of the failover list its peers
+        offered), else its own address."""
         status = self.snapshot.get("connectors") or {}
         out = []
         for entity in self.store.of_type(PREFIX + "connector"):
             state = status.get(str(entity.get("name"))) or {}
-            scheme = "amqps" if entity.get("requireSsl") else "amqp"
-            out.append({**entity, "failoverUrls": f"{scheme}://{entity.get('host')}:"
-                                                  f"{entity.get('port')}",
+            scheme = ("amqps" if entity.get("sslProfile") and entity.get("requireSsl")
+                      else "amqp")
+            out.append({**entity, "failoverUrls": state.get("failoverUrls") or
+                        f"{scheme}://{entity.get('host')}:{entity.get('port')}",
                         "connectionStatus": state.get("connectionStatus", "INITIALIZING"),
                         "connectionMsg": state.get("connectionMsg")})
         return out

@@ -20,6 +20,7 @@ from common.schema import (ROUTER_CONFIG_TYPES, EntityType, Schema, SchemaError,
                            reference_problem)
 from common.exchanges import METHOD_CODES, binding_problem, exchange_problem
 from common.linkroutes import create_problem as link_route_problem
+from common import failover
 from common.security import connection_problem, ssl_profile_problem
 
 # spec key -> short type name, in the order the configuration applies them
@@ -177,6 +178,9 @@ class ConfigStore:
                 raise ManagementError(BAD_REQUEST, f"{short} with role 'edge' is not allowed in "
                                                    "standalone mode")
         if short == "listener":
+            problem = failover.listener_problem(entity)
+            if problem:  # 1.19's answer (its listener code fails: 500)
+                raise ManagementError(INTERNAL_ERROR, "CError: " + problem)
             for other in self.of_type(etype.long_name):
                 if listen_addresses_clash((other.get("host"), other.get("port")),
                                           (entity.get("host"), entity.get("port"))):
