@@ -113,7 +113,7 @@ class LinkRouteTable:
         self.routes = {}            # identity -> LinkRoute, in creation order
         # connection-scoped routes: conn_id -> {identity -> LinkRoute}, in creation order
         self.conn_routes = {}
-        # a sender's state for a routed delivery the core still holds: in dlv_id ->
+        # a sender's state for a delivery the core still holds (routed or anycast): in dlv_id ->
         # (state, info), passed on when the delivery is sent (routed_sent), gone with unhold
         self.held_states = {}
         self.addrs = {}             # key -> RouteAddress
@@ -532,12 +532,14 @@ def on_in_drained(core: Any, peer: Any, cmd: Any) -> None:
 
 
 def on_sender_state(core: Any, peer: Any, cmd: Any) -> None:
-    """SenderState: the sender of a link-routed delivery gave it a state (a transactional
-    send): the delivery forwarded for it gets the same state (DeliverState). A delivery the
-    core still holds (its receiver had taken its credit back) keeps the state until it is
-    sent (:func:`routed_sent`); the latest state given wins."""
+    """SenderState: the sender of an anycast or link-routed delivery gave it a state (a
+    transactional send, received, an extension state): the delivery forwarded for it gets the
+    same state (DeliverState), as 1.19 moves it. A delivery the core still holds (no credit
+    yet, or queued toward another router) keeps the state until it is sent
+    (:func:`routed_sent`); the latest state given wins. Multicast copies get none (1.19
+    neither)."""
     dlv = core.in_unsettled.get(cmd[0])
-    if dlv is None or dlv.link.peer_link is None:
+    if dlv is None or dlv.multicast:
         return
     out = dlv.out
     if out is None:
@@ -548,8 +550,8 @@ def on_sender_state(core: Any, peer: Any, cmd: Any) -> None:
 
 
 def routed_sent(core: Any, dlv: Any) -> None:
-    """A routed delivery the core held was sent: the state its sender gave it meanwhile
-    follows it (DeliverState)."""
+    """A delivery the core held was sent: the state its sender gave it meanwhile follows it
+    (DeliverState)."""
     state = core.lr.held_states.pop(dlv.dlv_id, None)
     if state is not None and dlv.out is not None:
         core._emit(dlv.out.link.peer, DeliverState(dlv.out.out_id, state[0], state[1]))

@@ -267,6 +267,8 @@ def drain_queue(core: Any, link: Link) -> None:
         else:
             if not dlv.settled:
                 dlv.out = sent
+                if core.lr.held_states:
+                    routed_sent(core, dlv)  # its sender's state, given while it was queued
             unhold(core, dlv)
 
 
@@ -301,7 +303,7 @@ def on_flow(core: Any, peer: Any, cmd: Any) -> None:
                 send(core, link, None, True, dlv.payload, dlv.link)
             else:
                 dlv.out = send(core, link, dlv, False, dlv.payload, dlv.link)
-                if core.lr.held_states and link.peer_link is not None:
+                if core.lr.held_states:
                     routed_sent(core, dlv)  # its sender's state, given while it was held
             unhold(core, dlv)
     if link.peer_link is not None:  # link-routed: the sender gets this credit and drain

@@ -25,7 +25,6 @@ from router_io.engine_proton import (
     _pn_delivery_remote_state, _pn_delivery_settle, _pn_delivery_settled, _pn_delivery_tagged,
     _pn_delivery_update, _pn_link_advance, _pn_link_current, _pn_link_flow, _pn_link_recv_message,
     _pn_link_send_all, _rewrite_annotations, _scan, _tag)
-from router_io.engine_termini import _encoded_data
 from router_io.engine_records import Link
 from router_io.engine_conn import Connection
 # --- end engine parts ---
@@ -56,7 +55,7 @@ def _on_delivery(self, d_ptr: Any) -> None:
             self.outbox.append(_command(SettleIn,
                                         (dlv_id, _pn_delivery_remote_state(d_ptr))))
             _pn_delivery_settle(d_ptr)
-        elif link.routed:  # a link route passes the sender's state on (transactions)
+        else:  # the sender gave it a state: on to the delivery forwarded for it (as 1.19)
             _sender_state(self, d_ptr, dlv_id)
         return
     if _pn_delivery_aborted(d_ptr):
@@ -114,17 +113,20 @@ def _on_delivery(self, d_ptr: Any) -> None:
         self.in_dlvs[dlv_id] = (d_key, link)
         self.in_ids[d_key] = dlv_id
     self.outbox.append(cmd)
-    if link.routed and not settled:  # link routes only: a state on the transfer
+    if not settled and _pn_delivery_remote_state(d_ptr):  # a state on the transfer (rare)
         _sender_state(self, d_ptr, dlv_id)
 
 
 def _sender_state(self, d_ptr: Any, dlv_id: Any) -> None:
-    """SenderState for an unsettled delivery of a link-routed sender that has a state."""
+    """SenderState for an unsettled delivery whose sender gave it a state (on the transfer or
+    in a disposition: a transactional send, received, an extension state), with what the
+    state carries; 1.19 moves it to the delivery it forwarded, link-routed or not."""
     state = _pn_delivery_remote_state(d_ptr)
     if state:
-        data = _encoded_data(lib.pn_disposition_data(
-            lib.pn_delivery_remote(_cdata("pn_delivery_t *", d_ptr))))
-        self.outbox.append(ipc.SenderState(dlv_id, state, {"data": data} if data else None))
+        info = None
+        if state != STATE_ACCEPTED and state != STATE_RELEASED:
+            info = _remote_info(_cdata("pn_delivery_t *", d_ptr), state) or None
+        self.outbox.append(ipc.SenderState(dlv_id, state, info))
 
 
 def _drop_aborted(self, d_ptr: Any, l_ptr: Any) -> None:
@@ -321,7 +323,8 @@ def _router_egress(self, payload: Any, to_override: Optional[str], phase: int) -
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_policy import _oversize, _police_transfer
 from router_io.engine_links import _report_flow
-from router_io.engine_dispositions import _on_outbound_update, _pending_state, _set_condition
+from router_io.engine_dispositions import (
+    _on_outbound_update, _pending_state, _remote_info, _set_condition)
 from router_io.engine_stream_in import _stream_begin, _stream_in
 from router_io.engine_stream_out import _stream_part_sent
 # --- end engine parts ---

@@ -14,7 +14,7 @@ from typing import Any, Optional
 from cproton_ffi import lib
 
 from common import ipc
-from common.ipc import STATE_ACCEPTED, STATE_RELEASED, Disposition
+from common.ipc import STATE_ACCEPTED, STATE_MODIFIED, STATE_RELEASED, Disposition
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
     _cdata, _command, _fields, _pn_delivery_remote_state, _pn_delivery_settle,
@@ -69,26 +69,37 @@ def _remote_info(d_ptr: Any, state: int) -> dict:
     c = lib.pn_disposition_condition(disp)
     if not lib.pn_condition_is_set(c):
         return {}
-    return {"condition": _text(lib.pn_condition_get_name(c)),
+    info = {"condition": _text(lib.pn_condition_get_name(c)),
             "description": _text(lib.pn_condition_get_description(c))}
+    fields = _encoded_data(lib.pn_condition_info(c))  # the error's info map, as 1.19 keeps it
+    if fields:
+        info["info"] = fields
+    return info
 
 
-def _local_info(disp: Any, state: int, info: dict) -> None:
-    """Give a local disposition what a Disposition's ``info`` carried (the other way)."""
+def _local_info(disp: Any, state: int, info: Optional[dict]) -> None:
+    """Give a local disposition what a Disposition's ``info`` carried (the other way). A
+    MODIFIED goes out with delivery-failed set whatever the peer said: 1.19 forces it."""
     if state == ipc.STATE_MODIFIED:
-        lib.pn_disposition_set_failed(disp, bool(info.get("failed")))
+        lib.pn_disposition_set_failed(disp, True)
+        if not info:
+            return
         lib.pn_disposition_set_undeliverable(disp, bool(info.get("undeliverable")))
         annotations = info.get("annotations")
         if annotations:
             _decode_data(lib.pn_disposition_annotations(disp), annotations)
+    elif not info:
+        return
     elif state == ipc.STATE_RECEIVED:
         lib.pn_disposition_set_section_number(disp, int(info.get("section_number") or 0))
         lib.pn_disposition_set_section_offset(disp, int(info.get("section_offset") or 0))
     elif info.get("data"):  # an extension state's value
         _decode_data(lib.pn_disposition_data(disp), info["data"])
     elif info.get("condition"):
-        _put_condition(lib.pn_disposition_condition(disp), info["condition"],
-                       info.get("description", ""))
+        cond = lib.pn_disposition_condition(disp)
+        _put_condition(cond, info["condition"], info.get("description", ""))
+        if info.get("info"):
+            _decode_data(lib.pn_condition_info(cond), info["info"])
 
 
 def _set_condition(cond: Any, name: str, description: str) -> None:
@@ -135,8 +146,9 @@ def _pending_state(self, dlv_id: Any, delivery: Any) -> None:
 
 
 def _set_sender_state(delivery: Any, state: int, info: Optional[dict]) -> None:
-    if info and info.get("data"):
-        _decode_data(lib.pn_disposition_data(lib.pn_delivery_local(delivery)), info["data"])
+    """The state a sender gave its delivery, with what it carries, on the one sent for it."""
+    if info or state == STATE_MODIFIED:
+        _local_info(lib.pn_delivery_local(delivery), state, info)
     lib.pn_delivery_update(delivery, state)
 
 
@@ -151,7 +163,7 @@ def _fx_update_in(self, fx: ipc.UpdateIn) -> None:
         return
     d_ptr, link = entry
     if state:
-        if info:  # conditions, modified flags and annotations: rare, through cffi
+        if info or state == STATE_MODIFIED:  # conditions, modified: rare, through cffi
             _local_info(lib.pn_delivery_local(_cdata("pn_delivery_t *", d_ptr)), state,
                         info)
         _pn_delivery_update(d_ptr, state)

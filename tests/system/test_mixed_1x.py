@@ -417,6 +417,25 @@ def test_extension_state_travels_back_end_to_end(mixed, topology):
     _healthy(mixed)
 
 
+@pytest.mark.parametrize("topology", STATE_TOPOLOGIES)
+def test_sender_and_receiver_states_rejected_info_and_modified_end_to_end(mixed, topology):
+    """A sender's state with its data reaches the receiver and the receiver's answer the
+    sender; a rejection's info map and MODIFIED with delivery-failed forced (1.19's rule) reach
+    the sender, whichever kind of router is where (test_disposition_fields.py has the checks)."""
+    from test_disposition_fields import (  # noqa: PLC0415
+        _rejected_info_and_modified, _sender_and_receiver_states, _two_ends)
+    first, last = _state_network(mixed, topology)
+    conns, next_pair = _two_ends(first, last, "states.q",
+                                 ready=lambda: seen_on_the_way(mixed, "states.q", last))
+    try:
+        _sender_and_receiver_states(conns, next_pair)
+        _rejected_info_and_modified(conns, next_pair)
+    finally:
+        for c in conns:
+            c.close()
+    _healthy(mixed)
+
+
 def test_1x_router_killed_and_restarted(mixed):
     """A --1-> X --1-> B and A --10-> B: A reaches B through X until X dies, directly within
     helloMaxAge (3 s) plus a route computation, and through X again once it is back. (X stays
