@@ -112,7 +112,7 @@ class TagContainer:
         self.thread.join(TIMEOUT)
 
 
-def exchange(url):
+def exchange(url, pad=""):
     """A client sends one message per SENT_TAGS tag to ``tagq.in`` and receives from
     ``tagq.out``: (tag -> (outcome, condition, description)), [tags received]. Then it
     detaches its sender without closing it (closed=false) and closes its receiver."""
@@ -129,7 +129,7 @@ def exchange(url):
         def on_sendable(self, event):
             while self.todo and event.sender.credit > 0:
                 tag = self.todo.pop(0)
-                event.sender.send(Message(body=tag.decode()), tag=tag)
+                event.sender.send(Message(body=tag.decode() + pad), tag=tag)
 
         def _outcome(self, event):
             cond = event.delivery.remote.condition
@@ -170,8 +170,8 @@ def exchange(url):
     return outcomes, received
 
 
-def check(url, container):
-    outcomes, received = exchange(url)
+def check(url, container, pad=""):
+    outcomes, received = exchange(url, pad)
     accepted = (0x24, None, None)
     assert outcomes == {
         SENT_TAGS[0]: accepted, SENT_TAGS[1]: accepted, SENT_TAGS[2]: accepted,
@@ -180,7 +180,7 @@ def check(url, container):
     deadline = time.monotonic() + TIMEOUT
     while len(container.received) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert container.received == [(tag, tag.decode()) for tag in SENT_TAGS[:3]]
+    assert container.received == [(tag, tag.decode() + pad) for tag in SENT_TAGS[:3]]
     # the client's detach(closed=false) reaches the container as a detach, its close as a close
     while len(container.ends) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -200,6 +200,15 @@ def test_tags_pass_unchanged_through_a_link_route(router_factory, tag_container)
     router = router_factory(routes(port))
     wait_active(router)
     check(router.url, container)
+
+
+def test_tags_of_large_streamed_messages(router_factory, tag_container):
+    """Messages large enough to be streamed through the router keep their tags too (and the
+    one with a tag too long is refused as a small one is)."""
+    port, container = tag_container
+    router = router_factory(routes(port))
+    wait_active(router)
+    check(router.url, container, pad="x" * 300_000)
 
 
 def test_tags_pass_unchanged_across_two_routers(mixed, tag_container):
