@@ -85,6 +85,10 @@ class TagContainer:
             def on_start(self, event):
                 event.container.listen(f"127.0.0.1:{port}")
 
+            def on_link_opening(self, event):  # answered with the termini asked for
+                event.link.source.copy(event.link.remote_source)
+                event.link.target.copy(event.link.remote_target)
+
             def on_sendable(self, event):
                 todo = self.to_send.setdefault(event.sender, list(BACK_TAGS))
                 while todo and event.sender.credit > 0:
@@ -284,3 +288,36 @@ def test_an_empty_transfer_through_1_19(mixed, tag_container):
     assert empty_transfer(x.url) == EMPTY_REJECTED
     assert container.received == []
 
+
+
+def routed_owning_addrs(url):
+    """owningAddr of every link while a client's routed sender to ``tagq.owning`` is open."""
+    from proton.utils import BlockingConnection  # noqa: PLC0415
+    conn = BlockingConnection(url, timeout=TIMEOUT)
+    try:
+        conn.create_sender("tagq.owning")
+        client = Mgmt(url)
+        try:
+            rows = client.query("router.link", ["linkType", "owningAddr"])
+        finally:
+            client.close()
+        return sorted(r["owningAddr"] for r in rows if r["linkType"] == "endpoint"
+                      and r["owningAddr"] and "tagq" in r["owningAddr"])
+    finally:
+        conn.close()
+
+
+def test_routed_links_owning_addr_as_1_19_names_it(router_factory, tag_container):
+    """Both links of a routed pair name the client's address (M0 + its terminus address)."""
+    port, _ = tag_container
+    router = router_factory(routes(port))
+    wait_active(router)
+    assert routed_owning_addrs(router.url) == ["M0tagq.owning", "M0tagq.owning"]
+
+
+@pytest.mark.skipif(not ONE_X, reason="set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix")
+def test_routed_links_owning_addr_in_1_19(mixed, tag_container):
+    port, _ = tag_container
+    x = mixed.add_1x("X", extra=routes(port))
+    wait_active(x)
+    assert routed_owning_addrs(x.url) == ["M0tagq.owning", "M0tagq.owning"]
