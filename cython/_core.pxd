@@ -361,6 +361,10 @@ cpdef on_in_drained(RouterCore core, peer, cmd)
 @cython.locals(dlv=InDelivery, out=OutDelivery)
 cpdef on_sender_state(RouterCore core, peer, cmd)
 cdef routed_sent(RouterCore core, InDelivery dlv)
+cpdef on_delivery_tag(RouterCore core, peer, cmd)
+cdef tag_next(RouterCore core, Link link, Link target, dlv_id)
+cdef tag_held(RouterCore core, Link link, dlv_id)
+cdef held_tag_out(RouterCore core, Link target, InDelivery dlv)
 
 # --- lifecycle.py -------------------------------------------------------------------------------
 cdef protocol_error(RouterCore core, text)
@@ -397,7 +401,7 @@ cdef detached_out(RouterCore core, Link link, error)
 cdef detach_own(RouterCore core, Link link)
 cdef detach_offending(RouterCore core, Link link, text)
 @cython.locals(other=Link)
-cdef detach_partner(RouterCore core, Link link, condition, description)
+cdef detach_partner(RouterCore core, Link link, condition, description, bint closed=*)
 @cython.locals(addr=Address)
 cdef drop_link(RouterCore core, Link link)
 @cython.locals(conn=Connection)
@@ -491,6 +495,7 @@ cdef class RouterCore:
     cdef readonly object policy_counts
     cdef readonly dict connector_status
     cdef readonly object lr
+    cdef public object routed_tag
     cdef readonly list errors
     cdef readonly Py_ssize_t batch_pos
     cdef public double now

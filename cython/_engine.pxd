@@ -304,7 +304,7 @@ cdef class WorkerEngine:
     cdef public list outbox
     cdef public dict conns, conns_by_id, links, link_ptrs, in_dlvs, in_ids, out_dlvs
     cdef public dict queued_out, oversize, _handlers, in_streams, in_stream_ids, out_streams
-    cdef public dict pending_states
+    cdef public dict pending_states, out_tags, tag_ids
     cdef public set q2_changed
     cdef public set dirty
     cdef public double _trim_check
@@ -369,7 +369,10 @@ cpdef _fx_detach_link(WorkerEngine self, fx)
 @cython.locals(l_ptr=size_t, settled=bint, d_key=object, link=Link)
 cdef _on_delivery(WorkerEngine self, size_t d_ptr)
 cpdef _sender_state(WorkerEngine self, d_ptr, dlv_id)
+cpdef _routed_tag(WorkerEngine self, d, link, dlv_id)
+cpdef _routed_transfer(WorkerEngine self, d_ptr, d_key, link, dlv_id, settled, cmd)
 cdef _drop_aborted(WorkerEngine self, size_t d_ptr, size_t l_ptr)
+cdef _reject_empty(WorkerEngine self, size_t d_ptr, size_t l_ptr)
 cpdef _reject_local(WorkerEngine self, d_ptr, condition, description)
 cdef _drop_in(WorkerEngine self, dlv_id)
 @cython.locals(link=Link)
@@ -381,12 +384,15 @@ cdef _send(WorkerEngine self, Link link, dlv_id, bint settled, payload)
 cdef _settle_for_receiver(WorkerEngine self, dlv_id, size_t d_ptr)
 cpdef enqueue(WorkerEngine self, link, dlv_id, settled, payload)
 cpdef refill(WorkerEngine self, conn)
+cpdef _fx_deliver_tag(WorkerEngine self, fx)
+cpdef _tagged_out(WorkerEngine self, l_ptr, dlv_id, settled)
 cpdef _track_out(WorkerEngine self, dlv_id, d_ptr, link)
 cdef _egress_annotations(WorkerEngine self, Connection conn, payload)
 cdef _router_egress(WorkerEngine self, payload, to_override, phase)
 # engine_dispositions.py
 @cython.locals(state=uint64_t, settled=bint, d_key=object, entry=tuple)
 cdef _on_outbound_update(WorkerEngine self, size_t d_ptr)
+cpdef _routed_out_id(WorkerEngine self, d_ptr)
 cpdef _fx_deliver_state(WorkerEngine self, fx)
 # _waits_on_a_link: def (a lambda or comprehension inside)
 cpdef _pending_state(WorkerEngine self, dlv_id, delivery)

@@ -47,11 +47,12 @@ from common.ipc_base import (
     TERMINUS_COORDINATOR, TERMINUS_FIELDS, TERMINUS_SOURCE, TERMINUS_TARGET, id_allocator,
     IpcError, terminus)
 from common.ipc_peer import (
-    ConnClosed, ConnOpened, Disposition, InDrained, LinkAttach, LinkAttached, LinkDetach,
-    LinkFlow, PeerHello, SenderState, SettleIn, Transfer)
+    ConnClosed, ConnOpened, DeliveryTag, Disposition, InDrained, LinkAttach, LinkAttached,
+    LinkDetach, LinkFlow, PeerHello, SenderState, SettleIn, Transfer)
 from common.ipc_effects import (
-    AttachOut, CloseConnection, Deliver, DeliverOrigin, DeliverState, DetachLink, Drained,
-    LinkCredit, LinkDrain, LinkOpen, LinkRefuse, LinkStall, LinkUnstalled, SettleOut, UpdateIn)
+    AttachOut, CloseConnection, Deliver, DeliverOrigin, DeliverState, DeliverTag, DetachLink,
+    Drained, LinkCredit, LinkDrain, LinkOpen, LinkRefuse, LinkStall, LinkUnstalled, SettleOut,
+    UpdateIn)
 from common.ipc_control import (
     ENTITY_TYPE_PREFIX, NOT_SUPPORTED, SUPERVISOR_PEER, ChildStatus, ConfigChange, ConfigResult,
     ConnectorStatus, CoreQuery, CoreState, LogQuery, LogReport, PeerLost, ReloadRequest,
@@ -76,6 +77,7 @@ MESSAGE_TYPES: tuple = (
     LinkDrain, InDrained, SenderState, DeliverState,
     StreamTransfer, TransferChunk, StreamDeliver, DeliverChunk, StreamSent, StreamAck,
     LogQuery, LogReport, DeliverOrigin, LinkStall, LinkUnstalled, ConnectorStatus,
+    DeliveryTag, DeliverTag,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

@@ -17,7 +17,9 @@ class LinkOpen(NamedTuple):
     """Answer an attach: open the link locally, with this terminus address (dynamic ones filled).
 
     With ``source``/``target``/``settle`` given (a link route mirrors the far end's answer), the
-    local termini and settle modes are exactly these instead of copies of the peer's."""
+    local termini and settle modes are exactly these instead of copies of the peer's. To a
+    link the router attached (AttachOut) as a link route's far side, with ``settle`` only: it
+    is link-routed (its deliveries keep their tags, as the client's link's do)."""
     link_id: int
     address: Optional[str]
     source: Optional[dict] = None
@@ -75,6 +77,13 @@ class DeliverOrigin(NamedTuple):
     conn_id: int
 
 
+class DeliverTag(NamedTuple):
+    """The tag the next Deliver/StreamDeliver of this (core-numbered) delivery goes out with,
+    instead of the 8-byte id: the client's tag of a link-routed delivery (see DeliveryTag)."""
+    dlv_id: int
+    tag: bytes
+
+
 class DeliverState(NamedTuple):
     """Set the local state of an outbound delivery (core-numbered) without settling it: the
     sender's state of a link-routed delivery (see SenderState)."""
@@ -130,6 +139,10 @@ class CloseConnection(NamedTuple):
 
 
 class DetachLink(NamedTuple):
+    """Detach one of our links toward its peer; ``condition`` "" for an orderly one.
+    ``closed`` False: a detach that does not close the link (a link route passes on its
+    partner's detach(closed=false), as 1.19 does)."""
     link_id: int
     condition: str
     description: str
+    closed: bool = True

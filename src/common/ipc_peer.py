@@ -129,6 +129,15 @@ class InDrained(NamedTuple):
     link_id: int
 
 
+class DeliveryTag(NamedTuple):
+    """The delivery tag the sender of a link-routed inbound delivery gave it, sent just before
+    that delivery's Transfer/StreamTransfer: a link route hands the receiver the client's own
+    tag (DeliverTag), as 1.19 does, where other links carry the router's."""
+    dlv_id: int
+    link_id: int
+    tag: bytes
+
+
 class SenderState(NamedTuple):
     """The sender of a link-routed inbound delivery gave it a state before settling (a
     transactional send's transactional-state, on the transfer or in a disposition); ``info``:

@@ -93,7 +93,7 @@ from common.ipc import (
     CORE_ID_BASE, ConnClosed, ConnectorStatus, ConnOpened, ControlSend, Disposition, InDrained, IpcError,
     LinkAttach, LinkAttached, LinkCredit, LinkDetach, LinkFlow, LinkUnstalled, PeerHello,
     PolicyEvent,
-    RemoteAddress, RouteUpdate, RouterTransfer, SenderState, SettleIn, StreamSent,
+    DeliveryTag, RemoteAddress, RouteUpdate, RouterTransfer, SenderState, SettleIn, StreamSent,
     StreamTransfer, Transfer, TransferChunk)
 from router_core.policycount import PolicyCounts
 from router_core.corestate import DIST_CODES, GONE_MAX, gone_entry, management_snapshot
@@ -105,7 +105,7 @@ from router_core.lifecycle import (
     on_conn_opened, on_connector_status, on_detach, on_hello, on_policy_event, open_link)
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
-    delete_link_route, on_in_drained, on_sender_state)
+    delete_link_route, on_delivery_tag, on_in_drained, on_sender_state)
 from router_core.edge import EdgeUplink
 from router_core.edgeserver import EdgeServer
 from router_core.records import MODE_CODES, MODE_EDGE, MODE_INTERIOR, STALL_NONE, Link
@@ -218,6 +218,7 @@ class RouterCore:
         self._dispatch = {LinkAttach: on_attach, LinkDetach: on_detach,
                           LinkAttached: on_attached, InDrained: on_in_drained,
                           SenderState: on_sender_state, LinkUnstalled: on_link_unstalled,
+                          DeliveryTag: on_delivery_tag,
                           ConnOpened: _conn_opened, ConnClosed: on_conn_closed,
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,
@@ -230,6 +231,9 @@ class RouterCore:
         self.policy_counts = PolicyCounts()
         # link routes and their addresses (linkroute.py)
         self.lr = LinkRouteTable()
+        # (inbound link, in dlv_id, tag): the client's tag of the link-routed delivery whose
+        # transfer comes next (linkroute.on_delivery_tag); None almost always
+        self.routed_tag = None
         for attributes in link_routes or ():
             add_link_route(self, attributes)
         # exchanges and bindings (exchanges.py): identity -> Exchange / Binding

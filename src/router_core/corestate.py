@@ -30,6 +30,13 @@ MCAST_RANK = {STATE_RELEASED: 1, STATE_MODIFIED: 2, STATE_ACCEPTED: 3, STATE_REJ
 DEFAULT_LINK_PRIORITY = 4
 
 
+def _routed_owning(link: Any) -> Any:
+    """owningAddr of a link-routed link, as 1.19 names it for both links of the pair: the
+    client's terminus address as a mobile key (``M0`` + it), null without one."""
+    client = link if link.owner is None else link.peer_link
+    return "M0" + client.address if client.address else None
+
+
 def _link_view(link: Any, now: float) -> dict:
     addr = link.addr
     inbound = link.direction == DIR_IN
@@ -50,7 +57,8 @@ def _link_view(link: Any, now: float) -> dict:
     return {
         "identity": str(link.link_id), "name": link.name, "linkName": link.name,
         "linkType": LINK_TYPE_NAMES[link.link_type], "linkDir": "in" if inbound else "out",
-        "owningAddr": addr.key if addr is not None else None, "capacity": link.capacity,
+        "owningAddr": _routed_owning(link) if link.peer_link is not None
+        else addr.key if addr is not None else None, "capacity": link.capacity,
         "connectionId": link.conn.conn_id,
         "priority": priority,
         "undeliveredCount": undelivered, "unsettledCount": unsettled,

@@ -496,7 +496,7 @@ def on_detach(core: Any, peer: Any, cmd: Any) -> None:
         link.closed = True
         if link.peer_link is not None:  # link-routed: the other side gets this detach
             condition, description = split_condition(cmd[2])
-            detach_partner(core, link, condition, description)
+            detach_partner(core, link, condition, description, bool(cmd[1]))
         drop_link(core, link)
         core._record_gone("link", link)
         if core.log_info:
@@ -611,15 +611,16 @@ def detach_offending(core: Any, link: Link, text: str) -> None:
     core._record_gone("link", link)
 
 
-def detach_partner(core: Any, link: Link, condition: str, description: str) -> None:
+def detach_partner(core: Any, link: Link, condition: str, description: str,
+                   closed: bool = True) -> None:
     """``link`` of a routed pair went away: its partner is detached toward its peer with
-    ``condition`` ("" for an orderly detach) and dropped."""
+    ``condition`` ("" for an orderly detach), closed or not as ``link`` was, and dropped."""
     other = link.peer_link
     link.peer_link = None
     other.peer_link = None
     if other.closed:
         return
-    core._emit(other.peer, DetachLink(other.link_id, condition, description))
+    core._emit(other.peer, DetachLink(other.link_id, condition, description, closed))
     other.closed = True
     drop_link(core, other)
     core._record_gone("link", other)

@@ -29,8 +29,8 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from typing import Any, Optional
 
 from common.ipc import (
-    DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, DeliverState, Drained, LinkDrain, LinkOpen,
-    LinkRefuse, LocalAddress)
+    DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, DeliverState, DeliverTag, Drained, LinkDrain,
+    LinkOpen, LinkRefuse, LocalAddress)
 from common.linkroutes import KEY_DIRECTION, route_key, route_pattern
 from router_core.addressing import normalize as normalize_address
 from router_core.corestate import DIST_CLOSEST
@@ -106,7 +106,8 @@ class RouteAddress:
 class LinkRouteTable:
     """Every link route and route address of one core, and the matchers per direction."""
 
-    __slots__ = ("routes", "addrs", "matchers", "by_rule", "logs", "conn_routes", "held_states")
+    __slots__ = ("routes", "addrs", "matchers", "by_rule", "logs", "conn_routes", "held_states",
+                 "held_tags")
 
     def __init__(self) -> None:
         self.logs = []              # (level, text) for the core process's log (take_logs)
@@ -116,6 +117,9 @@ class LinkRouteTable:
         # a sender's state for a delivery the core still holds (routed or anycast): in dlv_id ->
         # (state, info), passed on when the delivery is sent (routed_sent), gone with unhold
         self.held_states = {}
+        # the client's tag of a routed delivery the core holds: in dlv_id -> tag, passed on
+        # when it is sent (routed_sent), gone with unhold
+        self.held_tags = {}
         self.addrs = {}             # key -> RouteAddress
         self.matchers = [None, None]  # DIR_IN / DIR_OUT -> AddressRules over the patterns
         self.by_rule = [[], []]     # DIR_* -> RouteAddress of each rule, by rule order
@@ -481,6 +485,8 @@ def routed_attached(core: Any, out: Link) -> None:
     remote = target if client.direction == DIR_IN else source
     asked = client.target if client.direction == DIR_IN else client.source
     address = None
+    # the far side is link-routed too: what the route container sends keeps its tags
+    core._emit(out.peer, LinkOpen(out.link_id, None, None, None, out.remote_settle))
     if remote is not None:
         # the far end's own address for a dynamic terminus is not rewritten
         if remote.get("type") != TERMINUS_COORDINATOR and not (
@@ -555,3 +561,38 @@ def routed_sent(core: Any, dlv: Any) -> None:
     state = core.lr.held_states.pop(dlv.dlv_id, None)
     if state is not None and dlv.out is not None:
         core._emit(dlv.out.link.peer, DeliverState(dlv.out.out_id, state[0], state[1]))
+
+
+def on_delivery_tag(core: Any, peer: Any, cmd: Any) -> None:
+    """DeliveryTag: the client's tag of the routed delivery whose transfer comes next from the
+    same worker; kept until that transfer is forwarded (:func:`tag_next`) or held."""
+    link = core.links.get(cmd[1])
+    if link is None or link.peer_link is None:
+        return
+    core.routed_tag = (link, cmd[0], cmd[2])
+
+
+def tag_next(core: Any, link: Link, target: Link, dlv_id: Any) -> None:
+    """A delivery is sent now to ``target`` (send_local): when it is the routed one whose tag
+    came last, the receiver's worker gets the tag first (DeliverTag, for the out id the send
+    takes). A tag whose transfer went elsewhere (refused, dropped) is forgotten here."""
+    pending = core.routed_tag
+    core.routed_tag = None
+    if pending[0] is link and pending[1] == dlv_id:
+        core._emit(target.peer, DeliverTag(core._next_out, pending[2]))
+
+
+def tag_held(core: Any, link: Link, dlv_id: Any) -> None:
+    """The routed delivery whose tag came last is held (its receiver has no credit): its tag
+    waits with it (held_tags) until it is sent (:func:`held_tag_out`)."""
+    pending = core.routed_tag
+    core.routed_tag = None
+    if pending[0] is link and pending[1] == dlv_id:
+        core.lr.held_tags[dlv_id] = pending[2]
+
+
+def held_tag_out(core: Any, target: Link, dlv: Any) -> None:
+    """A held routed delivery is sent now to ``target``: its tag goes first (DeliverTag)."""
+    tag = core.lr.held_tags.pop(dlv.dlv_id, None)
+    if tag is not None:
+        core._emit(target.peer, DeliverTag(core._next_out, tag))

@@ -193,6 +193,8 @@ def unhold(core: Any, dlv: InDelivery) -> None:
     dlv.queued_on = None
     if core.lr.held_states:  # a routed delivery's sender state not passed on (linkroute.py)
         core.lr.held_states.pop(dlv.dlv_id, None)
+    if core.lr.held_tags:  # a routed delivery's tag (sent: already taken by held_tag_out)
+        core.lr.held_tags.pop(dlv.dlv_id, None)
     stop_holding(core, dlv)
 
 

@@ -20,8 +20,9 @@ from common.ipc import (
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import (
     LINK_CONTROL, LINK_DATA, ROLE_EDGE, ROLE_INTERNAL, STALL_NONE, STALL_ON, STALL_RESTORING,
-    Address, InDelivery, Link, OutDelivery, _effect, _fields, _held_queues, _in_delivery, _out_delivery, _own)
-from router_core.linkroute import mirror_credit, routed_sent
+    Address, InDelivery, Link, OutDelivery, _effect, _fields, _held_queues, _in_delivery,
+    _out_delivery, _own)
+from router_core.linkroute import held_tag_out, mirror_credit, routed_sent, tag_held, tag_next
 from router_core.settlement import (
     copy_done, copy_unqueued, count_outcome, credit_seen, forget_out, release_waiting, settle_in,
     unhold)
@@ -116,6 +117,8 @@ def send_copy(core: Any, link: Link, dlv: InDelivery) -> Any:
 def send_local(core: Any, link: Link, target: Link, dlv_id: Any, settled: bool, payload: Any,
                addr: Address) -> None:
     """One anycast delivery to the local consumer ``target`` (which has credit)."""
+    if core.routed_tag is not None:  # a link route's client tag (linkroute.tag_next)
+        tag_next(core, link, target, dlv_id)
     if settled:
         send(core, target, None, True, payload, link)
     else:
@@ -204,6 +207,8 @@ def on_link_unstalled(core: Any, peer: Any, cmd: Any) -> None:
 def hold(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
          addr: Address) -> None:
     """Local consumers, none with credit: hold the delivery at the address."""
+    if core.routed_tag is not None:  # a link route's client tag (linkroute.tag_held)
+        tag_held(core, link, dlv_id)
     dlv = _in_delivery(dlv_id, link, settled, _own(payload), addr, False, core.now)
     if not settled:
         core.in_unsettled[dlv_id] = dlv
@@ -299,6 +304,8 @@ def on_flow(core: Any, peer: Any, cmd: Any) -> None:
                     dlv = queues[p].popleft()
                     break
             addr.held -= 1
+            if core.lr.held_tags and link.peer_link is not None:
+                held_tag_out(core, link, dlv)  # its client's tag goes first
             if dlv.settled:
                 send(core, link, None, True, dlv.payload, dlv.link)
             else:

@@ -66,7 +66,8 @@ from router_io.engine_connections import (
 from router_io.engine_links import (
     _attach_out, _fx_credit, _fx_detach_link, _fx_drained, _fx_link_drain, _fx_link_open,
     _fx_link_refuse, _fx_link_stall, _on_attach_answer, _on_flow, _on_link_close, _on_link_open)
-from router_io.engine_deliveries import _fx_deliver, _fx_router_deliver, _on_delivery, refill
+from router_io.engine_deliveries import (
+    _fx_deliver, _fx_deliver_tag, _fx_router_deliver, _on_delivery, refill)
 from router_io.engine_dispositions import _fx_deliver_state, _fx_settle_out, _fx_update_in
 from router_io.engine_stream_in import _fx_stream_ack
 from router_io.engine_stream_out import _fx_deliver_chunk, _fx_stream_deliver
@@ -108,6 +109,11 @@ class WorkerEngine:
         # DeliverState for a delivery not handed to proton yet (out_queue, or behind a stream
         # on its link): core delivery id -> (state, info), set when its proton delivery is made
         self.pending_states: dict = {}
+        # link routes: the sender's own tag for a delivery not handed to proton yet (core id
+        # -> tag, DeliverTag), and the deliveries sent with one (dlv ptr -> core id: their
+        # tag is not the id), until settled
+        self.out_tags: dict = {}
+        self.tag_ids: dict = {}
         self.oversize: dict = {}    # inbound dlv address -> True: over maxMessageSize, discarded
         # streaming deliveries: inbound by proton delivery (hot pointer) and by id, outbound by
         # the core's id; connections whose Q2 state changed (the worker re-arms their polling)
@@ -139,7 +145,7 @@ class WorkerEngine:
             ipc.Drained: _fx_drained, ipc.CloseConnection: _fx_close_connection,
             ipc.DetachLink: _fx_detach_link, ipc.AttachOut: _attach_out,
             ipc.LinkDrain: _fx_link_drain, ipc.DeliverState: _fx_deliver_state,
-            ipc.LinkStall: _fx_link_stall,
+            ipc.LinkStall: _fx_link_stall, ipc.DeliverTag: _fx_deliver_tag,
             StreamDeliver: _fx_stream_deliver, DeliverChunk: _fx_deliver_chunk,
             StreamAck: _fx_stream_ack,
         }

@@ -71,6 +71,9 @@ def _on_delivery(self, d_ptr: Any) -> None:
         return  # wait for the rest of the message
     payload = _pn_link_recv_message(l_ptr, _pn_delivery_pending(d_ptr))
     _pn_link_advance(l_ptr)
+    if not payload:  # a transfer without a message: 1.19 refuses it at once
+        _reject_empty(self, d_ptr, l_ptr)
+        return
     if not link.open:
         _pn_delivery_update(d_ptr, STATE_RELEASED)
         _pn_delivery_settle(d_ptr)
@@ -107,6 +110,9 @@ def _on_delivery(self, d_ptr: Any) -> None:
                 return
         dlv_id = self.new_id()
         cmd = _command(Transfer, (dlv_id, link.link_id, to, settled, scan.priority, payload))
+        if link.routed:  # link routes only: the client's tag and state go with it
+            _routed_transfer(self, d_ptr, d_key, link, dlv_id, settled, cmd)
+            return
     if settled:
         _pn_delivery_settle(d_ptr)
     else:
@@ -114,6 +120,43 @@ def _on_delivery(self, d_ptr: Any) -> None:
         self.in_ids[d_key] = dlv_id
     self.outbox.append(cmd)
     if not settled and _pn_delivery_remote_state(d_ptr):  # a state on the transfer (rare)
+        _sender_state(self, d_ptr, dlv_id)
+
+
+# 1.19 keeps a delivery's tag in 32 bytes: a link-routed one with a longer tag is refused
+TAG_MAX = 32
+TAG_TOO_LONG = ("amqp:invalid-field", "delivery tag length exceeded")
+
+
+def _routed_tag(self, d: Any, link: Link, dlv_id: Any) -> bool:
+    """A link-routed delivery's tag (``d`` a cffi delivery) goes to the core before its
+    transfer (DeliveryTag), so the far end gets the sender's own tag, as through 1.19. False:
+    longer than 1.19 allows (the caller refuses the delivery)."""
+    tag = lib.pn_delivery_tag(d)
+    if tag.size > TAG_MAX:
+        return False
+    self.outbox.append(_command(ipc.DeliveryTag, (dlv_id, link.link_id,
+                                                  bytes(ffi.buffer(tag.start, tag.size)))))
+    return True
+
+
+def _routed_transfer(self, d_ptr: Any, d_key: Any, link: Link, dlv_id: Any, settled: bool,
+                     cmd: Any) -> None:
+    """A whole delivery on a link-routed link: its tag first (a tag over 32 bytes is
+    REJECTED amqp:invalid-field, its credit given back, as 1.19 does), then the transfer,
+    then the sender's state on it (transactions)."""
+    if not _routed_tag(self, _cdata("pn_delivery_t *", d_ptr), link, dlv_id):
+        _reject_local(self, _cdata("pn_delivery_t *", d_ptr), TAG_TOO_LONG[0], TAG_TOO_LONG[1])
+        _pn_link_flow(link.key, 1)
+        self.dirty.add(link.conn)
+        return
+    if settled:
+        _pn_delivery_settle(d_ptr)
+    else:
+        self.in_dlvs[dlv_id] = (d_key, link)
+        self.in_ids[d_key] = dlv_id
+    self.outbox.append(cmd)
+    if not settled:
         _sender_state(self, d_ptr, dlv_id)
 
 
@@ -127,6 +170,14 @@ def _sender_state(self, d_ptr: Any, dlv_id: Any) -> None:
         if state != STATE_ACCEPTED and state != STATE_RELEASED:
             info = _remote_info(_cdata("pn_delivery_t *", d_ptr), state) or None
         self.outbox.append(ipc.SenderState(dlv_id, state, info))
+
+
+def _reject_empty(self, d_ptr: Any, l_ptr: Any) -> None:
+    """A complete delivery of no bytes is no message: REJECTED amqp:decode-error "invalid
+    message format" and its credit given back, as 1.19 does on every link."""
+    _reject_local(self, _cdata("pn_delivery_t *", d_ptr), "amqp:decode-error",
+                  "invalid message format")
+    _pn_link_flow(l_ptr, 1)
 
 
 def _drop_aborted(self, d_ptr: Any, l_ptr: Any) -> None:
@@ -151,6 +202,8 @@ def _fx_deliver(self, fx: ipc.Deliver) -> None:
     dlv_id, link_id, settled, payload = _fields(fx)
     link = self.links.get(link_id)
     if link is None:
+        if self.out_tags:
+            self.out_tags.pop(dlv_id, None)
         return  # the link went away; the core learns it from our LinkDetach
     _send(self, link, dlv_id, settled, _egress_annotations(self, link.conn, payload))
 
@@ -177,7 +230,10 @@ def _send(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
         return
     conn.out_room -= len(payload)
     l_ptr = link.key
-    d_ptr = _pn_delivery_tagged(l_ptr, dlv_id)
+    if self.out_tags:  # (link routes: the sender's own tag)
+        d_ptr = _key(_tagged_out(self, link.ptr, dlv_id, settled or link.settle_for_receiver))
+    else:
+        d_ptr = _pn_delivery_tagged(l_ptr, dlv_id)
     if self.pending_states:  # (link routes: a sender's state given while it waited)
         _pending_state(self, dlv_id, _cdata("pn_delivery_t *", d_ptr))
     _pn_link_send_all(l_ptr, payload)
@@ -234,7 +290,12 @@ def refill(self, conn: Connection) -> None:
             if rec is not None and rec.d is not None:  # a later part of a streamed one
                 d_ptr = entry[5] = rec.d
             else:
-                d_ptr = entry[5] = lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
+                if self.out_tags:  # (link routes: the sender's own tag)
+                    d_ptr = entry[5] = _tagged_out(self, l_ptr, dlv_id,
+                                                   settled or link.settle_for_receiver)
+                else:
+                    d_ptr = entry[5] = lib.pn_delivery(l_ptr,
+                                                       (8, ffi.from_buffer(_tag(dlv_id))))
                 if self.pending_states:
                     _pending_state(self, dlv_id, d_ptr)
         n = min(len(payload) - offset, conn.out_room)
@@ -254,6 +315,8 @@ def refill(self, conn: Connection) -> None:
         settled = entry[2]  # a SettleOut may have come while it waited
         if settled:
             self.queued_out.pop(dlv_id, None)
+            if self.tag_ids:
+                self.tag_ids.pop(_key(d_ptr), None)
             if entry[6]:
                 lib.pn_delivery_update(d_ptr, entry[6])
             lib.pn_delivery_settle(d_ptr)
@@ -273,6 +336,25 @@ def refill(self, conn: Connection) -> None:
                 link.capped = False
                 _report_flow(self, link)
     self.dirty.add(conn)
+
+
+def _fx_deliver_tag(self, fx: ipc.DeliverTag) -> None:
+    """DeliverTag: the sender's own tag for the link-routed delivery the next
+    Deliver/StreamDeliver names, kept until its proton delivery is made (_tagged_out)."""
+    self.out_tags[fx.dlv_id] = fx.tag
+
+
+def _tagged_out(self, l_ptr: Any, dlv_id: Any, settled: bool) -> Any:
+    """A proton delivery on ``l_ptr`` (cffi) for ``dlv_id``: with the tag a link route passed
+    on (out_tags), found again by its pointer (tag_ids) until it is settled, or with the
+    core's id as every other delivery."""
+    tag = self.out_tags.pop(dlv_id, None)
+    if tag is None:
+        return lib.pn_delivery(l_ptr, (8, ffi.from_buffer(_tag(dlv_id))))
+    d_ptr = lib.pn_delivery(l_ptr, (len(tag), ffi.from_buffer(tag)))
+    if not settled:
+        self.tag_ids[_key(d_ptr)] = dlv_id
+    return d_ptr
 
 
 def _track_out(self, dlv_id: int, d_ptr: Any, link: Link) -> None:

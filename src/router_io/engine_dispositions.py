@@ -24,7 +24,10 @@ from router_io.engine_termini import _decode_data, _encoded_data, _put_condition
 
 
 def _on_outbound_update(self, d_ptr: Any) -> None:
-    dlv_id = _pn_delivery_tag_id(d_ptr)  # the core's id: every delivery we send is tagged so
+    if self.tag_ids:  # link routes: some deliveries carry their sender's tag
+        dlv_id = _routed_out_id(self, d_ptr)
+    else:
+        dlv_id = _pn_delivery_tag_id(d_ptr)  # the core's id: our deliveries are tagged so
     entry = self.out_dlvs.get(dlv_id)
     if entry is None:
         return
@@ -41,11 +44,27 @@ def _on_outbound_update(self, d_ptr: Any) -> None:
         info = _remote_info(_cdata("pn_delivery_t *", d_ptr), state)
     if settled:
         del self.out_dlvs[dlv_id]
+        if self.tag_ids:
+            self.tag_ids.pop(d_key, None)
         if self.out_streams and dlv_id in self.out_streams:  # still being sent
             _stream_settled(self, dlv_id, 0)  # settled once complete
         else:
             _pn_delivery_settle(d_ptr)
     self.outbox.append(_command(Disposition, (dlv_id, state, settled, info)))
+
+
+def _routed_out_id(self, d_ptr: Any) -> Any:
+    """The core's id of an outbound delivery when some carry a link-routed sender's tag
+    (tag_ids, by pointer); an entry whose delivery is gone is dropped here."""
+    d_key = d_ptr
+    dlv_id = self.tag_ids.get(d_key)
+    if dlv_id is not None:
+        entry = self.out_dlvs.get(dlv_id)
+        if (entry is not None and entry[0] == d_key) or (
+                self.out_streams and dlv_id in self.out_streams):
+            return dlv_id
+        del self.tag_ids[d_key]  # (its delivery was freed and the address reused)
+    return _pn_delivery_tag_id(d_ptr)
 
 
 def _remote_info(d_ptr: Any, state: int) -> dict:
@@ -187,6 +206,8 @@ def _fx_settle_out(self, fx: ipc.SettleOut) -> None:
             _settle_queued(self, dlv_id, state)
         return
     d_ptr, link = entry
+    if self.tag_ids:
+        self.tag_ids.pop(d_ptr, None)
     if state:
         _pn_delivery_update(d_ptr, state)
     _pn_delivery_settle(d_ptr)

@@ -219,7 +219,9 @@ def _forget_link(self, link: Link) -> None:
         ptr, _ = self.in_dlvs.pop(dlv_id)
         self.in_ids.pop(ptr, None)
     for dlv_id in [i for i, (_, lk) in self.out_dlvs.items() if lk is link]:
-        del self.out_dlvs[dlv_id]
+        ptr, _ = self.out_dlvs.pop(dlv_id)
+        if self.tag_ids:
+            self.tag_ids.pop(ptr, None)
     if link.queued:  # what waited for the socket: the core fails it (MODIFIED / dropped)
         queue = link.conn.out_queue
         for entry in queue:
@@ -265,6 +267,9 @@ def _fx_link_open(self, fx: ipc.LinkOpen) -> None:
     if link_action(link, LE_OPEN) == LA_IGNORE:
         return
     if link.local:  # created open by this router: nothing to answer
+        if fx.settle is not None:  # the far side of a link route (linkroute.routed_attached)
+            link.routed = True
+            return
         if link.direction == ipc.DIR_OUT:
             _on_flow(self, link.key)
         return
@@ -359,7 +364,10 @@ def _fx_detach_link(self, fx: ipc.DetachLink) -> None:
         return
     if fx.condition:  # none: an orderly detach (a link route passes one on)
         _set_condition(lib.pn_link_condition(link.ptr), fx.condition, fx.description)
-    lib.pn_link_close(link.ptr)
+    if fx.closed:
+        lib.pn_link_close(link.ptr)
+    else:  # a link route's partner detached without closing
+        lib.pn_link_detach(link.ptr)
     _forget_link(self, link)
     link.conn.links.pop(link.ptr, None)
     self.dirty.add(link.conn)

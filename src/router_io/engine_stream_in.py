@@ -155,7 +155,14 @@ def _stream_start(self, rec: InStream, partial: bool) -> None:
         else:
             to = None
         phase, ingress, trace = 0, None, []
-    dlv_id = rec.dlv_id = self.new_id()
+    dlv_id = self.new_id()
+    if link.routed and not _routed_tag(self, d, link, dlv_id):  # link routes: the tag first
+        rec.discard = (STATE_REJECTED, TAG_TOO_LONG[0], TAG_TOO_LONG[1])
+        stream_to(rec, SE_DISCARD)
+        if not partial:
+            _stream_in(self, rec)
+        return
+    rec.dlv_id = dlv_id
     rec.started = True
     stream_to(rec, SE_ROUTED)
     rec.head = None
@@ -240,5 +247,5 @@ def _stream_in_settled(self, dlv_id: Any) -> None:
 # own functions exist, so the parts may call each other)
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_policy import _oversize
-from router_io.engine_deliveries import _drop_in, _reject_local
+from router_io.engine_deliveries import TAG_TOO_LONG, _drop_in, _reject_local, _routed_tag
 # --- end engine parts ---

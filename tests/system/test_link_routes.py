@@ -454,7 +454,7 @@ def test_transactional_state_reaches_the_container_for_deliveries_the_router_hel
         mgmt = Mgmt(router.url)
         try:  # until the core holds some of the sender's deliveries (the container is stuck)
             deadline = time.monotonic() + TIMEOUT
-            while not any(r["linkDir"] == "in" and r["owningAddr"] == "Cqueue"
+            while not any(r["linkDir"] == "in" and r["owningAddr"] == "M0queue.held"
                           and r["undeliveredCount"] > 0
                           for r in mgmt.query("router.link", ["linkDir", "owningAddr",
                                                               "undeliveredCount"])):

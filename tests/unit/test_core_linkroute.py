@@ -96,7 +96,7 @@ def test_attach_not_matching_is_message_routed(core_cls):
 from common.ipc import (  # noqa: E402
     STATE_ACCEPTED, TERMINUS_COORDINATOR, TERMINUS_SOURCE, TERMINUS_TARGET, AttachOut,
     DetachLink, Deliver, Disposition, Drained, InDrained, LinkAttached, LinkCredit, LinkDetach,
-    LinkDrain, LinkFlow, LinkOpen, Transfer, UpdateIn, terminus)
+    LinkDrain, LinkFlow, LinkOpen, Transfer, UpdateIn, terminus, DeliveryTag, DeliverTag)
 
 CLIENT, BROKER = 0, 1  # peers (workers) of the client's and the broker's connections
 
@@ -160,7 +160,9 @@ def test_receiver_credit_and_drain_pass_through(core_cls):
     h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), peer=BROKER)
     fx = h.core.take_effects()
     assert fx[CLIENT] == [LinkOpen(11, "queue.b", out.source, out.target, [0, 0])]
-    assert fx[BROKER] == [LinkCredit(out.link_id, 4)]
+    # the far side is marked link-routed (its deliveries keep their tags), then credited
+    assert fx[BROKER] == [LinkOpen(out.link_id, None, None, None, [0, 0]),
+                          LinkCredit(out.link_id, 4)]
     h.do(Transfer(200, out.link_id, None, True, 0, b"m"), peer=BROKER)
     fx = h.core.take_effects()
     assert [type(e) for e in fx[CLIENT]] == [Deliver] and BROKER not in fx
@@ -170,6 +172,44 @@ def test_receiver_credit_and_drain_pass_through(core_cls):
     assert h.core.take_effects() == {CLIENT: [Drained(11)]}
     h.do(LinkFlow(11, 6, False), peer=CLIENT)  # 2 more after the drain (4 used up)
     assert h.core.take_effects() == {BROKER: [LinkCredit(out.link_id, 2)]}
+
+
+def test_the_senders_tag_goes_first_to_the_receivers_worker(core_cls):
+    """DeliveryTag before a routed Transfer: the receiver's worker gets DeliverTag for the
+    delivery id the Deliver then carries, sent at once or after being held for credit; a tag
+    whose transfer went elsewhere is not passed on."""
+    h = routed_core(core_cls)
+    (out,) = attach(h, 10, DIR_IN, "queue.t")[BROKER]
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), peer=BROKER)
+    h.core.take_effects()
+    h.do(LinkFlow(out.link_id, 1, False), peer=BROKER)
+    h.core.take_effects()
+    h.do(DeliveryTag(100, 10, b"client-tag"), peer=CLIENT)
+    h.do(Transfer(100, 10, None, False, 0, b"m1"), peer=CLIENT)
+    tag, deliver = h.core.take_effects()[BROKER]
+    assert tag == DeliverTag(deliver.dlv_id, b"client-tag") and isinstance(deliver, Deliver)
+    # no credit left: held with its tag, which goes first when credit comes
+    h.do(DeliveryTag(101, 10, b"second"), peer=CLIENT)
+    h.do(Transfer(101, 10, None, True, 0, b"m2"), peer=CLIENT)
+    assert BROKER not in h.core.take_effects()
+    h.do(LinkFlow(out.link_id, 2, False), peer=BROKER)
+    tag, deliver = [e for e in h.core.take_effects()[BROKER] if type(e) is not LinkCredit]
+    assert tag == DeliverTag(deliver.dlv_id, b"second") and bytes(deliver.payload) == b"m2"
+    assert not h.core.lr.held_tags and h.core.routed_tag is None
+    # a tag for a link that is not routed is ignored
+    h.do(DeliveryTag(102, 999, b"x"), peer=CLIENT)
+    assert h.core.routed_tag is None
+
+
+def test_a_detach_that_does_not_close_passes_as_one(core_cls):
+    """1.19 passes a detach(closed=false) of a routed link on as a detach, not a close."""
+    h = routed_core(core_cls)
+    (out,) = attach(h, 10, DIR_IN, "queue.d")[BROKER]
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), peer=BROKER)
+    h.core.take_effects()
+    h.do(LinkDetach(10, False, ""), peer=CLIENT)
+    (detach,) = h.core.take_effects()[BROKER]
+    assert detach == DetachLink(out.link_id, "", "", False) and not detach.closed
 
 
 def test_external_prefixes_are_rewritten_both_ways(core_cls):

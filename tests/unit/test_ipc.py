@@ -63,6 +63,8 @@ SAMPLES = {
     ipc.InDrained: (ipc.CORE_ID_BASE + 1,),
     ipc.SenderState: (7, 0x34, {"data": b"\xc0\x06\x01\xa0\x03tx1"}),
     ipc.DeliverState: (8, 0x34, None),
+    ipc.DeliveryTag: (9, 3, b"client-tag"),
+    ipc.DeliverTag: (10, b"\x00" * 32),
     ipc.DeliverOrigin: (9, 41),
     ipc.StreamTransfer: (5, 6, "q", False, 4, True, 1, "0/A", ["0/A"], b"head"),
     ipc.TransferChunk: (5, False, False, b"body"),
