@@ -4,6 +4,16 @@ import { detailsTable, h, isNumber, replace, shortType, sortableTable } from '..
 
 const REFRESH_MS = 3000;
 const DEFAULT_COLUMNS = 6;
+// the first columns of a type's table, before the rest in the schema's order
+const PREFERRED_COLUMNS = {
+  connection: ['container', 'host', 'role', 'dir', 'user'],
+  'router.link': ['linkType', 'linkDir', 'owningAddr', 'linkName', 'deliveryCount'],
+  'router.address': ['distribution', 'subscriberCount', 'remoteCount', 'deliveriesIngress', 'deliveriesEgress'],
+};
+
+function shortName(long) {
+  return String(long || '').replace(/^org\.apache\.qpid\.dispatch\./, '');
+}
 const ABSTRACT = new Set(['entity', 'configurationEntity', 'operationalEntity']);
 const STATE_KEY = 'qdrouter-console.list';
 
@@ -59,9 +69,12 @@ export function listPage(app) {
     if (state.columns.has(state.type)) return state.columns.get(state.type);
     const names = attributeNames();
     const first = ['name', 'identity'].filter((n) => names.includes(n)).slice(0, 1);
-    const skip = new Set(['name', 'identity', 'type', 'properties', 'linkState', 'validOrigins', 'remoteHostRouters', 'transitOutstanding']);
+    // GET-SCHEMA lists attributes in 1.19's order (a connection's adminStatus and operStatus
+    // first), so the columns a user looks for come first where a type has them
+    const preferred = (PREFERRED_COLUMNS[shortName(state.type)] || []).filter((n) => names.includes(n));
+    const skip = new Set(['name', 'identity', 'type', 'properties', 'linkState', 'validOrigins', 'remoteHostRouters', 'transitOutstanding', ...preferred]);
     const rest = names.filter((n) => !skip.has(n));
-    return [...first, ...rest].slice(0, DEFAULT_COLUMNS);
+    return [...first, ...preferred, ...rest].slice(0, DEFAULT_COLUMNS);
   }
 
   function rowKey(row) {
