@@ -9,7 +9,6 @@ Every router and client is real (loopback); every wait is bounded.
 """
 from __future__ import annotations
 
-import os
 import socket
 import time
 
@@ -17,26 +16,15 @@ import pytest
 from proton import Connection, Message, SASL, Transport
 from proton.utils import BlockingConnection, SyncRequestResponse
 
-from conftest import free_port
 
 TIMEOUT = 10.0
-ONE_X = os.environ.get("QDROUTERD_1X", "")
 
 
 @pytest.fixture(params=["ours", "1.x"])
-def router_port(request, router_factory, tmp_path):
-    if request.param == "ours":
-        r = router_factory()
-        yield r.port, r.proc
-        return
-    if not ONE_X or not os.access(os.path.join(ONE_X, "sbin", "qdrouterd"), os.X_OK):
-        pytest.skip("set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare")
-    from test_autolinks_1x import start_1x
-    router = start_1x(tmp_path, f"X{free_port()}", "")
-    try:
-        yield router.port, router.proc
-    finally:
-        router.proc.stop()
+def router_port(request, router_of_kind):
+    """(port, log) of a fresh router, ours or 1.19."""
+    r = router_of_kind(request.param)
+    return r.port, r.proc
 
 
 class SilentClient:

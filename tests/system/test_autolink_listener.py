@@ -10,7 +10,6 @@ Every router and client is real (loopback); every wait is bounded.
 """
 from __future__ import annotations
 
-import os
 
 import pytest
 from proton import Message
@@ -20,7 +19,6 @@ from clients import Loop
 from conftest import free_port
 
 TIMEOUT = 15.0
-ONE_X = os.environ.get("QDROUTERD_1X", "")
 ADDRESS = "q.auto"
 
 
@@ -88,21 +86,11 @@ class Sender(MessagingHandler):
 
 
 @pytest.fixture(params=["ours", "1.x"])
-def router_urls(request, router_factory, tmp_path):
+def router_urls(request, router_of_kind):
     """(normal url, route-container listener url) of a fresh router with the auto-link."""
     port = free_port()
-    if request.param == "ours":
-        r = router_factory(extra=_config(port))
-        yield r.url, f"127.0.0.1:{port}"
-        return
-    if not ONE_X or not os.access(os.path.join(ONE_X, "sbin", "qdrouterd"), os.X_OK):
-        pytest.skip("set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare")
-    from test_autolinks_1x import start_1x
-    router = start_1x(tmp_path, f"X{free_port()}", _config(port))
-    try:
-        yield router.url, f"127.0.0.1:{port}"
-    finally:
-        router.proc.stop()
+    r = router_of_kind(request.param, _config(port))
+    return r.url, f"127.0.0.1:{port}"
 
 
 def test_every_connection_of_the_listener_gets_the_auto_link(router_urls):

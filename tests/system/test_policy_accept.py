@@ -11,7 +11,6 @@ Every router and client is real (loopback); every wait is bounded.
 """
 from __future__ import annotations
 
-import os
 import socket
 import time
 
@@ -19,10 +18,8 @@ import pytest
 from proton import Message
 from proton.utils import BlockingConnection, SyncRequestResponse
 
-from conftest import free_port
 
 TIMEOUT = 10.0
-ONE_X = os.environ.get("QDROUTERD_1X", "")
 POLICY = """
     policy {
         maxConnections: 2
@@ -32,20 +29,11 @@ SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 
 
 @pytest.fixture(params=["ours", "1.x"])
-def router(request, router_factory, tmp_path):
-    """(port, process) of a fresh router allowing two connections, two workers for ours."""
-    if request.param == "ours":
-        r = router_factory(POLICY, workers=2)
-        yield r.port, r.proc
-        return
-    if not ONE_X or not os.access(os.path.join(ONE_X, "sbin", "qdrouterd"), os.X_OK):
-        pytest.skip("set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare")
-    from test_autolinks_1x import start_1x
-    router = start_1x(tmp_path, f"X{free_port()}", POLICY)
-    try:
-        yield router.port, router.proc
-    finally:
-        router.proc.stop()
+def router(request, router_of_kind):
+    """(port, log) of a fresh router allowing two connections, two workers for ours."""
+    kwargs = {"workers": 2} if request.param == "ours" else {}
+    r = router_of_kind(request.param, POLICY, **kwargs)
+    return r.port, r.proc
 
 
 def _bytes_before_eof(port: int) -> bytes:
