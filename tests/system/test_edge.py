@@ -384,6 +384,10 @@ def test_management_of_an_edge_through_its_interior(net):
     assert [r[head.index("role")] for r in rows[1:]] == ["edge"]
 
 
+@pytest.mark.xfail(strict=False, reason=(
+    "known bug (issue #30), intermittent: a streamed message edge -> interior -> edge sometimes "
+    "does not arrive within 120 s while the box is busy (3 of 5 runs here with a test suite "
+    "beside it, compiled build); it passes in about 5 s otherwise; see docs/networks.md"))
 def test_large_and_aborted_messages_edge_to_edge(net):
     """E1 ==> I <== E2: an 8 MB message streams through three routers intact; one aborted
     half way reaches the receiver as aborted. (Kept moderate: on a loaded shared box a
