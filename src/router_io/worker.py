@@ -548,6 +548,7 @@ class Worker(ConnectorsMixin, HttpMixin):
             self.engine.dirty.add(conn)
         if self.http or self.fetches:
             deadline = min(deadline, self._http_tick(now))
+        self.engine.release_memory(now)  # also when idle: process_events looks rarely
         self.next_tick = min(deadline, self._service_connectors(now))
 
     def _shutdown(self) -> None:
