@@ -11,8 +11,9 @@ client's AMQP bytes that follow go to the engine's proton transport (made withou
 it when the service's socket connected or closed and what time it is, and writes out what it
 gives for either side. Rules, with the table below as the only transitions:
 
-* ``(state, event)`` without an entry is the peer breaking SASL's order: the client gets an
-  outcome (auth) and the relay fails; the worker closes both sockets.
+* ``(state, event)`` without an entry is a peer breaking SASL's order: the client gets an
+  outcome (auth when it was the client, sys-temp when it was the service) and the relay
+  fails; the worker closes both sockets. A failure goes to ``failed`` from any state.
 * Every way out of ``connecting``/``offered``/``at_service``/``at_client``/``opening`` ends in
   ``done`` (the client got outcome ok) or ``failed`` (the client got a non-ok outcome, or its
   connection is gone); there is no other end state and ``deadline`` bounds the wait.
@@ -168,9 +169,11 @@ class AuthRelay:
         if self.pending_outcome is not None and now >= self.deadline:
             self.pending_outcome = None  # the client never spoke: it just gets closed
         if self.state not in _ENDED and now >= self.deadline:
-            self._service_lost(f"no answer within {RELAY_TIMEOUT:g} seconds"
-                               if self.state != OFFERED and self.state != AT_CLIENT
-                               else "the client did not finish SASL in time")
+            if self.state in (OFFERED, AT_CLIENT) or (self.state == CONNECTING
+                                                      and self.mechanisms is not None):
+                self._fail("the client did not finish SASL in time", sf.AUTH)
+            else:
+                self._service_lost("no answer in time")
 
     # --- outputs --------------------------------------------------------------------------
     def take_client_output(self) -> bytes:

@@ -377,3 +377,16 @@ def test_failure_before_the_clients_header_answers_it_when_it_comes():
     silent.service_closed("connection refused")
     silent.tick(ar.RELAY_TIMEOUT)
     assert silent.pending_outcome is None and silent.take_client_output() == b""
+
+
+def test_a_client_that_stops_mid_sasl_gets_auth_at_the_deadline(sasl_dir):
+    relay = ar.AuthRelay(PLUGIN, now=0.0)
+    service = ServiceEngine(sasl_dir, GRANTS)
+    relay.service_connected()
+    service.push(relay.take_service_output())
+    relay.service_data(service.output())
+    relay.client_data(sf.SASL_HEADER)
+    assert relay.state == ar.OFFERED
+    relay.tick(ar.RELAY_TIMEOUT)
+    assert relay.state == ar.FAILED and "client did not finish" in relay.error
+    assert outcome_of(relay.take_client_output()) == sf.AUTH
