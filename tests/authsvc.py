@@ -96,6 +96,13 @@ class Service(MessagingHandler):
         event.container.listen(f"127.0.0.1:{self.port}", ssl_domain=self.ssl)
         print("ready", flush=True)
 
+    def on_connection_bound(self, event) -> None:
+        # before the first byte: PLAIN without TLS too (proton refuses it by default), and
+        # every client authenticated
+        sasl = event.transport.sasl()
+        sasl.allow_insecure_mechs = True
+        event.transport.require_auth(True)
+
     def on_connection_opening(self, event) -> None:
         conn = event.connection
         if self.opens:
@@ -119,9 +126,10 @@ def main(argv: Optional[list] = None) -> int:
     parser.add_argument("--key")
     parser.add_argument("--opens")
     args = parser.parse_args(argv)
-    import cproton
-    cproton.pn_sasl_config_path(None, args.sasl_dir)
-    cproton.pn_sasl_config_name(None, "qdrouterd")
+    from cproton_ffi import ffi, lib
+    # Cyrus' server configuration is process-wide (NULL: not one transport's)
+    lib.pn_sasl_config_path(ffi.NULL, args.sasl_dir.encode())
+    lib.pn_sasl_config_name(ffi.NULL, b"qdrouterd")
     ssl = None
     if args.cert:
         ssl = SSLDomain(SSLDomain.MODE_SERVER)
