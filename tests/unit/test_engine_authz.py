@@ -131,3 +131,27 @@ def test_no_address_authz_restricts_nothing(engine_cls):
         assert link.state & proton.Endpoint.REMOTE_ACTIVE
         assert not link.state & proton.Endpoint.REMOTE_CLOSED
     assert c.server.policy is None
+
+
+def test_with_a_vhost_policy_the_grant_replaces_the_groups_addresses(engine_cls):
+    """As 1.19: the user group's settings apply (here maxSenders), but the addresses are the
+    service's, not the group's sources/targets."""
+    r = Recorder(engine_cls=engine_cls)
+    r.engine.set_policy({"enableVhostPolicy": True, "defaultVhost": "$default"}, [
+        {"hostname": "$default", "allowUnknownUser": True,
+         "groups": {"$default": {"remoteHosts": "*", "sources": "group-only",
+                                 "targets": "group-only", "maxSenders": 2}}}])
+    c = RelayedClient(r, ALICE)
+    assert c.connection.state & proton.Endpoint.REMOTE_ACTIVE
+    assert c.server.policy_vhost == "$default"
+    first = c.sender("orders")
+    group_only = [c.sender("group-only"), c.receiver("group-only")]  # (refused: not counted)
+    second = c.sender("pub.x")
+    over_limit = c.sender("orders")
+    r.run()
+    for link in (first, second):
+        assert not link.state & proton.Endpoint.REMOTE_CLOSED, link.name
+    assert refused(over_limit).startswith("amqp:resource-limit-exceeded")
+    for link in group_only:
+        assert refused(link) == ("amqp:unauthorized-access: link disallowed by local "
+                                 "policy"), link.name
