@@ -257,6 +257,10 @@ class AuthRelay:
             self.state = OFFERED
 
     def _client_broke(self, why: str) -> None:
+        if not self.client_header:  # not even SASL's header: ours, then the connection closes
+            self.client_out += sf.SASL_HEADER
+            self._fail(f"client did not start SASL: {why}", outcome=None)
+            return
         self._fail(f"client broke SASL: {why}", sf.AUTH)
 
     # --- the service's side -----------------------------------------------------------------

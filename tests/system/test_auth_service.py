@@ -312,3 +312,31 @@ def test_qdmanage_create_and_delete(router_factory, service):
     out = qdmanage(r.port, "create", "--type", "listener", "host=127.0.0.1",
                    f"port={free_port()}", "saslPlugin=auth")
     assert out.returncode != 0 and "no authServicePlugin with that name" in out.stderr
+
+
+@pytest.mark.parametrize("garbage", [
+    b"GET / HTTP/1.1\r\n\r\n",                                        # not AMQP
+    b"AMQP\x00\x01\x00\x00" + b"\x00" * 40,                            # AMQP without SASL
+    b"AMQP\x03\x01\x00\x00\x00\x00\x00\x0c\x02\x01\x00\x00\x00\x53\x43\x45",  # undecodable
+    b"AMQP\x03\x01\x00\x00\xff\xff\xff\xff\x02\x01\x00\x00",           # a 4 GB frame
+])
+def test_hostile_client_bytes_close_that_connection_only(router_factory, service, garbage):
+    """Whatever a client sends a relayed listener, it gets at most our SASL header and an
+    outcome, then its connection closes; the service is not bothered and the next client
+    authenticates."""
+    import socket
+    port = free_port()
+    router_factory(plugin_config(port, service.port))
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        sock.sendall(garbage)
+        answer = b""
+        while True:  # until the router closes (bounded by the socket timeout)
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    assert answer.startswith(b"AMQP\x03\x01\x00\x00")
+    assert not service.opens_seen()
+    conn, err = connect(port, "alice@qdtest", USERS["alice"])
+    assert conn is not None, err
+    conn.close()

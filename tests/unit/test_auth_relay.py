@@ -240,6 +240,8 @@ def test_service_breaking_the_protocol_is_sys_temp(garbage):
 # --- a client breaking SASL: outcome auth (or just our header), never reaching the service ---
 @pytest.mark.parametrize("data, outcome", [
     (sf.AMQP_HEADER, None),                                           # no SASL at all
+    (b"GET / HTTP/1.1\r\n\r\n", None),                                # not even AMQP
+    (b"AMQX\x03\x01\x00\x00", None),                                  # a bad header
     (sf.SASL_HEADER + sf.encode_response(b"x"), sf.AUTH),             # response first
     (sf.SASL_HEADER + sf.encode_outcome(0), sf.AUTH),                 # a server's frame
     (sf.SASL_HEADER + b"\x00\x00\x00\x08\x02\x00\x00\x00", sf.AUTH),  # AMQP frame in SASL
@@ -249,6 +251,7 @@ def test_client_breaking_sasl(data, outcome):
     relay = ar.AuthRelay(PLUGIN, now=0.0)
     relay.client_data(data)
     assert relay.state == ar.FAILED and relay.service_done
+    assert relay.pending_outcome is None  # nothing more is waited for from this client
     out = relay.take_client_output()
     assert out.startswith(sf.SASL_HEADER)
     if outcome is None:
