@@ -340,3 +340,31 @@ def test_hostile_client_bytes_close_that_connection_only(router_factory, service
     conn, err = connect(port, "alice@qdtest", USERS["alice"])
     assert conn is not None, err
     conn.close()
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_deprecated_names(router_of_kind, service_factory, pki, kind):
+    """authService (host:port) and authSslProfile, as 1.19's own deprecated-names test."""
+    svc = service_factory(cert=pki["server"], key=pki["server_key"])
+    port = free_port()
+    router_of_kind(kind, f"""
+sslProfile {{
+    name: to-auth
+    caCertFile: {pki['ca']}
+}}
+authServicePlugin {{
+    name: auth
+    authService: 127.0.0.1:{svc.port}
+    authSslProfile: to-auth
+}}
+listener {{
+    host: 127.0.0.1
+    port: {port}
+    saslPlugin: auth
+    saslMechanisms: SCRAM-SHA-1 PLAIN
+}}
+""")
+    conn, err = connect(port, "alice@qdtest", USERS["alice"], "SCRAM-SHA-1")
+    assert conn is not None, err
+    conn.close()
+    assert svc.opens_seen()[0]["user"] == "alice@qdtest"
