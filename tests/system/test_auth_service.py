@@ -9,6 +9,7 @@ below) and ``bob@qdtest`` (no address-authz: unrestricted).
 from __future__ import annotations
 
 import json
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,11 @@ class Service:
             args += ["--cert", cert, "--key", key]
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, stdin=subprocess.DEVNULL)
-        line = self.proc.stdout.readline()  # bounded: the service prints at once or dies
+        ready, _, _ = select.select([self.proc.stdout], [], [], TIMEOUT)  # bounded wait
+        if not ready:
+            self.stop()
+            pytest.fail("the auth service did not start")
+        line = self.proc.stdout.readline()
         assert line.strip() == "ready", line + (self.proc.stdout.read() or "")
 
     def stop(self) -> None:
