@@ -373,3 +373,17 @@ listener {{
     assert conn is not None, err
     conn.close()
     assert svc.opens_seen()[0]["user"] == "alice@qdtest"
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_listener_mechanisms_narrow_the_services(router_of_kind, service, kind):
+    """The service offers PLAIN, SCRAM-SHA-1 and SCRAM-SHA-256; a listener with
+    saslMechanisms SCRAM-SHA-1 offers only that (1.19 too), so a PLAIN-only client finds
+    nothing it can use, and a SCRAM-SHA-1 one gets in."""
+    port = free_port()
+    router_of_kind(kind, plugin_config(port, service.port, mechs="SCRAM-SHA-1"))
+    conn, err = connect(port, "alice@qdtest", USERS["alice"], "PLAIN")
+    assert conn is None and "Authentication failed [mech=none]" in err, err
+    conn, err = connect(port, "alice@qdtest", USERS["alice"], "SCRAM-SHA-1")
+    assert conn is not None, err
+    conn.close()
