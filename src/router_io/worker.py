@@ -566,10 +566,10 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
             if nxt:
                 deadline = min(deadline, nxt / 1000.0)
             self.engine.dirty.add(conn)
+        if self.relays:  # SASL relays to an authentication service: their deadlines
+            deadline = min(deadline, self._relay_tick(now))
         if self.http or self.fetches:
             deadline = min(deadline, self._http_tick(now))
-        if self.relays:
-            deadline = min(deadline, self._relay_tick(now))
         self.next_tick = min(deadline, self._service_connectors(now))
 
     def _shutdown(self) -> None:
