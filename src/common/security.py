@@ -172,6 +172,10 @@ def connection_problem(short: str, attrs: dict,
     name = attrs.get("sslProfile")
     profile = profile_of(str(name)) if name else None
     mechs = mechanisms(attrs.get("saslMechanisms"))
+    if short == "listener" and attrs.get("saslPlugin"):
+        problem = _relayed_listener_problem(where, attrs, mechs)
+        if problem:
+            return problem
     if short == "listener":
         if attrs.get("http") or attrs.get("httpRootDir"):
             # TLS on an http listener wraps the HTTP/WebSocket stream (router_io.httpstream);
@@ -234,3 +238,47 @@ def cert_uid(fmt: str, subfield: Callable[[str], Optional[str]],
         if value:
             parts.append(value)
     return ";".join(parts) or None
+
+
+def _relayed_listener_problem(where: str, attrs: dict, mechs: list) -> Optional[str]:
+    """A listener whose saslPlugin names an authServicePlugin: the worker relays the client's
+    SASL frames itself, in front of proton's transport (router_io/auth_relay.py), so it must
+    see them in the clear; what only proton's TLS or SASL layers could enforce is refused."""
+    if attrs.get("http") or attrs.get("httpRootDir"):
+        return f"{where}: saslPlugin is not supported on an http listener by this router"
+    if attrs.get("sslProfile") or attrs.get("requireSsl") or attrs.get("requireEncryption"):
+        return (f"{where}: saslPlugin with TLS on the listener (sslProfile, requireSsl, "
+                "requireEncryption) is not supported by this router: the SASL relay to the "
+                "authentication service needs the client's SASL frames in the clear (the "
+                "connection to the service itself can be TLS: the authServicePlugin's "
+                "sslProfile)")
+    if "EXTERNAL" in mechs:
+        return f"{where}: saslMechanisms EXTERNAL cannot be relayed to an authentication service"
+    return None
+
+
+# --- authServicePlugin ----------------------------------------------------------------------
+def auth_plugin_address(attrs: dict) -> tuple:
+    """(host, port) of an authServicePlugin: ``host`` and ``port`` when both are set, else
+    the deprecated ``authService`` (``host:port``, ``[v6]:port``; port 'amqp' when absent),
+    as 1.19 resolves them."""
+    host, port = str(attrs.get("host") or ""), str(attrs.get("port") or "")
+    if host and port:
+        return host, port
+    text = str(attrs.get("authService") or "")
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        return host, rest[1:] if rest.startswith(":") and rest[1:] else "amqp"
+    if text.count(":") == 1:
+        host, port = text.split(":")
+        return host, port or "amqp"
+    return text, "amqp"
+
+
+def auth_plugin_problem(attrs: dict) -> Optional[str]:
+    """Why an authServicePlugin cannot be used (start refused, CREATE 400), or None."""
+    host, port = auth_plugin_address(attrs)
+    if not host:
+        return (f"authServicePlugin '{attrs.get('name')}': host (and port) or authService is "
+                "required")
+    return None

@@ -65,9 +65,14 @@ class Connection:
             engine.setup_ssl(self, settings, direction)
         except Exception as exc:  # noqa: BLE001 - this connection is refused, nothing else
             ssl_error = f"TLS set-up failed: {exc}"
-        self.sasl = self.transport.sasl()
+        # a listener whose saslPlugin names an authServicePlugin: the worker relays the
+        # client's SASL to the service (auth_relay.py) and hands this transport, made without
+        # SASL, only the AMQP bytes that follow; auth_grant is set before they come
+        relayed = direction == "in" and bool(settings.get("saslPlugin"))
+        self.auth_grant = None  # (mechanism, auth_service.AuthGrant) of a relayed client
+        self.sasl = None if relayed else self.transport.sasl()
         mechs = settings.get("saslMechanisms")
-        if direction == "in":
+        if self.sasl is not None and direction == "in":
             sasl_dir, sasl_name = engine.sasl_config
             if sasl_dir:
                 self.sasl.config_path(str(sasl_dir))
@@ -79,9 +84,10 @@ class Connection:
                                         not in security.mechanisms(mechs))
             self.transport.require_encryption(bool(settings.get("requireEncryption")
                                                    or settings.get("requireSsl")))
-        if mechs:
-            self.sasl.allowed_mechs(str(mechs))
-        self.sasl.allow_insecure_mechs = True  # 1.19 allows PLAIN without TLS (hard-wired)
+        if self.sasl is not None:
+            if mechs:
+                self.sasl.allowed_mechs(str(mechs))
+            self.sasl.allow_insecure_mechs = True  # 1.19 allows PLAIN without TLS (hard-wired)
         self.connection = proton.Connection()
         if direction == "out":  # before bind: proton's SASL client reads them from there
             if settings.get("saslUsername"):
@@ -131,7 +137,7 @@ class Connection:
         # is over (frameguard.py: proton crashes on some sequences); then push is the class's
         # own again and established connections pay nothing.
         self.guard: Optional[frameguard.SaslGuard] = None
-        if direction == "in":
+        if direction == "in" and not relayed:  # (the relay checks its SASL frames itself)
             self.guard = frameguard.SaslGuard()
             self.push = self._guarded_push
         if ssl_error:

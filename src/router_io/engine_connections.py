@@ -20,6 +20,7 @@ from proton import symbol
 from common import ipc
 from common import failover
 from router_io import policy as vpolicy
+from router_io.auth_service import grant_settings
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
     ANONYMOUS_RELAY, INTER_ROUTER, INTERNAL_ERROR, INVALID_FIELD, LOCAL_UNINIT, PN_NULL, PRODUCT,
@@ -187,6 +188,8 @@ def _on_conn_open(self, c_ptr: Any) -> None:
         conn.policy_hostname = _text(lib.pn_connection_remote_hostname(c_ptr)) or "(null)"
     elif conn.settings.get("multiTenant") and conn.direction == "in":
         conn.tenant = _text(lib.pn_connection_remote_hostname(c_ptr))
+    if conn.auth_grant is not None:
+        _apply_grant(self, conn, c_ptr, user)
     if lib.pn_connection_state(c_ptr) & LOCAL_UNINIT:
         _open_local(self, conn)
     conn.reported_open = True
@@ -249,6 +252,19 @@ def _on_conn_open(self, c_ptr: Any) -> None:
             conn.failover = None
     if inter_router and conn.direction == "out":
         _open_router_links(self, conn)
+
+
+def _apply_grant(self, conn: Connection, c_ptr: Any, user: str) -> None:
+    """The address permissions an authentication service granted (authServicePlugin) police
+    the client's links from now on: alone, or in place of its vhost user group's addresses
+    (auth_service.grant_settings)."""
+    settings = grant_settings(conn.auth_grant[1], conn.policy)
+    if settings is None or settings is conn.policy:
+        return
+    if conn.policy is None:  # the names 1.19's policy lines give the connection
+        conn.policy_user, conn.policy_rhost = user, vpolicy.remote_ip(conn.host)
+        conn.policy_hostname = _text(lib.pn_connection_remote_hostname(c_ptr)) or "(null)"
+    conn.policy = settings
 
 
 def _refuse_connection(self, conn: Connection, condition: str, description: str) -> None:

@@ -155,7 +155,7 @@ def _policy_info(self, conn: Connection) -> Optional[list]:
         return None
     db = self.policy_db
     settings = conn.policy
-    if settings is None:
+    if settings is None or not conn.policy_vhost:  # (an auth service's grant alone: no vhost)
         return [db.max_connections, None, conn.policy_user, vpolicy.remote_ip(conn.host),
                 0, 0, 0]
     vhost = db.vhosts.get(conn.policy_vhost)

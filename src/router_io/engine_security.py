@@ -103,7 +103,7 @@ def _ssl_domain(profile: dict, direction: str, external: bool, verify_name: bool
 def _security_info(self, conn: Connection) -> list:
     t_ptr = conn.t_ptr
     info = [conn.ssl is not None, bool(lib.pn_transport_is_encrypted(t_ptr)), None, None, 0,
-            bool(lib.pn_transport_is_authenticated(t_ptr))]
+            conn.auth_grant is not None or bool(lib.pn_transport_is_authenticated(t_ptr))]
     ssl = conn.ssl
     if ssl is not None:
         try:
@@ -159,7 +159,10 @@ def trace_connection(self, conn_id: int, on: bool,
 def _peer_user(self, conn: Connection) -> tuple:
     """(SASL mechanism or "", user) of an opened connection, as 1.19 names the user:
     the transport's user (the SASL user; "anonymous" for a peer that did no SASL at all),
-    or the certificate's for EXTERNAL."""
+    the certificate's for EXTERNAL, or the authentication service's (authServicePlugin)."""
+    if conn.auth_grant is not None:  # authenticated by an authServicePlugin's service:
+        # its authenticated-identity (1.19 takes "sub", "" when the service sent none)
+        return conn.auth_grant[0], conn.auth_grant[1].user
     mech = _text(lib.pn_sasl_get_mech(lib.pn_sasl(conn.t_ptr)))
     user = _text(lib.pn_transport_get_user(conn.t_ptr)) or ("anonymous" if mech == "ANONYMOUS"
                                                            else "")

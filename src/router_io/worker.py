@@ -43,6 +43,7 @@ from router_io.engine_select import get_engine_class
 from router_io.connectors import Connector, ConnectorsMixin
 from router_io.conncount import SharedConnectionCount
 from router_io.httpstream import HttpStream
+from router_io.worker_auth import AuthMixin
 from router_io.worker_http import HttpMixin
 
 POLLIN, POLLOUT = int(zmq.POLLIN), int(zmq.POLLOUT)  # ints: enum flags' & is Python code
@@ -51,9 +52,10 @@ _MAX_BATCHES_PER_LOOP = 256
 _MANAGEMENT = (ipc.ConfigChange, ipc.LogQuery)  # batches the core sends apart from effects
 
 
-class Worker(ConnectorsMixin, HttpMixin):
+class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
     """One I/O worker: the poll loop, connection sockets, the link to the core. Connectors
-    are router_io/connectors.py's, http listeners router_io/worker_http.py's (mixins)."""
+    are router_io/connectors.py's, http listeners router_io/worker_http.py's, listeners
+    relaying SASL to an authServicePlugin router_io/worker_auth.py's (mixins)."""
 
     def __init__(self, spec: dict, index: int, peer_count: int, ipc_dir: str,
                  generation: int = 0) -> None:
@@ -101,6 +103,7 @@ class Worker(ConnectorsMixin, HttpMixin):
         self.ws: dict[int, tuple] = {}             # upgraded ones: fd -> (HttpStream, Connection)
         self.fetches: dict[int, tuple] = {}        # fd -> (AgentFetch, HttpStream)
         self.tls_contexts: dict[tuple, Any] = {}
+        self._auth_setup(spec.get("authServicePlugins"))
 
     def _log_server(self, level: str, text: str) -> None:
         self.log_sink.log("SERVER", level, text)
@@ -191,6 +194,8 @@ class Worker(ConnectorsMixin, HttpMixin):
                     self._http_event(target, mask)
                 elif target in self.fetches:
                     self._fetch_event(target)
+                elif target in self.relay_socks:
+                    self._relay_service_event(target, mask)
                 elif self.wake is not None and target is self.wake.sock:
                     self.wake.drain()  # a signal: its handler has run (self.running)
                 else:
@@ -288,6 +293,9 @@ class Worker(ConnectorsMixin, HttpMixin):
         kind = ipc.short_type(change.entity_type)
         attrs = change.attributes
         name = attrs.get("name")
+        if kind == "authServicePlugin":  # used by the connections accepted from now on
+            self.set_auth_plugin(str(name), attrs if change.op == "create" else None)
+            return True, ""
         if kind == "sslProfile":  # used by the connections accepted/made from now on
             self.engine.set_ssl_profile(str(name), attrs if change.op == "create" else None)
             self.tls_contexts.clear()  # http listeners' contexts are made again when needed
@@ -399,9 +407,14 @@ class Worker(ConnectorsMixin, HttpMixin):
             self.poller.register(sock, POLLIN)
             self._log_server("info", f"[C{conn.conn_id}] Accepted connection to "
                                      f"{settings.get('host')}:{settings.get('port')} from {host}")
+            if settings.get("saslPlugin"):  # its SASL goes to the service (worker_auth.py)
+                self._relay_accept(sock, conn, settings)
 
     def _read(self, sock: socket.socket, conn: Connection) -> None:
         try:
+            if self.relays and conn in self.relays:  # still in its relayed SASL exchange
+                self._relay_client_read(sock, conn)
+                return
             self._read_into(sock, conn)
         except Exception as exc:  # noqa: BLE001 - this connection closes, the worker goes on
             self._abort(sock, conn, exc)
@@ -467,6 +480,9 @@ class Worker(ConnectorsMixin, HttpMixin):
 
     def _flush_one(self, sock: socket.socket, conn: Connection) -> None:
         """Write one connection's pending output; close its socket once its transport ends."""
+        if self.relays and conn in self.relays:  # its SASL relay's output (worker_auth.py)
+            self._relay_pump(self.relays[conn])
+            return
         wbuf = self.wbuf
         blocked = False
         while True:
@@ -499,6 +515,8 @@ class Worker(ConnectorsMixin, HttpMixin):
             self._close_socket(sock, conn)
 
     def _close_socket(self, sock: socket.socket, conn: Connection) -> None:
+        if self.relays:
+            self._relay_drop(conn)
         fd = sock.fileno()
         self.sockets.pop(fd, None)
         self.ws.pop(fd, None)
@@ -542,10 +560,14 @@ class Worker(ConnectorsMixin, HttpMixin):
         now_ms = int(now * 1000)
         deadline = now + 1.0
         for _, conn in self.sockets.values():
+            if self.relays and conn in self.relays:
+                continue  # no AMQP yet: its SASL relay has its own deadline
             nxt = conn.tick(now_ms)
             if nxt:
                 deadline = min(deadline, nxt / 1000.0)
             self.engine.dirty.add(conn)
+        if self.relays:  # SASL relays to an authentication service: their deadlines
+            deadline = min(deadline, self._relay_tick(now))
         if self.http or self.fetches:
             deadline = min(deadline, self._http_tick(now))
         self.engine.release_memory(now)  # also when idle: process_events looks rarely
@@ -556,6 +578,8 @@ class Worker(ConnectorsMixin, HttpMixin):
             sock.close()
         for fd in list(self.http):
             self._http_close(fd)
+        for conn in list(self.relays):
+            self._relay_drop(conn)
         for sock, conn in list(self.sockets.values()):
             conn.connection.close()
         self.engine.process_events()

@@ -92,6 +92,7 @@ def build_spec(config, sizing: Optional[Sizing] = None) -> dict:
         "bindings": entities("router.config.binding"),
         "logs": entities("log"),
         "sslProfiles": entities("sslProfile"),
+        "authServicePlugins": entities("authServicePlugin"),
         "policy": next(iter(entities("policy")), None),
         "vhosts": entities("vhost"),
     }

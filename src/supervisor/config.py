@@ -29,16 +29,19 @@ from common.schema import (ROUTER_CONFIG_TYPES, EntityType, SchemaError, address
                            normalize_attribute_name, reference_problem)
 from common import failover
 from common.exchanges import binding_problem, exchange_problem
-from common.security import connection_problem, ssl_files_problem, ssl_profile_problem
+from common.security import (auth_plugin_problem, connection_problem, ssl_files_problem,
+                             ssl_profile_problem)
 
 __all__ = ["ConfigError", "Entity", "RouterConfig", "load_config", "parse_config",
            "default_router_id", "router_id_problem"]
 
 ROUTER_ID_MAX_LEN = 127
 
-# Order of application: logs, router, policy, sslProfile, address, linkRoute, autoLink, vhost,
+# Order of application: logs, router, policy, sslProfile, authServicePlugin, address, linkRoute,
+# autoLink, vhost,
 # everything else, then connectors, then listeners last (no traffic is accepted before routes exist).
-_APPLY_ORDER = ["log", "router", "policy", "sslProfile", "router.config.address",
+_APPLY_ORDER = ["log", "router", "policy", "sslProfile", "authServicePlugin",
+                "router.config.address",
                 "router.config.linkRoute", "router.config.autoLink", "router.config.exchange",
                 "router.config.binding", "vhost"]
 # named and numbered as 1.19's agent names them: exchange/0, binding/0, ... (identity = name
@@ -413,6 +416,8 @@ def _identifier(entity: Entity, counters: dict[str, int]) -> str:
         return attrs["id"]
     if entity.short_type == "vhost":
         return attrs["hostname"]
+    if entity.short_type == "authServicePlugin" and attrs.get("name"):  # 1.19: its name
+        return attrs["name"]
     counters[entity.short_type] = counters.get(entity.short_type, 0) + 1
     return str(counters[entity.short_type])
 
@@ -522,7 +527,9 @@ def _check_security(entities: list[Entity], warnings: list) -> None:
     profiles = {e.attributes["name"]: e.attributes for e in entities
                 if e.short_type == "sslProfile"}
     for entity in entities:
-        if entity.short_type == "sslProfile":
+        if entity.short_type == "authServicePlugin":
+            problem = auth_plugin_problem(entity.attributes)
+        elif entity.short_type == "sslProfile":
             problem = ssl_profile_problem(entity.attributes)
             files = None if problem else ssl_files_problem(entity.attributes)
             if files:

@@ -19,7 +19,8 @@ between them and its two messages are common/reloadmsg.py, so neither imports th
                              attributes                (a re-added exchange's bindings too)
   log                        module                    UPDATE of the changed attributes
   router, sslProfile,        -                         a warning: restart to apply
-  vhost, policy
+  vhost, policy,
+  authServicePlugin
   =========================  ========================  =====================================
 
   The changes go to the agent as ONE request over a dedicated ZeroMQ PAIR socket
@@ -54,7 +55,7 @@ RUNTIME_TYPES = (("log", "logs"), ("router.config.address", "addresses"),
 SPEC_KEY = dict(RUNTIME_TYPES)
 # spec key -> what an operator calls it; changes there need a restart
 RESTART_ONLY = (("router", "router"), ("sslProfiles", "sslProfile"), ("vhosts", "vhost"),
-                ("policy", "policy"))
+                ("policy", "policy"), ("authServicePlugins", "authServicePlugin"))
 _LOG_ATTRIBUTES = ("enable", "includeTimestamp", "includeSource", "outputFile")
 
 

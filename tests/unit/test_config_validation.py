@@ -373,3 +373,56 @@ def test_vhost_group_counts_become_integers() -> None:
 def test_bad_vhost_groups_are_refused(group: str) -> None:
     err = error_of(f"vhost {{\n    hostname: v\n    groups: {group}\n}}\n")
     assert err.line == 3 and "groups" in err.message
+
+
+# --------------------------------------------------------------------------------------------
+# authServicePlugin (1.19's names, deprecated ones included)
+
+
+def test_auth_service_plugin_section_and_listener() -> None:
+    cfg = conf("""\
+        sslProfile {
+            name: to-auth
+            caCertFile: /etc/ssl/certs/ca-certificates.crt
+        }
+        authServicePlugin {
+            name: auth
+            authService: auth.example:5671
+            saslInitHostname: my-realm
+            authSslProfile: to-auth
+        }
+        listener {
+            port: 5672
+            saslPlugin: auth
+        }
+        """)
+    plugin = cfg.of_type("authServicePlugin")[0].attributes
+    assert (plugin["authService"], plugin["realm"], plugin["sslProfile"]) == (
+        "auth.example:5671", "my-realm", "to-auth")
+    assert plugin["identity"] == "authServicePlugin/auth"  # 1.19 identifies it by its name
+    spec = build_spec(cfg)
+    assert [p["name"] for p in spec["authServicePlugins"]] == ["auth"]
+    assert spec["listeners"][0]["saslPlugin"] == "auth"
+
+
+@pytest.mark.parametrize("body, wanted", [
+    ("listener {\n    port: 5672\n    saslPlugin: nope\n}\n",
+     "qdrouterd.conf:1: listener attribute 'saslPlugin' names authServicePlugin 'nope'"),
+    ("authServicePlugin {\n    name: p\n}\n",
+     "qdrouterd.conf:1: authServicePlugin 'p': host (and port) or authService is required"),
+    ("authServicePlugin {\n    name: p\n    host: h\n    sslProfile: nope\n}\n",
+     "authServicePlugin attribute 'sslProfile' names sslProfile 'nope'"),
+])
+def test_auth_service_plugin_mistakes(body: str, wanted: str) -> None:
+    assert wanted in str(error_of(body))
+
+
+@pytest.mark.parametrize("listener, wanted", [
+    ("requireEncryption: yes", "saslPlugin with TLS on the listener"),
+    ("http: yes", "saslPlugin is not supported on an http listener"),
+    ("saslMechanisms: EXTERNAL PLAIN", "EXTERNAL cannot be relayed"),
+])
+def test_what_a_relayed_listener_cannot_enforce_is_refused(listener: str, wanted: str) -> None:
+    text = ("authServicePlugin {\n    name: auth\n    host: h\n}\n"
+            f"listener {{\n    port: 5672\n    saslPlugin: auth\n    {listener}\n}}\n")
+    assert wanted in str(error_of(text))

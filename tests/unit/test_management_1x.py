@@ -402,8 +402,8 @@ def test_deprecated_names_beside_the_new_ones_as_1x():
     assert execute(parse_request(msg), view).body["dir"] == "out"
 
 
-@pytest.mark.parametrize("section", ["console", "authServicePlugin",
-                                     "vhostUserGroupSettings", "dummy", "allocator"])
+@pytest.mark.parametrize("section", ["console", "vhostUserGroupSettings", "dummy",
+                                     "allocator"])
 def test_types_described_for_1x_tools_are_not_config_sections(section):
     """The catalogue names 1.19 types this router does not implement: a config file naming one
     gets a clear error, not a section silently ignored."""

@@ -616,3 +616,31 @@ def test_link_route_create_goes_to_the_core_and_reads_back_with_oper_status():
     assert info.value.description == "Name conflicts with an existing entity"
     change = execute(request({"operation": "DELETE", "type": "linkRoute", "name": "lr"}), view)
     assert change.op == "delete" and change.workers == "none"
+
+
+# --- authServicePlugin ------------------------------------------------------------------------
+def test_auth_service_plugin_create_goes_to_every_worker_and_delete_waits_for_its_listeners():
+    store = ConfigStore({**SPEC, "authServicePlugins": [
+        {"name": "auth", "host": "h", "port": "5671", "identity": "authServicePlugin/auth"}],
+        "listeners": SPEC["listeners"] + [
+            {"name": "relayed", "host": "127.0.0.1", "port": "5673", "role": "normal",
+             "saslPlugin": "auth", "identity": "listener/127.0.0.1:5673:relayed"}]})
+    change = run({"operation": "CREATE", "type": T + "authServicePlugin", "name": "other"},
+                 {"host": "svc.example", "port": "5672"}, store=store)
+    assert isinstance(change, Change) and change.workers == "all"
+    assert change.attributes["host"] == "svc.example"
+    with pytest.raises(ManagementError) as err:  # a plugin without a host is no plugin
+        run({"operation": "CREATE", "type": T + "authServicePlugin", "name": "x"}, {},
+            store=store)
+    assert err.value.status == 400 and "host (and port)" in err.value.description
+    with pytest.raises(ManagementError) as err:
+        run({"operation": "DELETE", "type": T + "authServicePlugin", "name": "auth"},
+            store=store)
+    assert err.value.status == 400 and "used by listener 'relayed'" in err.value.description
+    with pytest.raises(ManagementError) as err:  # a listener naming a missing plugin
+        run({"operation": "CREATE", "type": T + "listener", "name": "l2"},
+            {"port": "5674", "saslPlugin": "nope"}, store=store)
+    assert err.value.status == 400 and "no authServicePlugin" in err.value.description
+    read = run({"operation": "READ", "type": T + "authServicePlugin", "name": "auth"},
+               store=store)
+    assert read.body["host"] == "h" and read.body["identity"] == "authServicePlugin/auth"

@@ -90,6 +90,13 @@ def test_restart_only_sections_warn():
     assert any("sslProfile" in w for w in plan.warnings)
 
 
+def test_a_changed_auth_service_plugin_needs_a_restart():
+    plugin = "authServicePlugin {\n    name: a\n    host: h\n    port: %s\n}\n"
+    plan = reload.plan_reload(spec(plugin % "5671"), spec(plugin % "5672"))
+    assert plan.changes == []
+    assert plan.warnings == ["changes to authServicePlugin need a restart; not applied"]
+
+
 def test_to_request_shapes():
     req = agent_reload.to_request({"op": "create", "type": "listener", "name": "l",
                              "attributes": {"name": "l", "host": "h", "port": "1"}})

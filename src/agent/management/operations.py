@@ -38,7 +38,7 @@ MAX_ATTRIBUTE_NAMES = 1000
 _RUNTIME = {"listener": "all", "connector": "all", "router.config.address": "none",
             "router.config.linkRoute": "none", "router.config.autoLink": "none",
             "router.config.exchange": "none", "router.config.binding": "none",
-            "sslProfile": "all", "vhost": "all"}
+            "sslProfile": "all", "vhost": "all", "authServicePlugin": "all"}
 
 
 @dataclass
@@ -315,6 +315,13 @@ def _delete(etype: EntityType, entity: dict, view: View) -> Outcome:
             raise ManagementError(BAD_REQUEST, f"sslProfile '{entity.get('name')}' is used by "
                                                + ", ".join(f"{u['type'].rsplit('.', 1)[-1]} "
                                                            f"'{u['name']}'" for u in users)
+                                               + ": delete those first")
+    if etype.short_name == "authServicePlugin":  # its listeners ask it at every accept
+        users = view.store.users_of_auth_plugin(str(entity.get("name")))
+        if users:
+            raise ManagementError(BAD_REQUEST, f"authServicePlugin '{entity.get('name')}' is "
+                                               "used by " + ", ".join(
+                                                   f"listener '{u['name']}'" for u in users)
                                                + ": delete those first")
     if etype.short_name == "listener" and entity.get("http"):
         # 1.19 with the libwebsockets it is built with (4.0 to 4.1) cannot close one

@@ -21,10 +21,11 @@ from common.schema import (ROUTER_CONFIG_TYPES, EntityType, Schema, SchemaError,
 from common.exchanges import METHOD_CODES, binding_problem, exchange_problem
 from common.linkroutes import create_problem as link_route_problem
 from common import failover
-from common.security import connection_problem, ssl_profile_problem
+from common.security import auth_plugin_problem, connection_problem, ssl_profile_problem
 
 # spec key -> short type name, in the order the configuration applies them
-SPEC_KEYS = (("sslProfiles", "sslProfile"), ("addresses", "router.config.address"),
+SPEC_KEYS = (("sslProfiles", "sslProfile"), ("authServicePlugins", "authServicePlugin"),
+             ("addresses", "router.config.address"),
              ("linkRoutes", "router.config.linkRoute"), ("autoLinks", "router.config.autoLink"),
              ("exchanges", "router.config.exchange"), ("bindings", "router.config.binding"),
              ("vhosts", "vhost"), ("connectors", "connector"), ("listeners", "listener"))
@@ -165,6 +166,8 @@ class ConfigStore:
         # TLS/SASL settings the router could not enforce are refused (common/security.py)
         if short == "sslProfile":
             problem = ssl_profile_problem(entity)
+        elif short == "authServicePlugin":
+            problem = auth_plugin_problem(entity)
         else:
             problem = connection_problem(short, entity, self.ssl_profile)
         if problem:
@@ -327,10 +330,15 @@ class ConfigStore:
                      if e.get("name") == name), None)
 
     def users_of_ssl_profile(self, name: str) -> list[dict]:
-        """Listeners and connectors that name sslProfile ``name``."""
-        return [e for short in ("listener", "connector")
+        """Listeners, connectors and authServicePlugins that name sslProfile ``name``."""
+        return [e for short in ("listener", "connector", "authServicePlugin")
                 for e in self.of_type(self.schema.long_name(short))
                 if e.get("sslProfile") == name]
+
+    def users_of_auth_plugin(self, name: str) -> list[dict]:
+        """Listeners whose saslPlugin is authServicePlugin ``name``."""
+        return [e for e in self.of_type(self.schema.long_name("listener"))
+                if e.get("saslPlugin") == name]
 
     def _names(self, short: str) -> set:
         return {e.get("name") for e in self.of_type(self.schema.long_name(short))}
