@@ -388,6 +388,9 @@ cpdef _fx_deliver_tag(WorkerEngine self, fx)
 cpdef _tagged_out(WorkerEngine self, l_ptr, dlv_id, settled)
 cpdef _track_out(WorkerEngine self, dlv_id, d_ptr, link)
 cdef _egress_annotations(WorkerEngine self, Connection conn, payload)
+@cython.locals(conn=Connection)
+cdef bint _strips_in(Link link, scan) except -1
+cdef _endpoint_to(Link link, scan, bint stripped)
 cdef _router_egress(WorkerEngine self, payload, to_override, phase)
 # engine_dispositions.py
 @cython.locals(state=uint64_t, settled=bint, d_key=object, entry=tuple)

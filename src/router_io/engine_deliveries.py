@@ -94,20 +94,16 @@ def _on_delivery(self, d_ptr: Any) -> None:
             dlv_id, link.link_id, scan.to if to is None else to, settled, scan.priority,
             phase if phase else 0, scan.ma_ingress, [] if trace is None else trace, payload))
     else:
-        has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
-                                  or scan.ma_ingress is not None or scan.ma_phase is not None)
-        if has_router_annotations and link.conn.strip_in:
-            payload = _rewrite_annotations(payload, scan, strip=True)
-            to = scan.to if link.anonymous else None
-        elif link.anonymous:
-            to = scan.ma_to if scan.ma_to is not None else scan.to
-        else:
-            to = None
+        stripped = _strips_in(link, scan)
+        to = _endpoint_to(link, scan, stripped)
         if link.check:  # vhost policy / multiTenant (set at attach; see _police_transfer)
+            # judged on the bytes as sent: ``scan``'s offsets are theirs, not the stripped ones'
             to = _police_transfer(self, link, _cdata("pn_delivery_t *", d_ptr), scan,
                                   payload, to)
             if to is False:
                 return
+        if stripped:
+            payload = _rewrite_annotations(payload, scan, strip=True)
         dlv_id = self.new_id()
         cmd = _command(Transfer, (dlv_id, link.link_id, to, settled, scan.priority, payload))
         if link.routed:  # link routes only: the client's tag and state go with it
@@ -121,6 +117,29 @@ def _on_delivery(self, d_ptr: Any) -> None:
     self.outbox.append(cmd)
     if not settled and _pn_delivery_remote_state(d_ptr):  # a state on the transfer (rare)
         _sender_state(self, d_ptr, dlv_id)
+
+
+def _strips_in(link: Link, scan: Any) -> bool:
+    """A client's message carries router annotations (x-opt-qd.to, .trace, .ingress, .phase)
+    that its connection strips on the way in (stripAnnotations in or both): they go before it
+    is routed, as 1.19 strips them. One rule for whole and streamed deliveries."""
+    conn = link.conn
+    if not conn.strip_in:
+        return False
+    return (scan.ma_to is not None or scan.ma_trace is not None or scan.ma_ingress is not None
+            or scan.ma_phase is not None)
+
+
+def _endpoint_to(link: Link, scan: Any, stripped: bool) -> Any:
+    """The address a client's message on an endpoint link is routed by: None on a link with a
+    target (its own address); on an anonymous link its x-opt-qd.to, unless absent or
+    ``stripped``, else its properties 'to'."""
+    if not link.anonymous:
+        return None
+    ma_to = scan.ma_to
+    if ma_to is None or stripped:
+        return scan.to
+    return ma_to
 
 
 # 1.19 keeps a delivery's tag in 32 bytes: a link-routed one with a longer tag is refused
