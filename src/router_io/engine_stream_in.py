@@ -17,7 +17,7 @@ from common.ipc import (
     TransferChunk)
 from router_io import amqpscan_select as scanner
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
-from router_io.engine_proton import STREAM_CHUNK, _rewrite_annotations, _scan
+from router_io.engine_proton import STREAM_CHUNK, _fields, _rewrite_annotations, _scan
 from router_io.engine_records import InStream, Link
 from router_io.engine_lifecycle import (
     SE_ACKED, SE_ACKED_SOME, SE_DISCARD, SE_END, SE_ROUTED, SE_WINDOW_FULL, stream_to)
@@ -145,8 +145,8 @@ def _stream_start(self, rec: InStream, partial: bool) -> None:
         ingress = scan.ma_ingress
         trace = [] if trace is None else trace
     else:  # (never a policed link: those are not streamed, engine_links.py)
-        stripped = _strips_in(link, scan)
-        to = _endpoint_to(link, scan, stripped)
+        stripped = _strips_in(link, _fields(scan))
+        to = _endpoint_to(link, _fields(scan), stripped)
         if stripped:
             payload = _rewrite_annotations(payload, scan, strip=True)
         phase, ingress, trace = 0, None, []
