@@ -40,6 +40,7 @@ cdef extern from *:
 
 # Constants compared on the per-message paths: C ints, not module-global lookups.
 cdef int E_DELIVERY, E_LINK_FLOW, DIR_OUT
+cdef int SCAN_TO, SCAN_PRIORITY, SCAN_MA_TO, SCAN_MA_PHASE, SCAN_MA_INGRESS, SCAN_MA_TRACE
 cdef frozenset RARE_EVENTS
 cdef uint64_t STATE_ACCEPTED, STATE_MODIFIED, STATE_REJECTED, STATE_RELEASED
 
@@ -366,7 +367,7 @@ cpdef _fx_credit(WorkerEngine self, fx)
 cpdef _fx_drained(WorkerEngine self, fx)
 cpdef _fx_detach_link(WorkerEngine self, fx)
 # engine_deliveries.py
-@cython.locals(l_ptr=size_t, settled=bint, d_key=object, link=Link)
+@cython.locals(l_ptr=size_t, settled=bint, d_key=object, link=Link, fields=tuple)
 cdef _on_delivery(WorkerEngine self, size_t d_ptr)
 cpdef _sender_state(WorkerEngine self, d_ptr, dlv_id)
 cpdef _routed_tag(WorkerEngine self, d, link, dlv_id)
@@ -388,6 +389,10 @@ cpdef _fx_deliver_tag(WorkerEngine self, fx)
 cpdef _tagged_out(WorkerEngine self, l_ptr, dlv_id, settled)
 cpdef _track_out(WorkerEngine self, dlv_id, d_ptr, link)
 cdef _egress_annotations(WorkerEngine self, Connection conn, payload)
+@cython.locals(conn=Connection)
+cdef bint _strips_in(Link link, tuple fields) except -1
+cdef bint _router_annotated(tuple fields) except -1
+cdef _endpoint_to(Link link, tuple fields, bint stripped)
 cdef _router_egress(WorkerEngine self, payload, to_override, phase)
 # engine_dispositions.py
 @cython.locals(state=uint64_t, settled=bint, d_key=object, entry=tuple)

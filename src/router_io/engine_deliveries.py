@@ -20,7 +20,8 @@ from common.ipc import (
 from router_io import amqpscan_select as scanner
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
-    KIND_WHOLE, STREAM_START, _cdata, _command, _fields, _has_annotations, _key,
+    KIND_WHOLE, SCAN_MA_INGRESS, SCAN_MA_PHASE, SCAN_MA_TO, SCAN_MA_TRACE, SCAN_PRIORITY,
+    SCAN_TO, STREAM_START, _cdata, _command, _fields, _has_annotations, _key,
     _pn_delivery_aborted, _pn_delivery_link, _pn_delivery_partial, _pn_delivery_pending,
     _pn_delivery_remote_state, _pn_delivery_settle, _pn_delivery_settled, _pn_delivery_tagged,
     _pn_delivery_update, _pn_link_advance, _pn_link_current, _pn_link_flow, _pn_link_recv_message,
@@ -85,31 +86,30 @@ def _on_delivery(self, d_ptr: Any) -> None:
         self.log("warning", f"[C{link.conn.conn_id}] rejecting malformed message: {exc}")
         _reject_local(self, _cdata("pn_delivery_t *", d_ptr), "amqp:decode-error", str(exc))
         return
+    fields = _fields(scan)
     if link.router:  # inter-router link: annotations kept and handed over for routing
-        to = scan.ma_to
-        trace = scan.ma_trace
-        phase = scan.ma_phase
+        to = fields[SCAN_MA_TO]
+        trace = fields[SCAN_MA_TRACE]
+        phase = fields[SCAN_MA_PHASE]
         dlv_id = self.new_id()
         cmd = _command(RouterTransfer, (
-            dlv_id, link.link_id, scan.to if to is None else to, settled, scan.priority,
-            phase if phase else 0, scan.ma_ingress, [] if trace is None else trace, payload))
+            dlv_id, link.link_id, fields[SCAN_TO] if to is None else to, settled,
+            fields[SCAN_PRIORITY], phase if phase else 0, fields[SCAN_MA_INGRESS],
+            [] if trace is None else trace, payload))
     else:
-        has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
-                                  or scan.ma_ingress is not None or scan.ma_phase is not None)
-        if has_router_annotations and link.conn.strip_in:
-            payload = _rewrite_annotations(payload, scan, strip=True)
-            to = scan.to if link.anonymous else None
-        elif link.anonymous:
-            to = scan.ma_to if scan.ma_to is not None else scan.to
-        else:
-            to = None
+        stripped = _strips_in(link, fields)
+        to = _endpoint_to(link, fields, stripped)
         if link.check:  # vhost policy / multiTenant (set at attach; see _police_transfer)
+            # judged on the bytes as sent: ``scan``'s offsets are theirs, not the stripped ones'
             to = _police_transfer(self, link, _cdata("pn_delivery_t *", d_ptr), scan,
                                   payload, to)
             if to is False:
                 return
+        if stripped:
+            payload = _rewrite_annotations(payload, scan, strip=True)
         dlv_id = self.new_id()
-        cmd = _command(Transfer, (dlv_id, link.link_id, to, settled, scan.priority, payload))
+        cmd = _command(Transfer, (dlv_id, link.link_id, to, settled, fields[SCAN_PRIORITY],
+                                  payload))
         if link.routed:  # link routes only: the client's tag and state go with it
             _routed_transfer(self, d_ptr, d_key, link, dlv_id, settled, cmd)
             return
@@ -121,6 +121,35 @@ def _on_delivery(self, d_ptr: Any) -> None:
     self.outbox.append(cmd)
     if not settled and _pn_delivery_remote_state(d_ptr):  # a state on the transfer (rare)
         _sender_state(self, d_ptr, dlv_id)
+
+
+def _strips_in(link: Link, fields: Any) -> bool:
+    """A client's message carries router annotations (x-opt-qd.to, .trace, .ingress, .phase)
+    that its connection strips on the way in (stripAnnotations in or both): they go before it
+    is routed, as 1.19 strips them. One rule for whole and streamed deliveries. ``fields``:
+    the message's ScanResult as a tuple (_fields)."""
+    conn = link.conn
+    if not conn.strip_in:
+        return False
+    return _router_annotated(fields)
+
+
+def _router_annotated(fields: Any) -> bool:
+    """The scanned message (its ScanResult as a tuple) has a router annotation."""
+    return (fields[SCAN_MA_TO] is not None or fields[SCAN_MA_TRACE] is not None
+            or fields[SCAN_MA_INGRESS] is not None or fields[SCAN_MA_PHASE] is not None)
+
+
+def _endpoint_to(link: Link, fields: Any, stripped: bool) -> Any:
+    """The address a client's message on an endpoint link is routed by: None on a link with a
+    target (its own address); on an anonymous link its x-opt-qd.to, unless absent or
+    ``stripped``, else its properties 'to'."""
+    if not link.anonymous:
+        return None
+    ma_to = fields[SCAN_MA_TO]
+    if ma_to is None or stripped:
+        return fields[SCAN_TO]
+    return ma_to
 
 
 # 1.19 keeps a delivery's tag in 32 bytes: a link-routed one with a longer tag is refused
@@ -376,8 +405,7 @@ def _egress_annotations(self, conn: Connection, payload: Any) -> Any:
     except scanner.MessageFormatError:
         return payload  # it was scanned on the way in; never block a delivery here
     if conn.strip_out:
-        if (scan.ma_to is None and scan.ma_trace is None and scan.ma_ingress is None
-                and scan.ma_phase is None):
+        if not _router_annotated(_fields(scan)):
             return payload
         return _rewrite_annotations(payload, scan, strip=True)
     me = self.node_tag

@@ -27,6 +27,11 @@ _scan = scanner.scan
 _has_annotations = scanner.has_annotations
 _rewrite_annotations = scanner.rewrite_annotations
 
+# ScanResult's fields by position (amqpscan_types.py): the per-message paths read a scan as a
+# plain tuple through _fields (compiled: an item at a fixed offset, where ``scan.ma_to`` is a
+# look-up of the NamedTuple's descriptor and a call of it, for each field on every message)
+SCAN_TO, SCAN_PRIORITY, SCAN_MA_TO, SCAN_MA_PHASE, SCAN_MA_INGRESS, SCAN_MA_TRACE = range(6)
+
 ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
 # 1.19's connection capability: extra inter-router links for messages still arriving
 # (router_core/streamlinks.py); offered and desired on every connection, as 1.19 does

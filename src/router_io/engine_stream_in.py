@@ -17,7 +17,7 @@ from common.ipc import (
     TransferChunk)
 from router_io import amqpscan_select as scanner
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
-from router_io.engine_proton import STREAM_CHUNK, _rewrite_annotations, _scan
+from router_io.engine_proton import STREAM_CHUNK, _fields, _rewrite_annotations, _scan
 from router_io.engine_records import InStream, Link
 from router_io.engine_lifecycle import (
     SE_ACKED, SE_ACKED_SOME, SE_DISCARD, SE_END, SE_ROUTED, SE_WINDOW_FULL, stream_to)
@@ -144,16 +144,11 @@ def _stream_start(self, rec: InStream, partial: bool) -> None:
         phase = phase if phase else 0
         ingress = scan.ma_ingress
         trace = [] if trace is None else trace
-    else:
-        has_router_annotations = (scan.ma_to is not None or scan.ma_trace is not None
-                                  or scan.ma_ingress is not None or scan.ma_phase is not None)
-        if has_router_annotations and link.conn.strip_in:
+    else:  # (never a policed link: those are not streamed, engine_links.py)
+        stripped = _strips_in(link, _fields(scan))
+        to = _endpoint_to(link, _fields(scan), stripped)
+        if stripped:
             payload = _rewrite_annotations(payload, scan, strip=True)
-            to = scan.to if link.anonymous else None
-        elif link.anonymous:
-            to = scan.ma_to if scan.ma_to is not None else scan.to
-        else:
-            to = None
         phase, ingress, trace = 0, None, []
     dlv_id = self.new_id()
     if link.routed and not _routed_tag(self, d, link, dlv_id):  # link routes: the tag first
@@ -247,5 +242,6 @@ def _stream_in_settled(self, dlv_id: Any) -> None:
 # own functions exist, so the parts may call each other)
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_policy import _oversize
-from router_io.engine_deliveries import TAG_TOO_LONG, _drop_in, _reject_local, _routed_tag
+from router_io.engine_deliveries import (
+    TAG_TOO_LONG, _drop_in, _endpoint_to, _reject_local, _routed_tag, _strips_in)
 # --- end engine parts ---

@@ -12,7 +12,7 @@ import textwrap
 import time
 
 import pytest
-from proton import Endpoint, Message
+from proton import Endpoint, Message, symbol
 from proton import ConnectionException, Disposition
 from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection, LinkDetached, SendException
@@ -262,7 +262,10 @@ vhost {
     presettled.send(Message(address="ok.1", body="fine", user_id=b"anonymous"))
     assert receiver.receive(timeout=T).body == "fine"
     sender = conn.create_sender(None)
+    # router annotations (stripped on the way in) must not hide the user-id from the check
     for msg in (Message(address="ok.1", body="x", user_id=b"mallory"),
+                Message(address="ok.1", body="x", user_id=b"mallory",
+                        annotations={symbol("x-opt-qd.trace"): ["0/Router.X"]}),
                 Message(address="forbidden", body="y")):
         with pytest.raises(SendException) as info:
             sender.send(msg)

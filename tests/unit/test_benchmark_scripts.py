@@ -63,3 +63,19 @@ def test_link_capacity_reaches_the_generated_configurations(tmp_path):
     normal, inter_router = text.split("listener {")[1:3]
     assert "linkCapacity: 1000" in normal and "linkCapacity" not in inter_router
     assert "linkCapacity" not in bn.interior_conf("Router.R1", 5672, 5673, 4, [])
+
+
+def test_scaling_model_is_the_lesser_of_cpu_and_the_serial_core(capsys):
+    """bench_scaling.py model: N cores carry N*1e6/R msg/s until the serial part (S µs a
+    message) saturates at 1e6/S, from N = R/S cores on."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_scaling
+    finally:
+        sys.path.remove(str(BENCH))
+    args = bench_scaling.build_parser().parse_args(
+        ["model", "--router-us", "8", "--serial-us", "2", "--cores", "1,2,3,4,8"])
+    rows = bench_scaling.cmd_model(args)
+    assert [(r["cores"], r["msgs_per_s"], r["core_bound"]) for r in rows] == [
+        (1, 125_000, False), (2, 250_000, False), (3, 375_000, False), (4, 500_000, True),
+        (8, 500_000, True)]

@@ -126,7 +126,8 @@ def test_the_compiled_module_is_the_engine_parts():
     cdef_methods = set(re.findall(r"^    cdef \w+\(self", pxd, re.MULTILINE))
     cdef_methods = {re.match(r"    cdef (\w+)", m).group(1) for m in cdef_methods}
     # the parts' functions declared cdef: C functions only, no Python name in the module
-    cdef_functions = set(re.findall(r"^cdef (\w+)\(WorkerEngine self", pxd, re.MULTILINE))
+    cdef_functions = set(re.findall(r"^cdef (?:bint )?(\w+)\((?:WorkerEngine self|Link link|"
+                                    r"tuple fields)", pxd, re.MULTILINE))
     assert {"_on_delivery", "_send", "_on_flow"} <= cdef_functions
     pure_only = set(_pure_names()) | {"cython"}  # cython: a compile-time module when compiled
     expected = set()
