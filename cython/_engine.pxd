@@ -368,7 +368,7 @@ cpdef _fx_credit(WorkerEngine self, fx)
 cpdef _fx_drained(WorkerEngine self, fx)
 cpdef _fx_detach_link(WorkerEngine self, fx)
 # engine_deliveries.py
-@cython.locals(l_ptr=size_t, settled=bint, d_key=object, link=Link)
+@cython.locals(l_ptr=size_t, settled=bint, d_key=object, link=Link, conn=Connection)
 cdef _on_delivery(WorkerEngine self, size_t d_ptr)
 cpdef _sender_state(WorkerEngine self, d_ptr, dlv_id)
 cpdef _routed_tag(WorkerEngine self, d, link, dlv_id)
