@@ -11,6 +11,10 @@ reads them (presettled run). Only the worker engine's own calls are timed (``pro
 byte pumping, IPC codec and the core are outside the timing. Figures: µs per message for the
 compiled build (``router_io._engine``, skipped if not built) and the pure-Python reference.
 Prints a table and one JSON line per figure (stdout, or appended to ``--out``).
+
+``--message-logging``: ``none`` (the default: connections without messageLoggingComponents),
+``off`` (``messageLoggingComponents: all`` but MESSAGE trace off: what that setting costs when
+nothing is logged) or ``on`` (MESSAGE trace on, each line formatted and dropped).
 Must not be imported by src/.
 """
 from __future__ import annotations
@@ -69,14 +73,23 @@ class TimedRouter(memrouter.MemRouter):
                 return
 
 
-def run_once(engine_cls, messages: int, window: int, presettled: bool, body_size: int) -> float:
+def run_once(engine_cls, messages: int, window: int, presettled: bool, body_size: int,
+             message_logging: str = "none") -> float:
     r = TimedRouter(engine_cls)
-    producer = r.client("producer")
-    consumer = r.client("consumer")
+    if message_logging != "none":
+        memrouter.LISTENER["messageLoggingComponents"] = "all"
+    if message_logging == "on":
+        r.engine.set_message_trace(lambda conn_id, text: None)
+    try:
+        producer = r.client("producer")
+        consumer = r.client("consumer")
+    finally:
+        memrouter.LISTENER.pop("messageLoggingComponents", None)
     rcv = consumer.receiver("bench", credit=window)
     snd = producer.sender("bench", settled=presettled)
     r.run()
-    payload = Message(body="x" * body_size, durable=False).encode()
+    payload = Message(body="x" * body_size, durable=False, id="m", subject="bench",
+                      properties={"k": 1}).encode()
     r.engine_ns = 0
     sent = got = 0
     tag = 0
@@ -127,6 +140,7 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=100)
     ap.add_argument("--body-size", type=int, default=100)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--message-logging", choices=("none", "off", "on"), default="none")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     builds = [("pure", engine_py.WorkerEngine)]
@@ -137,14 +151,17 @@ def main() -> None:
     for mode in ("unsettled", "presettled"):
         for name, cls in builds:
             runs = [run_once(cls, args.messages, args.window, mode == "presettled",
-                             args.body_size) for _ in range(args.repeat)]
+                             args.body_size, args.message_logging)
+                    for _ in range(args.repeat)]
             best = min(runs)
             results[(mode, name)] = best
             print(f"{mode:10s} {name:8s} engine {best:7.2f} us/msg "
                   f"(runs: {', '.join(f'{x:.2f}' for x in runs)})")
             lines.append({"bench": "engine", "mode": mode, "build": name,
                           "messages": args.messages, "window": args.window,
-                          "body_size": args.body_size, "us_per_msg": round(best, 3),
+                          "body_size": args.body_size,
+                          "message_logging": args.message_logging,
+                          "us_per_msg": round(best, 3),
                           "runs": [round(x, 3) for x in runs]})
     for mode in ("unsettled", "presettled"):
         if (mode, "compiled") in results:

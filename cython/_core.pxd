@@ -389,8 +389,10 @@ cdef bind_endpoint(RouterCore core, Link link, key)
 @cython.locals(link=Link)
 cdef attach_router_link(RouterCore core, Connection conn, link_id, int direction, name,
                         presettled, capacity, int link_type)
-@cython.locals(link=Link)
 cpdef on_detach(RouterCore core, peer, cmd)
+cpdef on_link_lost(RouterCore core, peer, cmd)
+@cython.locals(link=Link)
+cpdef _link_gone(RouterCore core, peer, link_id, bint closed, error, bint lost)
 @cython.locals(link=Link)
 cdef Link open_link(RouterCore core, Connection conn, int direction, name, address, source,
                     target, settle, owner)

@@ -286,8 +286,8 @@ cdef class Link:
 
 # Connection: a final cdef class that keeps a __dict__ (most of its attributes, and the push
 # it swaps while the front door guards it, live there as in engine_conn.py); only what every
-# delivery reads (the byte budget, the queue beyond it, the annotation switches) are typed
-# fields. A per-message path that declares its ``conn`` as Connection reads them at a fixed
+# delivery reads (the byte budget, the queue beyond it, the annotation and message-log
+# switches) are typed fields. A per-message path that declares its ``conn`` as Connection reads them at a fixed
 # offset, the budget as a C integer, instead of looking them up in the instance dict.
 @cython.final
 cdef class Connection:
@@ -296,6 +296,7 @@ cdef class Connection:
     cdef public object out_queue
     cdef public Py_ssize_t out_room, out_budget
     cdef public bint strip_in, strip_out
+    cdef public Py_ssize_t msg_log, msg_log_bits
 
 
 @cython.final
@@ -353,6 +354,7 @@ cpdef _on_link_open(WorkerEngine self, l_ptr)
 cpdef _attach_out(WorkerEngine self, fx)
 cpdef _on_attach_answer(WorkerEngine self, link)
 cpdef _on_link_close(WorkerEngine self, l_ptr, closed)
+cpdef _session_links_lost(WorkerEngine self, conn, ssn)
 cpdef _refuse_link(WorkerEngine self, l_ptr, conn, condition, description)
 # _forget_link: def (a lambda or comprehension inside)
 @cython.locals(link=Link)
@@ -367,7 +369,8 @@ cpdef _fx_credit(WorkerEngine self, fx)
 cpdef _fx_drained(WorkerEngine self, fx)
 cpdef _fx_detach_link(WorkerEngine self, fx)
 # engine_deliveries.py
-@cython.locals(l_ptr=size_t, settled=bint, d_key=object, link=Link, fields=tuple)
+@cython.locals(l_ptr=size_t, settled=bint, d_key=object, link=Link, fields=tuple,
+                conn=Connection)
 cdef _on_delivery(WorkerEngine self, size_t d_ptr)
 cpdef _sender_state(WorkerEngine self, d_ptr, dlv_id)
 cpdef _routed_tag(WorkerEngine self, d, link, dlv_id)
@@ -385,6 +388,8 @@ cdef _send(WorkerEngine self, Link link, dlv_id, bint settled, payload)
 cdef _settle_for_receiver(WorkerEngine self, dlv_id, size_t d_ptr)
 cpdef enqueue(WorkerEngine self, link, dlv_id, settled, payload)
 cpdef refill(WorkerEngine self, conn)
+cdef _log_message(WorkerEngine self, Link link, payload, bint sent)
+cpdef _log_message_text(WorkerEngine self, link, what, sent)
 cpdef _fx_deliver_tag(WorkerEngine self, fx)
 cpdef _tagged_out(WorkerEngine self, l_ptr, dlv_id, settled)
 cpdef _track_out(WorkerEngine self, dlv_id, d_ptr, link)

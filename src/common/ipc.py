@@ -48,7 +48,7 @@ from common.ipc_base import (
     IpcError, terminus)
 from common.ipc_peer import (
     ConnClosed, ConnOpened, DeliveryTag, Disposition, InDrained, LinkAttach, LinkAttached,
-    LinkDetach, LinkFlow, PeerHello, SenderState, SettleIn, Transfer)
+    LinkDetach, LinkFlow, LinkLost, PeerHello, SenderState, SettleIn, Transfer)
 from common.ipc_effects import (
     AttachOut, CloseConnection, Deliver, DeliverOrigin, DeliverState, DeliverTag, DetachLink,
     Drained, LinkCredit, LinkDrain, LinkOpen, LinkRefuse, LinkStall, LinkUnstalled, SettleOut,
@@ -77,7 +77,7 @@ MESSAGE_TYPES: tuple = (
     LinkDrain, InDrained, SenderState, DeliverState,
     StreamTransfer, TransferChunk, StreamDeliver, DeliverChunk, StreamSent, StreamAck,
     LogQuery, LogReport, DeliverOrigin, LinkStall, LinkUnstalled, ConnectorStatus,
-    DeliveryTag, DeliverTag,
+    DeliveryTag, DeliverTag, LinkLost,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

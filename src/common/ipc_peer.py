@@ -79,6 +79,12 @@ class LinkDetach(NamedTuple):
     error: str
 
 
+class LinkLost(NamedTuple):
+    """A link whose session the peer ended: no detach will come for it (1.19's QD_LOST). The
+    core drops it as at a detach; a link-routed partner is detached with qd:routed-link-lost."""
+    link_id: int
+
+
 class LinkFlow(NamedTuple):
     """Credit state of an outbound link: ``limit`` = deliveries sent so far + credit now."""
     link_id: int

@@ -91,7 +91,7 @@ from common.heap import HeapTrimmer
 from router_core.matcher import AddressRules
 from common.ipc import (
     CORE_ID_BASE, ConnClosed, ConnectorStatus, ConnOpened, ControlSend, Disposition, InDrained, IpcError,
-    LinkAttach, LinkAttached, LinkCredit, LinkDetach, LinkFlow, LinkUnstalled, PeerHello,
+    LinkAttach, LinkAttached, LinkCredit, LinkDetach, LinkFlow, LinkLost, LinkUnstalled, PeerHello,
     PolicyEvent,
     DeliveryTag, RemoteAddress, RouteUpdate, RouterTransfer, SenderState, SettleIn, StreamSent,
     StreamTransfer, Transfer, TransferChunk)
@@ -102,7 +102,8 @@ from router_core.addrkeys import reapply_rules
 from router_core.ingress import on_router_transfer, on_stream_transfer, on_transfer
 from router_core.lifecycle import (
     TEST_REFUSALS, close_connection_of, detach_own, on_attach, on_attached, on_conn_closed,
-    on_conn_opened, on_connector_status, on_detach, on_hello, on_policy_event, open_link)
+    on_conn_opened, on_connector_status, on_detach, on_hello, on_link_lost, on_policy_event,
+    open_link)
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
     delete_link_route, on_delivery_tag, on_in_drained, on_sender_state)
@@ -215,7 +216,7 @@ class RouterCore:
         # commands of the current handle_batch handled so far (coreproc: which one failed)
         self.batch_pos = 0
         # Commands off the per-message path (the per-message ones are tested first in _handle).
-        self._dispatch = {LinkAttach: on_attach, LinkDetach: on_detach,
+        self._dispatch = {LinkAttach: on_attach, LinkDetach: on_detach, LinkLost: on_link_lost,
                           LinkAttached: on_attached, InDrained: on_in_drained,
                           SenderState: on_sender_state, LinkUnstalled: on_link_unstalled,
                           DeliveryTag: on_delivery_tag,

@@ -1,10 +1,11 @@
 """Lifecycles of connections and links: open/close, attach/detach, as explicit transition tables.
 
-Owns: what each ConnOpened, ConnClosed, LinkAttach and LinkDetach does, looked up in the tables
-below by the state of the object it names and the event; which links a connection of each role
-may attach (ATTACH_RULES); attaching endpoint links (addresses, consumers, credit for senders)
-and router links (control and data links of an inter-router connection, RouterLinkUp/Down to
-the agent); and what dropping a link leaves behind (see transfer.fail_outbound).
+Owns: what each ConnOpened, ConnClosed, LinkAttach, LinkDetach and LinkLost does, looked up in
+the tables below by the state of the object it names and the event; which links a connection
+of each role may attach (ATTACH_RULES); attaching endpoint links (addresses, consumers, credit
+for senders) and router links (control and data links of an inter-router connection,
+RouterLinkUp/Down to the agent); and what dropping a link leaves behind (see
+transfer.fail_outbound).
 
 A (state, event) without an entry, or a role or link type the core has no code for, is a
 protocol error of the peer that sent it: the offending link is refused (or detached) or the
@@ -489,28 +490,40 @@ def attach_router_link(core: Any, conn: Connection, link_id: Any, direction: int
 
 
 def on_detach(core: Any, peer: Any, cmd: Any) -> None:
-    link = core.links.get(cmd[0])
+    _link_gone(core, peer, cmd[0], bool(cmd[1]), cmd[2], False)
+
+
+def on_link_lost(core: Any, peer: Any, cmd: Any) -> None:
+    """LinkLost: the peer ended the session of the link, so no detach comes for it. Dropped as
+    at a detach, except that a link-routed partner is detached with qd:routed-link-lost
+    (drop_link does it), as 1.19 treats the links of a session its peer ended."""
+    _link_gone(core, peer, cmd[0], True, "", True)
+
+
+def _link_gone(core: Any, peer: Any, link_id: Any, closed: bool, error: str,
+               lost: bool) -> None:
+    link = core.links.get(link_id)
     state = link_state(link)
     action = LINK_TRANSITIONS.get((state, EV_DETACH))
     if action == A_DETACH:
         link.closed = True
-        if link.peer_link is not None:  # link-routed: the other side gets this detach
-            condition, description = split_condition(cmd[2])
-            detach_partner(core, link, condition, description, bool(cmd[1]))
+        if link.peer_link is not None and not lost:  # link-routed: the other side gets it
+            condition, description = split_condition(error)
+            detach_partner(core, link, condition, description, closed)
         drop_link(core, link)
         core._record_gone("link", link)
         if core.log_info:
             core.info_logs.append((LOG_LINK_DETACHED, link, None, None))
         if link.owner is not None:
-            detached_out(core, link, cmd[2])
+            detached_out(core, link, error)
     elif action == A_IGNORE:
         if core.mode == MODE_EDGE:  # a client's attach may still wait for a lookup (edge.py)
-            core.edge.cancel(cmd[0])
+            core.edge.cancel(link_id)
     else:
-        text = f"LinkDetach {cmd[0]} ({LINK_STATES[state]})"
+        text = f"{'LinkLost' if lost else 'LinkDetach'} {link_id} ({LINK_STATES[state]})"
         if link is None:  # nothing to drop; the peer detaches it if it has it
             protocol_error(core, text)
-            core._emit(peer, DetachLink(cmd[0], PROTOCOL_ERROR, text))
+            core._emit(peer, DetachLink(link_id, PROTOCOL_ERROR, text))
         else:
             detach_offending(core, link, text)
 

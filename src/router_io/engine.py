@@ -57,7 +57,7 @@ from router_io.engine_proton import (
 from router_io.engine_records import Link
 from router_io.engine_conn import Connection
 from router_io.engine_security import (
-    set_frame_trace, set_security, set_ssl_profile, setup_ssl, trace_connection)
+    set_frame_trace, set_message_trace, set_security, set_ssl_profile, setup_ssl, trace_connection)
 from router_io.engine_policy import (
     _on_session_close, _on_session_open, max_message_size, set_policy, set_vhost)
 from router_io.engine_connections import (
@@ -129,6 +129,10 @@ class WorkerEngine:
         # PROTOCOL trace on: called with (conn id, proton's text of a frame); None: off, and
         # proton formats nothing (set_frame_trace)
         self.frame_trace: Optional[Callable[[int, str], None]] = None
+        # MESSAGE trace on: called with (conn id, text) for each message logged on a connection
+        # with messageLoggingComponents; None: off, and no message is even looked at
+        # (set_message_trace)
+        self.msg_trace: Optional[Callable[[int, str], None]] = None
         self.ssl_profiles: dict = {}  # sslProfile name -> attributes (config file, management)
         self.sasl_config: tuple = (None, "qdrouterd")  # router saslConfigDir, saslConfigName
         self._ssl_domains: dict = {}  # (profile, role, verify...) -> (SSLDomain, name map)
@@ -180,6 +184,9 @@ class WorkerEngine:
 
     def set_frame_trace(self, trace: Optional[Callable[[int, str], None]]) -> None:
         set_frame_trace(self, trace)
+
+    def set_message_trace(self, trace: Optional[Callable[[int, str], None]]) -> None:
+        set_message_trace(self, trace)
 
     def trace_connection(self, conn_id: int, on: bool,
                          trace: Callable[[int, str], None]) -> None:

@@ -15,7 +15,7 @@ import cproton
 import proton
 from cproton_ffi import lib
 
-from common import security
+from common import msglog, security
 from router_io import frameguard, policy as vpolicy
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
@@ -130,6 +130,10 @@ class Connection:
         self.n_sessions = 0
         self.tenant = ""
         self.forced_trace: Optional[Callable[[int, str], None]] = None  # enableProtocolTrace
+        # messageLoggingComponents as bits (common/msglog.py), and what the per-message paths
+        # test: those bits while MESSAGE trace is on, else 0 (set_message_trace)
+        self.msg_log_bits = msglog.component_bits(settings.get(msglog.ATTRIBUTE))
+        self.msg_log = self.msg_log_bits if engine.msg_trace is not None else 0
         self.failed = False  # closed by this router after an internal error (logged once)
         self.refused = False  # refused before the core heard of it (engine_lifecycle.py)
         self.router_session = None  # the session of the links the core attaches (AttachOut)

@@ -17,7 +17,7 @@ from cproton_ffi import ffi, lib
 from common import ipc
 from common.ipc import (
     DIR_OUT, STATE_ACCEPTED, STATE_RELEASED, Disposition, RouterTransfer, SettleIn, Transfer)
-from router_io import amqpscan_select as scanner
+from router_io import amqpscan_select as scanner, msgrepr
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
     KIND_WHOLE, SCAN_MA_INGRESS, SCAN_MA_PHASE, SCAN_MA_TO, SCAN_MA_TRACE, SCAN_PRIORITY,
@@ -25,7 +25,7 @@ from router_io.engine_proton import (
     _pn_delivery_aborted, _pn_delivery_link, _pn_delivery_partial, _pn_delivery_pending,
     _pn_delivery_remote_state, _pn_delivery_settle, _pn_delivery_settled, _pn_delivery_tagged,
     _pn_delivery_update, _pn_link_advance, _pn_link_current, _pn_link_flow, _pn_link_recv_message,
-    _pn_link_send_all, _rewrite_annotations, _scan, _tag)
+    _pn_link_send_all, _rewrite_annotations, _scan, _tag, _text)
 from router_io.engine_records import Link
 from router_io.engine_conn import Connection
 # --- end engine parts ---
@@ -80,6 +80,7 @@ def _on_delivery(self, d_ptr: Any) -> None:
         _pn_delivery_settle(d_ptr)
         return
     settled = bool(_pn_delivery_settled(d_ptr))
+    conn = link.conn  # compiled: a Connection, its switches read at a fixed offset
     try:  # the routing fields only (~0.2 us compiled); the body is never decoded
         scan = _scan(payload)
     except scanner.MessageFormatError as exc:
@@ -91,6 +92,8 @@ def _on_delivery(self, d_ptr: Any) -> None:
         to = fields[SCAN_MA_TO]
         trace = fields[SCAN_MA_TRACE]
         phase = fields[SCAN_MA_PHASE]
+        if conn.msg_log:  # messageLoggingComponents with MESSAGE trace on
+            _log_message(self, link, payload, False)
         dlv_id = self.new_id()
         cmd = _command(RouterTransfer, (
             dlv_id, link.link_id, fields[SCAN_TO] if to is None else to, settled,
@@ -113,6 +116,8 @@ def _on_delivery(self, d_ptr: Any) -> None:
         if link.routed:  # link routes only: the client's tag and state go with it
             _routed_transfer(self, d_ptr, d_key, link, dlv_id, settled, cmd)
             return
+        if conn.msg_log:  # messageLoggingComponents with MESSAGE trace on
+            _log_message(self, link, payload, False)
     if settled:
         _pn_delivery_settle(d_ptr)
     else:
@@ -179,6 +184,8 @@ def _routed_transfer(self, d_ptr: Any, d_key: Any, link: Link, dlv_id: Any, sett
         _pn_link_flow(link.key, 1)
         self.dirty.add(link.conn)
         return
+    if link.conn.msg_log:  # messageLoggingComponents with MESSAGE trace on
+        _log_message(self, link, cmd.payload, False)
     if settled:
         _pn_delivery_settle(d_ptr)
     else:
@@ -268,6 +275,8 @@ def _send(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
     _pn_link_send_all(l_ptr, payload)
     _pn_link_advance(l_ptr)
     link.sent += 1
+    if conn.msg_log:  # messageLoggingComponents with MESSAGE trace on
+        _log_message(self, link, payload, True)
     if settled:
         _pn_delivery_settle(d_ptr)
     elif link.settle_for_receiver:
@@ -341,6 +350,8 @@ def refill(self, conn: Connection) -> None:
         link.queued -= 1
         lib.pn_link_advance(l_ptr)
         link.sent += 1
+        if conn.msg_log:  # messageLoggingComponents with MESSAGE trace on
+            _log_message(self, link, payload, True)
         settled = entry[2]  # a SettleOut may have come while it waited
         if settled:
             self.queued_out.pop(dlv_id, None)
@@ -365,6 +376,27 @@ def refill(self, conn: Connection) -> None:
                 link.capped = False
                 _report_flow(self, link)
     self.dirty.add(conn)
+
+
+def _log_message(self, link: Link, payload: Any, sent: bool) -> None:
+    """1.19's MESSAGE trace line of a message received (before it is routed) or sent (once
+    proton has all of it) on ``link``, read from its bytes (router_io/msgrepr.py): none for a
+    message without application properties. Called only when its connection's ``msg_log``
+    is set, so with MESSAGE trace off no message is looked at."""
+    trace = self.msg_trace
+    if trace is None:
+        return
+    what = msgrepr.message_repr(payload, link.conn.msg_log)
+    if what is not None:
+        _log_message_text(self, link, what, sent)
+
+
+def _log_message_text(self, link: Link, what: str, sent: bool) -> None:
+    l_ptr = link.ptr
+    self.msg_trace(link.conn.conn_id, msgrepr.log_text(
+        link.conn.conn_id, sent, what, _text(lib.pn_link_name(l_ptr)),
+        _text(lib.pn_terminus_get_address(lib.pn_link_source(l_ptr))),
+        _text(lib.pn_terminus_get_address(lib.pn_link_target(l_ptr)))))
 
 
 def _fx_deliver_tag(self, fx: ipc.DeliverTag) -> None:

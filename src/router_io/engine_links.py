@@ -200,6 +200,23 @@ def _on_link_close(self, l_ptr: Any, closed: bool) -> None:
         lib.pn_link_detach(l_ptr)
 
 
+def _session_links_lost(self, conn: Connection, ssn: Any) -> None:
+    """The peer ended session ``ssn`` (cffi) of ``conn``: no detach will come for its links,
+    so each one still open is lost (LinkLost: the core drops it and detaches a link-routed
+    partner with qd:routed-link-lost), and if it was the router's own session the next link
+    the core attaches (AttachOut) opens a new one, as 1.19 does."""
+    router_ssn = conn.router_session
+    if router_ssn is not None and router_ssn._impl == ssn:
+        conn.router_session = None
+    for l_ptr, link in list(conn.links.items()):
+        if lib.pn_link_session(link.ptr) != ssn:
+            continue
+        _forget_link(self, link)
+        del conn.links[l_ptr]
+        self.outbox.append(ipc.LinkLost(link.link_id))
+    self.dirty.add(conn)
+
+
 def _refuse_link(self, l_ptr: Any, conn: Connection, condition: str,
                  description: str) -> None:
     """Answer an attach with attach + detach(condition); the core never hears of the link."""

@@ -109,11 +109,15 @@ def _on_session_open(self, ssn: Any) -> None:
 
 
 def _on_session_close(self, ssn: Any) -> None:
+    """The peer ended a session: its links are lost (_session_links_lost) and the session
+    ended here too; the router's own session (AttachOut) is made anew for the next link."""
     if lib.pn_session_state(ssn) & LOCAL_CLOSED:
         return  # refused by policy (or closed by us): not counted
     conn = self.conns.get(lib.pn_session_connection(ssn))
-    if conn is not None and conn.policy is not None and conn.n_sessions > 0:
-        conn.n_sessions -= 1
+    if conn is not None:
+        if conn.policy is not None and conn.n_sessions > 0:
+            conn.n_sessions -= 1
+        _session_links_lost(self, conn, ssn)
     lib.pn_session_close(ssn)
 
 
@@ -285,7 +289,7 @@ def _oversize(self, d_ptr: Any, link: Link) -> bool:
 # own functions exist, so the parts may call each other)
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_connections import _refuse_connection
-from router_io.engine_links import _forget_link
+from router_io.engine_links import _forget_link, _session_links_lost
 from router_io.engine_deliveries import _reject_local
 from router_io.engine_dispositions import _set_condition
 # --- end engine parts ---

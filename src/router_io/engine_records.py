@@ -90,7 +90,7 @@ class OutStream:
     """An outbound delivery whose message is still arriving: its parts go to proton in order."""
 
     __slots__ = ("dlv_id", "link", "settled", "d", "parts", "started", "settle", "state",
-                 "stage")
+                 "stage", "logged")
 
     def __init__(self, dlv_id: Any, link: Link, settled: bool) -> None:
         self.dlv_id = dlv_id
@@ -102,3 +102,4 @@ class OutStream:
         self.settle = False      # settled by the sender or receiver meanwhile: settle at the end
         self.state = 0           # the delivery state to settle it with (SettleOut)
         self.stage = S_WAITING   # its lifecycle (engine_lifecycle.py STREAM_TRANSITIONS)
+        self.logged = None       # MESSAGE trace: its Message{...} text, logged once it is sent

@@ -2,7 +2,8 @@
 
 sslProfiles (proton SSL domains, cached per profile and role), the SASL configuration, the
 peer's user name (SASL, or the client certificate for EXTERNAL), the security facts management
-shows, and the PROTOCOL frame trace. The rules themselves are in common/security.py.
+shows, the PROTOCOL frame trace and the MESSAGE trace switch. The rules themselves are in
+common/security.py.
 
 Functions of the engine: ``self`` is the WorkerEngine (as when they were its methods).
 Part of the compiled engine (setup.py ENGINE_PARTS; see router_io/engine.py).
@@ -143,6 +144,14 @@ def set_frame_trace(self, trace: Optional[Callable[[int, str], None]]) -> None:
     self.frame_trace = trace
     for conn in list(self.conns.values()):
         conn.trace_frames(trace or conn.forced_trace)
+
+
+def set_message_trace(self, trace: Optional[Callable[[int, str], None]]) -> None:
+    """MESSAGE trace on (``trace(conn_id, text)`` per message logged) or off: each connection
+    keeps its messageLoggingComponents bits where the per-message paths test them, or 0."""
+    self.msg_trace = trace
+    for conn in list(self.conns.values()):
+        conn.msg_log = conn.msg_log_bits if trace is not None else 0
 
 
 def trace_connection(self, conn_id: int, on: bool,

@@ -157,6 +157,8 @@ def _stream_start(self, rec: InStream, partial: bool) -> None:
         if not partial:
             _stream_in(self, rec)
         return
+    if link.conn.msg_log:  # messageLoggingComponents with MESSAGE trace on
+        _log_message(self, link, payload, False)
     rec.dlv_id = dlv_id
     rec.started = True
     stream_to(rec, SE_ROUTED)
@@ -243,5 +245,6 @@ def _stream_in_settled(self, dlv_id: Any) -> None:
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_policy import _oversize
 from router_io.engine_deliveries import (
-    TAG_TOO_LONG, _drop_in, _endpoint_to, _reject_local, _routed_tag, _strips_in)
+    TAG_TOO_LONG, _drop_in, _endpoint_to, _log_message, _reject_local, _routed_tag,
+    _strips_in)
 # --- end engine parts ---

@@ -14,6 +14,7 @@ from typing import Any
 from cproton_ffi import lib
 
 from common.ipc import DeliverChunk, StreamDeliver, StreamSent
+from router_io import msgrepr
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import KIND_LAST, KIND_PART, _fields
 from router_io.engine_records import OutStream
@@ -36,6 +37,8 @@ def _fx_stream_deliver(self, fx: StreamDeliver) -> None:
     if first is payload:
         first = bytes(payload)
     rec = OutStream(dlv_id, link, settled)
+    if link.conn.msg_log:  # messageLoggingComponents with MESSAGE trace on: the text from its
+        rec.logged = msgrepr.message_repr(first, link.conn.msg_log)  # head, logged once sent
     self.out_streams[dlv_id] = rec
     rec.parts.append((first, len(payload), KIND_PART))
     link.queued += 1
@@ -98,6 +101,8 @@ def _stream_part_sent(self, entry: list, d_ptr: Any) -> None:
     lib.pn_link_advance(link.ptr)  # the last part: the delivery is complete
     link.sent += 1
     stream_to(rec, SE_SENT)
+    if rec.logged is not None:
+        _log_message_text(self, link, rec.logged, True)
     _stream_out_end(self, rec)
     if rec.settled or rec.settle:
         if rec.state:
@@ -154,6 +159,8 @@ def _stream_abort_out(self, rec: OutStream) -> None:
         link.sent += 1  # proton gives the credit back: counted as sent, the core's view
     elif rec.started:
         link.sent += 1  # nothing reached proton; the core counted it as delivered
+    if self.msg_trace is not None:  # 1.19 logs an aborted send whatever the components
+        _log_message_text(self, link, "aborted message", True)
     _stream_out_end(self, rec)
     if conn.out_queue and conn.out_room > 0:
         refill(self, conn)
@@ -164,6 +171,6 @@ def _stream_abort_out(self, rec: OutStream) -> None:
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_links import _report_flow
 from router_io.engine_deliveries import (
-    _egress_annotations, _router_egress, _send, _track_out, refill)
+    _egress_annotations, _log_message_text, _router_egress, _send, _track_out, refill)
 from router_io.engine_dispositions import _untrack_out
 # --- end engine parts ---

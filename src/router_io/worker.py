@@ -110,13 +110,21 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
 
     def _log_levels_changed(self) -> None:
         """PROTOCOL trace (its own or DEFAULT's) turns proton's frame trace on or off: with it
-        off, frames are not even formatted."""
+        off, frames are not even formatted. MESSAGE trace turns the message lines of
+        connections with messageLoggingComponents on or off: with it off, no message is
+        looked at."""
         on = self.log_sink.enabled("PROTOCOL", "trace")
         if on != (self.engine.frame_trace is not None):
             self.engine.set_frame_trace(self._trace_frame if on else None)
+        on = self.log_sink.enabled("MESSAGE", "trace")
+        if on != (self.engine.msg_trace is not None):
+            self.engine.set_message_trace(self._trace_message if on else None)
 
     def _trace_frame(self, conn_id: int, text: str) -> None:
         self.log_sink.log("PROTOCOL", "trace", f"[C{conn_id}]:{text}")
+
+    def _trace_message(self, conn_id: int, text: str) -> None:
+        self.log_sink.log("MESSAGE", "trace", text)
 
     def _trace_frame_always(self, conn_id: int, text: str) -> None:
         """A connection management traces (enableProtocolTrace): written at trace whatever

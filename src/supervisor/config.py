@@ -29,6 +29,7 @@ from common.schema import (ROUTER_CONFIG_TYPES, EntityType, SchemaError, address
                            normalize_attribute_name, reference_problem)
 from common import failover
 from common.exchanges import binding_problem, exchange_problem
+from common import msglog
 from common.security import (auth_plugin_problem, connection_problem, ssl_files_problem,
                              ssl_profile_problem)
 
@@ -210,6 +211,11 @@ def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> li
                 raise _Problem(problem, next((a.line for a in section.attributes
                                               if etype.canonical_attribute(a.name) == "id"),
                                              section.line))
+        problem = msglog.entity_problem(etype.short_name, explicit)
+        if problem:  # 1.19 ignores the names it does not know; refused here (common/msglog.py)
+            raise _Problem(problem, next((a.line for a in section.attributes
+                                          if etype.canonical_attribute(a.name)
+                                          == msglog.ATTRIBUTE), section.line))
         module = explicit.get("module")
         if etype.short_name == "log" and module in log_index:
             # Qpid applies log sections in turn, so a later one for the same module updates it.

@@ -512,3 +512,37 @@ def test_allow_resumable_link_route(core_cls, allow, direction, timeout, expiry,
         assert 10 not in h.core.links
     else:
         assert isinstance(fx[BROKER][0], AttachOut) and CLIENT not in fx
+
+
+# --- a session ended by its peer (LinkLost; issue 28, item 13d) --------------------------------
+from common.ipc import LinkLost  # noqa: E402
+
+LOST = ("qd:routed-link-lost", "Connectivity to the peer container was lost")
+
+
+def test_links_of_a_session_the_container_ended_are_lost(core_cls):
+    """The container ended the session of the far link: the client's link is detached
+    (closed) with qd:routed-link-lost, as 1.19 does; the routes stay active and the next
+    attach goes out again."""
+    h = routed_core(core_cls)
+    (out,) = attach(h, 10, DIR_IN, "queue.a")[BROKER]
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), peer=BROKER)
+    h.core.take_effects()
+    h.do(LinkLost(out.link_id), peer=BROKER)
+    assert h.core.take_effects() == {CLIENT: [DetachLink(10, *LOST, True)]}
+    assert 10 not in h.core.links and out.link_id not in h.core.links
+    assert status(h) == {"1": "active", "2": "active"}
+    (again,) = attach(h, 11, DIR_IN, "queue.a")[BROKER]
+    assert isinstance(again, AttachOut) and again.link_id != out.link_id
+
+
+def test_links_of_a_session_the_client_ended_are_lost(core_cls):
+    h = routed_core(core_cls)
+    (out,) = attach(h, 10, DIR_OUT, "queue.b")[BROKER]
+    h.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]), peer=BROKER)
+    h.core.take_effects()
+    h.do(LinkLost(10), peer=CLIENT)
+    assert h.core.take_effects() == {BROKER: [DetachLink(out.link_id, *LOST, True)]}
+    assert not h.core.links.get(10) and not h.core.links.get(out.link_id)
+    h.do(LinkLost(10), peer=CLIENT)  # twice (or for a link never known): ignored
+    assert h.core.take_effects() == {}

@@ -16,6 +16,7 @@ SAMPLES = {
                      ipc.terminus(ipc.TERMINUS_SOURCE, None),
                      ipc.terminus(ipc.TERMINUS_COORDINATOR, None), [1, 0]),
     ipc.LinkDetach: (3, True, "amqp:x: y"),
+    ipc.LinkLost: (3,),
     ipc.LinkFlow: (3, 10, False),
     ipc.Transfer: (5, 3, "addr", False, 4, b"\x00Sw\xa1\x02hi"),
     ipc.Disposition: (7, ipc.STATE_REJECTED, True, {"condition": "c", "description": "d"}),

@@ -21,6 +21,7 @@ from common.schema import (ROUTER_CONFIG_TYPES, EntityType, Schema, SchemaError,
 from common.exchanges import METHOD_CODES, binding_problem, exchange_problem
 from common.linkroutes import create_problem as link_route_problem
 from common import failover
+from common import msglog
 from common.security import auth_plugin_problem, connection_problem, ssl_profile_problem
 
 # spec key -> short type name, in the order the configuration applies them
@@ -169,7 +170,8 @@ class ConfigStore:
         elif short == "authServicePlugin":
             problem = auth_plugin_problem(entity)
         else:
-            problem = connection_problem(short, entity, self.ssl_profile)
+            problem = (connection_problem(short, entity, self.ssl_profile)
+                       or msglog.entity_problem(short, entity))
         if problem:
             raise ManagementError(BAD_REQUEST, problem)
         if short in ("listener", "connector"):
