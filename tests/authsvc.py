@@ -83,6 +83,99 @@ class ServiceEngine:
                 self.connection.close()
 
 
+class EngineHost:
+    """ServiceEngines in a child process of their own, driven over pipes.
+
+    Cyrus reads its server configuration (``config_path``) once per process, when the first
+    server transport with SASL starts: a test process that made one before (the fuzz tests, a
+    broker in a system test) would have Cyrus read some other directory, and every password
+    here would fail. The child process starts Cyrus with ``sasl_dir``. ``new()`` returns a
+    stand-in with the ServiceEngine's ``push``/``output``/``remote_opens``."""
+
+    def __init__(self, sasl_dir: str, timeout: float = 30.0) -> None:
+        import subprocess
+        self.timeout = timeout
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--host-engines", "--sasl-dir", sasl_dir],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self._ids = 0
+
+    def call(self, *request):
+        import pickle
+        import select
+        blob = pickle.dumps(request)
+        self.proc.stdin.write(len(blob).to_bytes(4, "big") + blob)
+        self.proc.stdin.flush()
+        if not select.select([self.proc.stdout], [], [], self.timeout)[0]:
+            raise TimeoutError(f"the service engine host did not answer {request[0]!r}")
+        size = int.from_bytes(self.proc.stdout.read(4) or b"\0\0\0\0", "big")
+        ok, value = pickle.loads(self.proc.stdout.read(size))
+        if not ok:
+            raise RuntimeError(f"service engine host: {value}")
+        return value
+
+    def new(self, grants: dict, mechs: Optional[str] = None) -> "RemoteEngine":
+        self._ids += 1
+        self.call("new", self._ids, grants, mechs)
+        return RemoteEngine(self, self._ids)
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=self.timeout)
+        except Exception:  # noqa: BLE001 - it must not outlive the test
+            self.proc.kill()
+            self.proc.wait()
+
+
+class RemoteEngine:
+    """One ServiceEngine of an EngineHost."""
+
+    def __init__(self, host: EngineHost, ident: int) -> None:
+        self.host = host
+        self.ident = ident
+
+    def push(self, data: bytes) -> None:
+        self.host.call("push", self.ident, data)
+
+    def output(self) -> bytes:
+        return self.host.call("output", self.ident)
+
+    @property
+    def remote_opens(self) -> list:
+        return self.host.call("opens", self.ident)
+
+
+def _host_engines(sasl_dir: str) -> int:
+    """The child of EngineHost: requests in, answers out, length-prefixed pickles."""
+    import pickle
+    engines: dict = {}
+    read, write = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        head = read.read(4)
+        if len(head) < 4:
+            return 0
+        op, ident, *args = pickle.loads(read.read(int.from_bytes(head, "big")))
+        try:
+            if op == "new":
+                engines[ident] = ServiceEngine(sasl_dir, *args)
+                value = None
+            elif op == "push":
+                value = engines[ident].push(args[0])
+            elif op == "output":
+                value = engines[ident].output()
+            else:  # "opens": plain values (proton's types do not pickle)
+                value = [(host, [str(c) for c in (caps.elements if isinstance(caps, Array)
+                                                  else caps or [])],
+                          {str(k): str(v) for k, v in (props or {}).items()})
+                         for host, caps, props in engines[ident].remote_opens]
+            answer = pickle.dumps((True, value))
+        except Exception as exc:  # noqa: BLE001 - reported to the test
+            answer = pickle.dumps((False, repr(exc)))
+        write.write(len(answer).to_bytes(4, "big") + answer)
+        write.flush()
+
+
 class Service(MessagingHandler):
     def __init__(self, port: int, grants: dict, ssl: Optional[SSLDomain],
                  opens: Optional[str]) -> None:
@@ -119,13 +212,18 @@ class Service(MessagingHandler):
 
 def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--port", type=int)
+    parser.add_argument("--host-engines", action="store_true")
     parser.add_argument("--sasl-dir", required=True)
     parser.add_argument("--grants", default="{}")
     parser.add_argument("--cert")
     parser.add_argument("--key")
     parser.add_argument("--opens")
     args = parser.parse_args(argv)
+    if args.host_engines:
+        return _host_engines(args.sasl_dir)
+    if args.port is None:
+        parser.error("--port is required")
     from cproton_ffi import ffi, lib
     # Cyrus' server configuration is process-wide (NULL: not one transport's)
     lib.pn_sasl_config_path(ffi.NULL, args.sasl_dir.encode())

@@ -1,7 +1,8 @@
 """The authServicePlugin SASL relay (router_io/auth_relay.py) in memory: a real proton client
 (Cyrus SASL) <-> AuthRelay <-> a real proton server with Cyrus SASL and a sasldb (the service,
-tests/authsvc.py's ServiceEngine), bytes pumped between them; then the client's AMQP goes to a
-plain proton server transport (the engine's, made without SASL).
+tests/authsvc.py's ServiceEngine, in a process of its own: EngineHost), bytes pumped between
+them; then the client's AMQP goes to a plain proton server transport (the engine's, made
+without SASL).
 
 Also the frame codec (router_io/sasl_frames.py), the reading of the service's open
 (router_io/auth_service.py) and every way the relay ends without the service's ok.
@@ -16,7 +17,7 @@ from proton import Array, Data, UNDESCRIBED, symbol
 
 import tlscerts
 from common import security
-from authsvc import ServiceEngine, open_properties
+from authsvc import EngineHost, open_properties
 from router_io import auth_relay as ar
 from router_io import auth_service as asv
 from router_io import sasl_frames as sf
@@ -32,9 +33,12 @@ pytestmark = pytest.mark.skipif(not tlscerts.have_saslpasswd2(),
 
 
 @pytest.fixture(scope="module")
-def sasl_dir(tmp_path_factory):
-    return str(tlscerts.make_sasldb(tmp_path_factory.mktemp("authsvc"), USERS,
-                                    mechs="PLAIN SCRAM-SHA-1 SCRAM-SHA-256"))
+def services(tmp_path_factory):
+    """The service's engines, in a process whose Cyrus reads this sasldb (EngineHost)."""
+    host = EngineHost(str(tlscerts.make_sasldb(tmp_path_factory.mktemp("authsvc"), USERS,
+                                               mechs="PLAIN SCRAM-SHA-1 SCRAM-SHA-256")))
+    yield host
+    host.close()
 
 
 class Client:
@@ -96,17 +100,17 @@ def relay_run(client: Client, relay: ar.AuthRelay, service, rounds: int = 40) ->
             return
 
 
-def authenticate(sasl_dir: str, user: str, password: str, mech: str, **kw):
+def authenticate(services: EngineHost, user: str, password: str, mech: str, **kw):
     client = Client(user, password, mech)
-    service = ServiceEngine(sasl_dir, GRANTS)
+    service = services.new(GRANTS)
     relay = ar.AuthRelay(PLUGIN, now=0.0, **kw)
     relay_run(client, relay, service)
     return client, relay, service
 
 
 @pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-1", "SCRAM-SHA-256"])
-def test_right_password_reads_identity_and_grant(sasl_dir, mech):
-    client, relay, service = authenticate(sasl_dir, "alice@qdtest", USERS["alice"], mech)
+def test_right_password_reads_identity_and_grant(services, mech):
+    client, relay, service = authenticate(services, "alice@qdtest", USERS["alice"], mech)
     assert relay.state == ar.DONE, relay.error
     assert relay.mechanism == mech
     assert relay.grant == asv.AuthGrant("alice@qdtest", True, ("orders", "pub.*"),
@@ -128,8 +132,8 @@ def test_right_password_reads_identity_and_grant(sasl_dir, mech):
 
 
 @pytest.mark.parametrize("mech", ["PLAIN", "SCRAM-SHA-1"])
-def test_wrong_password_gets_the_services_outcome(sasl_dir, mech):
-    client, relay, service = authenticate(sasl_dir, "alice@qdtest", "not-it", mech)
+def test_wrong_password_gets_the_services_outcome(services, mech):
+    client, relay, service = authenticate(services, "alice@qdtest", "not-it", mech)
     assert relay.state == ar.FAILED and relay.service_done
     assert "refused by the service (outcome 1)" in relay.error
     assert client.transport.sasl().outcome == proton.SASL.AUTH
@@ -137,31 +141,31 @@ def test_wrong_password_gets_the_services_outcome(sasl_dir, mech):
     assert relay.grant is None and relay.leftover == b""
 
 
-def test_user_without_grants_is_unrestricted(sasl_dir):
-    _, relay, _ = authenticate(sasl_dir, "bob@qdtest", USERS["bob"], "PLAIN")
+def test_user_without_grants_is_unrestricted(services):
+    _, relay, _ = authenticate(services, "bob@qdtest", USERS["bob"], "PLAIN")
     assert relay.state == ar.DONE
     assert relay.grant == asv.AuthGrant("bob@qdtest", False)
     assert asv.grant_settings(relay.grant) is None
 
 
-def test_listener_mechanisms_narrow_the_services(sasl_dir):
+def test_listener_mechanisms_narrow_the_services(services):
     client = Client("alice@qdtest", USERS["alice"], "PLAIN SCRAM-SHA-1")
     relay = ar.AuthRelay(PLUGIN, now=0.0, allowed=["SCRAM-SHA-1"])
-    relay_run(client, relay, ServiceEngine(sasl_dir, GRANTS))
+    relay_run(client, relay, services.new(GRANTS))
     assert relay.mechanisms == ["SCRAM-SHA-1"] and relay.state == ar.DONE
 
 
-def test_no_common_mechanism_is_auth(sasl_dir):
+def test_no_common_mechanism_is_auth(services):
     client = Client("alice@qdtest", USERS["alice"], "PLAIN")
     relay = ar.AuthRelay(PLUGIN, now=0.0, allowed=["GSSAPI"])
-    relay_run(client, relay, ServiceEngine(sasl_dir, GRANTS))
+    relay_run(client, relay, services.new(GRANTS))
     assert relay.state == ar.FAILED and "none of the listener's" in relay.error
     assert client.transport.sasl().outcome == proton.SASL.AUTH
 
 
-def test_mechanism_not_offered_is_refused_here(sasl_dir):
+def test_mechanism_not_offered_is_refused_here(services):
     relay = ar.AuthRelay(PLUGIN, now=0.0, allowed=["PLAIN"])
-    service = ServiceEngine(sasl_dir, GRANTS)
+    service = services.new(GRANTS)
     relay.service_connected()
     service.push(relay.take_service_output())
     relay.service_data(service.output())
@@ -205,9 +209,9 @@ def test_service_silent_until_the_deadline_is_sys_temp():
     assert outcome_of(relay.take_client_output()) == sf.SYS_TEMP
 
 
-def test_service_closing_before_its_open_is_sys_temp(sasl_dir):
+def test_service_closing_before_its_open_is_sys_temp(services):
     client = Client("alice@qdtest", USERS["alice"], "PLAIN")
-    service = ServiceEngine(sasl_dir, GRANTS)
+    service = services.new(GRANTS)
     relay = ar.AuthRelay(PLUGIN, now=0.0)
     relay.service_connected()
     for _ in range(10):  # up to the service's ok, not its open (our open never goes out)
@@ -382,9 +386,9 @@ def test_failure_before_the_clients_header_answers_it_when_it_comes():
     assert silent.pending_outcome is None and silent.take_client_output() == b""
 
 
-def test_a_client_that_stops_mid_sasl_gets_auth_at_the_deadline(sasl_dir):
+def test_a_client_that_stops_mid_sasl_gets_auth_at_the_deadline(services):
     relay = ar.AuthRelay(PLUGIN, now=0.0)
-    service = ServiceEngine(sasl_dir, GRANTS)
+    service = services.new(GRANTS)
     relay.service_connected()
     service.push(relay.take_service_output())
     relay.service_data(service.output())
