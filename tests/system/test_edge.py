@@ -476,3 +476,66 @@ def test_link_route_of_the_interior_used_from_an_edge(router_factory, c_broker):
         assert collect([conn], [rcv], expect=5, idle=IDLE) == [[f"l{i}" for i in range(5)]]
     finally:
         conn.close()
+
+
+def link_routed_round_trip(router, address: str, bodies: list) -> None:
+    """Through ``router``: send ``bodies`` to ``address`` on a link-routed sender (tried
+    again until the route has reached this router: no-route before), every one ACCEPTED
+    by the broker; then a link-routed receiver gets them back, in order."""
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                snd = conn.create_sender(address)
+                break
+            except Exception:  # LinkDetached: qd:no-route-to-dest until the route is known
+                assert time.monotonic() < deadline, f"{router.id}: no route to {address}"
+                time.sleep(0.5)
+        outcomes = [snd.send(Message(body=body)).remote_state for body in bodies]
+        assert outcomes == [Delivery.ACCEPTED] * len(bodies)
+        snd.close()
+        rcv = conn.create_receiver(address, credit=len(bodies) + 5)
+        assert collect([conn], [rcv], expect=len(bodies), idle=IDLE) == [bodies]
+    finally:
+        conn.close()
+
+
+def edge_link_routes(broker) -> str:
+    """A route-container connector to ``broker`` and linkRoute ``lr`` in and out to it."""
+    from test_autolinks import connector
+    return connector("broker", broker) + """
+        linkRoute {
+            prefix: lr
+            direction: in
+            connection: broker
+        }
+        linkRoute {
+            prefix: lr
+            direction: out
+            connection: broker
+        }
+        """
+
+
+def test_link_route_to_a_broker_on_an_edge(router_factory, c_broker):
+    """broker -- E1 ==> I1 --- I2 <== E2, linkRoute lr on E1 only: E1 creates its routes on
+    I1 (1.19's link-route proxy: connection-scoped routes of its uplink), I1 advertises them,
+    so clients on I1, I2 and E2 reach the broker's queues through E1; E1's own clients too."""
+    broker = c_broker("broker.edge")
+    p1, p2, ir1, ir2 = (free_port() for _ in range(4))
+    i1 = _interior(router_factory, "I1", p1, ir1)
+    i2 = _interior(router_factory, "I2", p2, ir2, connect_to=ir1)
+    e1 = router_factory(router_id="Edge.1", mode="edge", extra=ADDRESS_RULES
+                        + edge_link_routes(broker) + f"""
+        connector {{
+            name: uplink
+            host: 127.0.0.1
+            port: {p1}
+            role: edge
+        }}
+        """)
+    e2 = _edge(router_factory, "2", p2)
+    for n, r in enumerate((i1, i2, e2, e1)):
+        link_routed_round_trip(r, f"lr.q{n}", [f"{r.id}-{i}" for i in range(3)])
+
