@@ -238,3 +238,23 @@ def test_link_route_to_a_broker_on_an_edge_mixed(mixed, c_broker, edge_kind):
     for n, r in enumerate((interior, other, edge)):
         link_routed_round_trip(r, f"lr.q{n}", [f"{r.id}-{i}" for i in range(3)])
 
+
+
+@pytest.mark.parametrize("interior_kind", ["1x", "ours"])
+def test_max_message_size_on_the_edge_uplink_mixed(mixed, interior_kind):
+    """E ==> I with a vhost policy's maxMessageSize 10000 on I: our edge on a 1.x interior,
+    and a 1.x edge on ours; the larger message is REJECTED with 1.19's condition, the uplink
+    closed by I and opened again by E."""
+    from test_edge import SIZE_VHOST_POLICY, oversize_from_an_edge, uplink_works
+    port = free_port()
+    conf = edge_listener(port) + textwrap.dedent(SIZE_VHOST_POLICY)
+    if interior_kind == "1x":
+        interior = mixed.one_x("Router.X", "interior", conf)
+        edge = mixed.ours("Edge.1", "edge", edge_connector(port))
+    else:
+        interior = mixed.ours("Router.I", "interior", conf)
+        edge = mixed.one_x("Edge.X", "edge", edge_connector(port))
+    small, big, condition, sizes = oversize_from_an_edge(edge, interior)
+    assert (small, big, condition, sizes) == (
+        Delivery.ACCEPTED, Delivery.REJECTED, "amqp:link:message-size-exceeded", [100])
+    uplink_works(edge, interior)
