@@ -502,6 +502,21 @@ def link_routed_round_trip(router, address: str, bodies: list) -> None:
         conn.close()
 
 
+def wait_route(r, prefix: str = "lr") -> None:
+    """Router ``r`` knows link route ``prefix`` both ways (its link-in and link-out
+    addresses): before that an attach to it is an ordinary one, which has no consumer."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        rows = qdstat(r.port, "-a")
+        head = rows[0]
+        known = {row[head.index("class")] for row in rows[1:]
+                 if row[head.index("addr")] == prefix}
+        if {"link-in", "link-out"} <= known:
+            return
+        assert time.monotonic() < deadline, f"{r.id} does not know link route {prefix}"
+        time.sleep(0.25)
+
+
 def edge_link_routes(broker) -> str:
     """A route-container connector to ``broker`` and linkRoute ``lr`` in and out to it."""
     from test_autolinks import connector
@@ -537,6 +552,8 @@ def test_link_route_to_a_broker_on_an_edge(router_factory, c_broker):
         }}
         """)
     e2 = _edge(router_factory, "2", p2)
+    wait_route(i1)
+    wait_route(i2)  # (E2 asks I2)
     for n, r in enumerate((i1, i2, e2, e1)):
         link_routed_round_trip(r, f"lr.q{n}", [f"{r.id}-{i}" for i in range(3)])
 

@@ -226,7 +226,7 @@ def test_link_route_to_a_broker_on_an_edge_mixed(mixed, c_broker, edge_kind):
     """broker -- E ==> I <== E2, linkRoute lr on E only (1.19's link-route proxy: E creates
     its routes on I over management): our edge on a 1.x interior (E2 a 1.x edge), and a 1.x
     edge on our interior (E2 ours); clients on I, E2 and E reach the broker."""
-    from test_edge import edge_link_routes, link_routed_round_trip
+    from test_edge import edge_link_routes, link_routed_round_trip, wait_route
     broker = c_broker("broker.edge")
     port = free_port()
     routes = edge_link_routes(broker) + edge_connector(port)
@@ -238,6 +238,7 @@ def test_link_route_to_a_broker_on_an_edge_mixed(mixed, c_broker, edge_kind):
         interior = mixed.ours("Router.I", "interior", edge_listener(port))
         edge = mixed.one_x("Edge.X", "edge", routes)
         other = mixed.ours("Edge.2", "edge", edge_connector(port))
+    wait_route(interior)  # (an attach before it is an ordinary one, without a consumer)
     for n, r in enumerate((interior, other, edge)):
         link_routed_round_trip(r, f"lr.q{n}", [f"{r.id}-{i}" for i in range(3)])
 
