@@ -398,7 +398,8 @@ cdef _egress_annotations(WorkerEngine self, Connection conn, payload)
 cdef bint _strips_in(Link link, tuple fields) except -1
 cdef bint _router_annotated(tuple fields) except -1
 cdef _endpoint_to(Link link, tuple fields, bint stripped)
-cdef _router_egress(WorkerEngine self, payload, to_override, phase)
+cdef _uplink_annotations(WorkerEngine self, payload, scan, to_override, long phase)
+cdef _router_egress(WorkerEngine self, Connection conn, payload, to_override, phase)
 # engine_dispositions.py
 @cython.locals(state=uint64_t, settled=bint, d_key=object, entry=tuple)
 cdef _on_outbound_update(WorkerEngine self, size_t d_ptr)

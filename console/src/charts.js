@@ -16,6 +16,7 @@ export class ChartStore {
     this.timer = null;
     this.nextId = 1;
     this.url = null;
+    this.addressOf = null; // router id -> its management address (the network's), if set
   }
 
   on(fn) {
@@ -93,7 +94,7 @@ export class ChartStore {
         const { router, type } = list[0];
         let rows;
         try {
-          rows = await this.mgmt.query(managementAddress(router, this.ownId), type, []);
+          rows = await this.mgmt.query(this.addressOf ? this.addressOf(router) : managementAddress(router, this.ownId), type, []);
         } catch (e) {
           for (const x of list) x.error = e.message;
           return;

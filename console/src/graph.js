@@ -126,16 +126,17 @@ export function drawTopology(layout, model, { selected, onSelect, onMoved }) {
     const my = (p.y + q.y) / 2;
     const isSel = selected === `edge:${e.key}`;
     const label = e.cost === null || e.cost === undefined ? '?' : String(e.cost);
+    // an edge router's uplink has no cost (edges run no routing protocol): a plain wire
     edgeLayer.appendChild(s('g', {
-      class: `edge${isSel ? ' selected' : ''}`, 'data-edge': e.key, tabindex: 0,
+      class: `${e.uplink ? 'uplink' : 'edge'}${isSel ? ' selected' : ''}`, 'data-edge': e.key, tabindex: 0,
       onclick: (ev) => { ev.stopPropagation(); onSelect('edge', e.key); },
       onkeydown: (ev) => { if (ev.key === 'Enter') onSelect('edge', e.key); },
     },
-    s('title', {}, `${e.a} \u2194 ${e.b}, cost ${label}`),
+    s('title', {}, e.uplink ? `${e.b}: edge router attached to ${e.a}` : `${e.a} \u2194 ${e.b}, cost ${label}`),
     s('line', { x1: p.x, y1: p.y, x2: q.x, y2: q.y, class: 'hit' }),
     s('line', { x1: p.x, y1: p.y, x2: q.x, y2: q.y, class: 'wire' }),
-    s('rect', { x: mx - 14, y: my - 11, width: 28, height: 22, rx: 11, class: 'cost-bg' }),
-    s('text', { x: mx, y: my + 4, class: 'cost', 'text-anchor': 'middle' }, label)));
+    e.uplink ? null : s('rect', { x: mx - 14, y: my - 11, width: 28, height: 22, rx: 11, class: 'cost-bg' }),
+    e.uplink ? null : s('text', { x: mx, y: my + 4, class: 'cost', 'text-anchor': 'middle' }, label)));
   }
 
   for (const r of model.routers) {
@@ -156,11 +157,11 @@ export function drawTopology(layout, model, { selected, onSelect, onMoved }) {
     }
     const isSel = selected === `router:${r.id}`;
     const g = s('g', {
-      class: `node${r.own ? ' own' : ''}${r.error ? ' unreachable' : ''}${isSel ? ' selected' : ''}`,
+      class: `node${r.edge ? ' edge-router' : ''}${r.own ? ' own' : ''}${r.error ? ' unreachable' : ''}${isSel ? ' selected' : ''}`,
       'data-router': r.id, transform: `translate(${p.x},${p.y})`, tabindex: 0,
       onkeydown: (ev) => { if (ev.key === 'Enter') onSelect('router', r.id); },
     },
-    s('title', {}, `${r.id}${r.own ? ' (connected to this one)' : ''}: ${r.clients} client connection${r.clients === 1 ? '' : 's'}${r.error ? `; ${r.error}` : ''}`),
+    s('title', {}, `${r.id}${r.edge ? ' (edge router)' : ''}${r.own ? ' (connected to this one)' : ''}: ${r.clients} client connection${r.clients === 1 ? '' : 's'}${r.error ? `; ${r.error}` : ''}`),
     s('circle', { r: NODE_R, class: 'disc' }),
     s('text', { y: 5, class: 'initials', 'text-anchor': 'middle' }, initials(r.id)),
     s('text', { y: NODE_R + 18, class: 'label', 'text-anchor': 'middle' }, r.id),

@@ -47,6 +47,7 @@ export const app = {
     try { localStorage.setItem(LAST_URL_KEY, url); } catch (e) { /* not remembered */ }
     this.charts = this.charts || new ChartStore(mgmt);
     this.charts.mgmt = mgmt;
+    this.charts.addressOf = (id) => network.address(id); // (edge routers by their edge address)
     this.charts.start(network.ownId, url);
     mgmt.onEvent((kind, reason) => {
       if (kind === 'disconnected') this.lost(reason);

@@ -13,9 +13,12 @@ export class ManagementError extends Error {
   }
 }
 
-/** `amqp:/_topo/0/<id>/$management`, or `$management` for the connected router. */
-export function managementAddress(routerId, ownId) {
+/** `amqp:/_topo/0/<id>/$management` (an edge router's: `amqp:/_edge/<id>/$management`), or
+ *  `$management` for the connected router. */
+export function managementAddress(routerId, ownId, edge = false) {
   if (!routerId || routerId === ownId) return '$management';
+  // an edge router is reached through its interior by its edge address (1.19's console too)
+  if (edge) return `amqp:/_edge/${routerId}/$management`;
   return `amqp:/_topo/0/${routerId}/$management`;
 }
 

@@ -8,6 +8,11 @@
 // `properties`), as the routers themselves compute it. A router that does not report those
 // properties leaves the least path cost between the two ends (each router's `router.node` row
 // of the other), which is the link's cost whenever the link lies on a shortest path.
+// Edge routers run no routing protocol, so `router.node` does not name them: as 1.19's console
+// does, they are learned from the interior routers' connections with role `edge` (the peer's
+// container is the edge router's id) and asked at `amqp:/_edge/<id>/$management`; each is
+// drawn linked to the interior router it is attached to (its uplink). A console connected to
+// an edge router reads the network from the interior router at the other end of its uplink.
 import { managementAddress } from './mgmt.js';
 
 export const T = {
@@ -38,7 +43,8 @@ export class Network {
     this.mgmt = mgmt;
     this.ownId = null;
     this.routers = new Map(); // id -> {id, node, router, connections, data: {type: rows}, error}
-    this.edges = [];
+    this.edges = [];   // inter-router links
+    this.uplinks = []; // edge routers' uplinks: {key, a: interior id, b: edge id, uplink: true}
     this.extraTypes = new Map(); // type -> how many pages want it
     this.listeners = new Set();
     this.timer = null;
@@ -70,13 +76,15 @@ export class Network {
   }
 
   address(routerId) {
-    return managementAddress(routerId, this.ownId);
+    const known = this.routers.get(routerId);
+    return managementAddress(routerId, this.ownId, !!(known && known.edge));
   }
 
   async start() {
     const [own] = await this.mgmt.query('$management', T.router, []);
     if (!own) throw new Error('the router answered no router entity');
     this.ownId = own.id;
+    this.ownMode = own.mode;
     this.schema = await this.mgmt.request('$management', 'GET-SCHEMA', {}, {});
     this.running = true;
     await this.refresh();
@@ -104,11 +112,22 @@ export class Network {
     return this.refreshing;
   }
 
+  /** Where the network's `router.node` table is read: the connected router, or for an edge
+   *  router the interior router of its active uplink (null: it has none now). */
+  async nodesAddress() {
+    if (this.ownMode !== 'edge') return { address: '$management', id: this.ownId };
+    const conns = await this.mgmt.query('$management', T.connection, []);
+    const up = uplinkOf(conns);
+    return up ? { address: managementAddress(up, this.ownId), id: up } : null;
+  }
+
   async doRefresh() {
     if (!this.mgmt.connected) return;
     let nodes;
+    let from;
     try {
-      nodes = await this.mgmt.query('$management', T.node, []);
+      from = await this.nodesAddress();
+      nodes = from ? await this.mgmt.query(from.address, T.node, []) : [];
       this.error = null;
     } catch (e) {
       this.error = e.message;
@@ -116,19 +135,31 @@ export class Network {
       return;
     }
     const nodeById = new Map(nodes.map((n) => [n.id, n]));
-    if (!nodeById.has(this.ownId)) nodeById.set(this.ownId, { id: this.ownId, linkState: [], cost: 0, nextHop: '(self)' });
+    if (from && !nodeById.has(from.id)) nodeById.set(from.id, { id: from.id, linkState: [], cost: 0, nextHop: '(self)' });
     const ids = [...nodeById.keys()].sort();
-    const types = [T.router, T.connection, T.node, ...[...this.extraTypes.keys()].filter((t) => t !== T.node)];
-    const results = await Promise.all(ids.map(async (id) => {
-      const address = this.address(id);
-      const answers = await Promise.allSettled([...types.map((type) => this.mgmt.query(address, type, [])),
+    const extra = [...this.extraTypes.keys()].filter((t) => t !== T.node);
+    const types = [T.router, T.connection, T.node, ...extra];
+    const ask = async (id, edge, asked) => {
+      const address = managementAddress(id, this.ownId, edge);
+      const answers = await Promise.allSettled([...asked.map((type) => this.mgmt.query(address, type, [])),
         this.mgmt.query(address, T.router, [RESIDENT])]);
       const resident = answers.pop();
-      return { id, answers, resident };
+      return { id, answers, resident, types: asked };
+    };
+    const results = await Promise.all(ids.map((id) => ask(id, false, types)));
+    // then the edge routers the interior routers have connections from (no router.node there)
+    const edgeTypes = [T.router, T.connection, ...extra];
+    const attached = edgeRouters(results.map(({ id, answers }) => {
+      const i = types.indexOf(T.connection);
+      const old = this.routers.get(id);
+      const conns = answers[i].status === 'fulfilled' ? answers[i].value : (old ? old.connections : []);
+      return { id, connections: conns };
     }));
+    if (this.ownMode === 'edge' && !attached.some((e) => e.id === this.ownId)) attached.push({ id: this.ownId, uplink: null });
+    const edgeResults = await Promise.all(attached.map(async (e) => ({ ...(await ask(e.id, true, edgeTypes)), uplink: e.uplink })));
     const previous = new Set(this.routers.keys());
     const routers = new Map();
-    for (const { id, answers, resident } of results) {
+    for (const { id, answers, resident, types, uplink } of [...results, ...edgeResults]) {
       const old = this.routers.get(id);
       const data = {};
       let error = null;
@@ -140,14 +171,17 @@ export class Network {
         }
       });
       const router = withResident((data[T.router] || [])[0] || (old && old.router) || { id }, resident, old && old.router);
+      const edge = uplink !== undefined;
       routers.set(id, {
         id,
-        node: nodeById.get(id),
+        node: edge ? null : nodeById.get(id),
         router,
         connections: data[T.connection] || [],
         data,
         error,
         own: id === this.ownId,
+        edge,
+        uplink: edge ? (uplink || uplinkOf(data[T.connection] || [])) : null,
       });
     }
     const now = new Date();
@@ -156,23 +190,26 @@ export class Network {
     this.history.length = Math.min(this.history.length, 50);
     this.routers = routers;
     this.edges = computeEdges(routers);
+    this.uplinks = computeUplinks(routers);
     this.lastUpdate = now;
     this.emit();
   }
 
   /** Normal (client) connections of a router: not inter-router, not edge uplinks. */
   static clients(router) {
-    return router.connections.filter((c) => c.role !== 'inter-router' && c.role !== 'inter-router-data');
+    return router.connections.filter((c) => c.role !== 'inter-router' && c.role !== 'inter-router-data' && c.role !== 'edge');
   }
 
   totals() {
     let connections = 0;
     let clients = 0;
+    let edgeRouters = 0;
     for (const r of this.routers.values()) {
       connections += r.connections.length;
       clients += Network.clients(r).length;
+      if (r.edge) edgeRouters += 1;
     }
-    return { routers: this.routers.size, edges: this.edges.length, connections, clients };
+    return { routers: this.routers.size, edges: this.edges.length, edgeRouters, connections, clients };
   }
 
   /** Every router's rows of ``type`` with a `router` column naming the router. */
@@ -183,6 +220,39 @@ export class Network {
     }
     return rows;
   }
+}
+
+/** The edge routers attached to the interior ``routers`` ([{id, connections}]): the containers
+ *  of their connections with role `edge` accepted from a peer, each once, with the interior
+ *  router it is attached to (its active connection first). */
+export function edgeRouters(routers) {
+  const found = new Map();
+  for (const r of routers) {
+    for (const c of r.connections || []) {
+      if (c.role !== 'edge' || c.dir !== 'in' || !c.container) continue;
+      const seen = found.get(c.container);
+      if (!seen || (seen.standby && c.active !== false)) found.set(c.container, { id: c.container, uplink: r.id, standby: c.active === false });
+    }
+  }
+  return [...found.values()].map(({ id, uplink }) => ({ id, uplink })).sort((a, b) => a.id.localeCompare(b.id));
+}
+
+/** The interior router an edge router's connections lead to: its active `edge` connector's
+ *  peer (null: no uplink). */
+export function uplinkOf(connections) {
+  const ups = (connections || []).filter((c) => c.role === 'edge' && c.dir === 'out' && c.container);
+  const active = ups.find((c) => c.active !== false) || null;
+  return active ? active.container : null;
+}
+
+/** One link per edge router, to the interior router it is attached to (both known). */
+export function computeUplinks(routers) {
+  const out = [];
+  for (const r of routers.values()) {
+    if (!r.edge || !r.uplink || !routers.has(r.uplink)) continue;
+    out.push({ key: `${r.uplink}|${r.id}`, a: r.uplink, b: r.id, uplink: true, cost: null });
+  }
+  return out.sort((x, y) => x.key.localeCompare(y.key));
 }
 
 /** The least path cost from ``router`` to ``peerId`` in ``router``'s own router.node table. */

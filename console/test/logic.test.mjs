@@ -3,7 +3,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { managementAddress, normaliseUrl } from '../src/mgmt.js';
-import { T, computeEdges, withResident } from '../src/network.js';
+import { Network, T, computeEdges, computeUplinks, edgeRouters, uplinkOf, withResident } from '../src/network.js';
 import { formatValue } from '../src/dom.js';
 import { Layout } from '../src/graph.js';
 import { isInternalKey, splitKey } from '../src/pages/overview.js';
@@ -13,6 +13,29 @@ test('management addresses: own agent, other routers through _topo', () => {
   assert.equal(managementAddress('Router.A', 'Router.A'), '$management');
   assert.equal(managementAddress('Router.B', 'Router.A'), 'amqp:/_topo/0/Router.B/$management');
   assert.equal(managementAddress(null, 'Router.A'), '$management');
+  assert.equal(managementAddress('Edge.1', 'Router.A', true), 'amqp:/_edge/Edge.1/$management');
+  assert.equal(managementAddress('Edge.1', 'Edge.1', true), '$management');
+});
+
+test('edge routers: learned from the interior routers\' accepted edge connections', () => {
+  const edgeConn = (container, extra = {}) => ({ role: 'edge', dir: 'in', container, ...extra });
+  const found = edgeRouters([
+    { id: 'I1', connections: [edgeConn('E2'), { role: 'normal', dir: 'in', container: 'c' }, edgeConn('E1', { active: false })] },
+    { id: 'I2', connections: [edgeConn('E1', { active: true }), { role: 'edge', dir: 'out', container: 'X' }] },
+  ]);
+  // E1 stands by on I1 and is active on I2: attached to I2
+  assert.deepEqual(found, [{ id: 'E1', uplink: 'I2' }, { id: 'E2', uplink: 'I1' }]);
+  assert.equal(uplinkOf([{ role: 'edge', dir: 'out', container: 'I1', active: false },
+    { role: 'edge', dir: 'out', container: 'I2', active: true }]), 'I2');
+  assert.equal(uplinkOf([{ role: 'normal', dir: 'in', container: 'c' }]), null);
+  const routers = new Map([
+    router('I1', []),
+    ['E1', { id: 'E1', edge: true, uplink: 'I1', connections: [edgeConn('x')], data: {} }],
+    ['E9', { id: 'E9', edge: true, uplink: 'Gone', connections: [], data: {} }],
+  ]);
+  assert.deepEqual(computeUplinks(routers).map((u) => [u.key, u.a, u.b, u.uplink]), [['I1|E1', 'I1', 'E1', true]]);
+  // an uplink is not a client connection
+  assert.equal(Network.clients(routers.get('E1')).length, 0);
 });
 
 test('router addresses typed by a person become WebSocket URLs', () => {

@@ -18,7 +18,11 @@ edge connection manager). On it the router attaches (owner: the EdgeUplink, link
   with that source address (the interior sees a consumer on the edge connection); per mobile
   address with a targeted sender here: a sender with that target address, made a consumer of
   the address only while the interior says the address has a destination elsewhere. So a
-  sender on an edge gets credit when a consumer exists somewhere and stalls when none is left.
+  sender on an edge gets credit when a consumer exists somewhere and stalls when none is left;
+* the address lookup client (a sender to ``_$qd.addr_lookup`` and a dynamic receiver for the
+  answers) and a sender to the interior's ``$management`` for the link-route proxy
+  (edgeroutes.py: the edge's link routes with a destination here are created on the interior
+  as connection-scoped routes of the uplink).
 
 On an **interior router** (:class:`EdgeServer`), on an edge connection: a receiver with the
 downlink capability consumes ``H<edge id>`` (advertised to the network like a mobile key); a
@@ -35,6 +39,7 @@ import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
 from typing import Any
 
 from router_core import edgemsg
+from router_core.edgeroutes import LinkRouteProxy
 from router_core.addressing import EDGE_DOWNLINK_CAPABILITY, EDGE_UPLINK_KEY
 from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_REJECTED, TERMINUS_SOURCE, TERMINUS_TARGET,
@@ -51,6 +56,7 @@ from router_core.transfer import on_flow, release_held, release_queue, send_rout
 ADDR_TRACKING = "_$qd.edge_addr_tracking"
 HEARTBEAT = "_$qd.edge_heartbeat"
 ADDR_LOOKUP = "_$qd.addr_lookup"
+MANAGEMENT = "$management"
 LOOKUP_CREDIT = 32     # 1.19's address lookup server window
 LOOKUP_TIMEOUT = 3.0   # 1.19's lookup client: no answer within 3 s, the edge decides alone
 TRACKING_CREDIT = 32   # 1.19's edge address proxy: initial credit, one back per update
@@ -119,6 +125,11 @@ class EdgeUplink:
         self.pending = {}         # correlation id -> (peer, LinkAttach, core time asked)
         self.next_cid = 1
         self.decided = set()      # link ids whose attach the answer (or its absence) decided
+        # 1.19's link-route proxy: this edge's link routes with a destination here, created on
+        # the interior as routes of the uplink (edgeroutes.py), over a sender to $management
+        # whose answers come on the lookup client's dynamic receiver
+        self.routes = LinkRouteProxy(core.router_id)
+        self.mgmt = None
 
     # --- the connection manager ------------------------------------------------------------
     def conn_opened(self, core: Any, conn: Any) -> None:
@@ -131,10 +142,11 @@ class EdgeUplink:
             return
         self.conn = None
         self.anon = self.downlink = self.tracker = self.heartbeat = None
-        self.lookup = self.replies = self.reply_to = None
+        self.lookup = self.replies = self.reply_to = self.mgmt = None
         self.inlinks = {}
         self.outlinks = {}
         self.answer_all(core)  # (as 1.19: waiting attaches are decided here)
+        self.routes.lost()     # the interior drops the routes of the connection it lost
         for other in core.conns.values():
             if other.role == ROLE_EDGE:
                 _edge_log(core, f"Edge connection (id={conn.conn_id}) to interior lost, "
@@ -177,6 +189,10 @@ class EdgeUplink:
         self.replies = open_link(core, conn, DIR_IN, _link_name(core), None,
                                  terminus(TERMINUS_SOURCE, None, True),
                                  terminus(TERMINUS_TARGET, None), SETTLE_MIXED, self)
+        self.mgmt = open_link(core, conn, DIR_OUT, _link_name(core), MANAGEMENT,
+                              terminus(TERMINUS_SOURCE, None),
+                              terminus(TERMINUS_TARGET, MANAGEMENT), SETTLE_MIXED, self)
+        self.mgmt.endpoint = self
         for addr in list(core.addrs.values()):
             if _proxied(addr):
                 self.sync(core, addr)
@@ -193,9 +209,35 @@ class EdgeUplink:
     def routes_changed(self, core: Any) -> None:
         return  # (an edge router has no routes)
 
+    def route_destination(self, core: Any, key: str, present: bool) -> None:
+        """Link-route address ``key`` gained its first (lost its last) destination here
+        (linkroute.announce_route): its proxy on the interior is created (deleted)."""
+        if present:
+            self.routes.added(key)
+        else:
+            self.routes.removed(key)
+        self.sync_routes(core)
+
+    def sync_routes(self, core: Any) -> None:
+        """Send the link-route proxy's requests, once the answers have somewhere to come
+        (1.19's client waits for its receiver too); they wait on the link for credit."""
+        mgmt = self.mgmt
+        if mgmt is not None and self.reply_to is not None and not mgmt.closed:
+            for request in self.routes.requests(self.reply_to, core.now):
+                if not mgmt.queue and not mgmt.attaching and mgmt.limit > mgmt.delivered:
+                    send_router(core, mgmt, None, True, request, None, -1)
+                else:
+                    mgmt.queue.append(request)  # sent as credit comes (transfer.drain_queue)
+        if self.routes.logs:
+            core.lr.logs.extend(self.routes.take_logs())
+
     def tick(self, core: Any, now: float) -> None:
         """Every 2 s a heartbeat on the uplink, when the interior gave credit (1.19); lookups
-        unanswered for 3 s are decided here."""
+        unanswered for 3 s are decided here, link-route proxy requests unanswered for 10 s
+        are asked again."""
+        if self.routes.pending:
+            self.routes.expire(now)
+            self.sync_routes(core)
         if self.pending:
             for cid, (peer, cmd, asked) in list(self.pending.items()):
                 if now - asked > LOOKUP_TIMEOUT:
@@ -257,6 +299,7 @@ class EdgeUplink:
             link.endpoint = self
             link.credited = True
             _edge_credit(core, link, LOOKUP_CREDIT)
+            self.sync_routes(core)
         elif link is self.downlink:
             bind_endpoint(core, link, None)  # anonymous: routed by each message's address
         elif link is self.tracker:
@@ -280,6 +323,10 @@ class EdgeUplink:
         if link is self.lookup or link is self.replies:
             self.lookup = self.replies = self.reply_to = None
             self.answer_all(core)
+            self.routes.lost()  # no answers any more (proxies wait for the next uplink)
+        if link is self.mgmt:
+            self.mgmt = None
+            self.routes.lost()  # (not attached again: a refusing interior would loop)
 
     # --- 1.19's address lookup client --------------------------------------------------------
     def defer_attach(self, core: Any, peer: Any, cmd: Any) -> bool:
@@ -370,7 +417,12 @@ class EdgeUplink:
     # --- the tracking receiver: a core endpoint (ingress.on_transfer hands it over) ---------
     def transfer(self, core: Any, link: Any, dlv_id: Any, settled: bool, payload: Any) -> None:
         if link is self.replies:
-            self.answer(core, payload)
+            reply = edgemsg.read_management_reply(payload)
+            if reply is not None and self.routes.owns(reply[0]):
+                self.routes.reply(*reply)
+                self.sync_routes(core)
+            else:
+                self.answer(core, payload)
             if not settled:
                 link.in_unsettled -= 1
                 _edge_emit(core, link.peer, UpdateIn(dlv_id, STATE_ACCEPTED, True, None))

@@ -3,9 +3,10 @@
 Owns: the address-tracking update an interior router sends an edge (1.19's
 ``_$qd.edge_addr_tracking``: a header section ``[durable=false]`` and an amqp-value body, the
 list ``[hash key, has-destination]``), the heartbeat an edge sends (1.19's
-``_$qd.edge_heartbeat``: an amqp-value body, a sequence int), and reading them back. The core
-gets and sends message bytes only (it never runs proton); these few fixed shapes are all it
-composes or parses itself.
+``_$qd.edge_heartbeat``: an amqp-value body, a sequence int), the address lookup's request and
+answer, the edge's management requests to its interior (the link-route proxy's CREATE and
+DELETE) and their answers, and reading each back. The core gets and sends message bytes only
+(it never runs proton); these few fixed shapes are all it composes or parses itself.
 
 Pure functions, no state. Must not import zmq, proton, sockets, clocks or logging handlers.
 Every reader is total: bytes it cannot read give ``None``, never an exception.
@@ -291,5 +292,70 @@ def read_lookup_reply(payload: object) -> Optional[tuple]:
         if len(items) < 2:
             return cid, LOOKUP_INVALID_REQUEST, False, False
         return cid, status, _read_bool(data, items[0]), _read_bool(data, items[1])
+    except (_Bad, KeyError, IndexError, ValueError, TypeError, UnicodeDecodeError):
+        return None
+
+
+# --- 1.19's edge management client (the link-route proxy's requests to the interior) -----------
+def _map(items: bytes, count: int) -> bytes:
+    encoded = _list(items, count)
+    return (b"\xc1" if encoded[0] == 0xc0 else b"\xd1") + encoded[1:]
+
+
+def _text_map(pairs: tuple) -> bytes:
+    items = b""
+    for name, value in pairs:
+        items += _str(name) + _str(value)
+    return _map(items, 2 * len(pairs))
+
+
+def management_request(reply_to: str, correlation_id: str, operation: str, entity_type: str,
+                       identity: Optional[str], name: str, body: tuple) -> bytes:
+    """A management request as 1.19's edge management client sends it to the interior's
+    ``$management``: reply-to and a string correlation id in the properties, the application
+    properties ``operation``, ``type``, ``identity`` (when given) and ``name``, and an
+    amqp-value body, the map of the text pairs ``body``."""
+    props = _list(b"\x40\x40\x40\x40" + _str(reply_to) + _str(correlation_id), 6)
+    app = [("operation", operation), ("type", entity_type)]
+    if identity is not None:
+        app.append(("identity", identity))
+    app.append(("name", name))
+    return (_NOT_DURABLE_HEADER + b"\x00\x53\x73" + props + b"\x00\x53\x74"
+            + _text_map(tuple(app)) + _AMQP_VALUE + _text_map(body))
+
+
+def read_management_reply(payload: object) -> Optional[tuple]:
+    """A management reply as ``(correlation_id, status, description, identity)``:
+    ``status`` 500 when the application properties carry no readable ``statusCode`` (as 1.19
+    reads a bad reply), ``identity`` the body map's ``identity`` as text (None without one);
+    None when the message cannot be read at all."""
+    try:
+        data = bytes(payload)  # type: ignore[call-overload]
+        sections = _sections(data)
+        items = _compound(data, sections[_PROPERTIES])
+        cid = _scalar(data, items[5]) if len(items) > 5 else None
+        status, description, identity = 500, None, None
+        if _APP_PROPERTIES in sections:
+            items = _compound(data, sections[_APP_PROPERTIES])
+            for k, v in zip(items[0::2], items[1::2]):
+                try:
+                    name, value = _scalar(data, k), _scalar(data, v)
+                except _Bad:
+                    continue
+                if name == "statusCode" and isinstance(value, int) \
+                        and not isinstance(value, bool):
+                    status = value
+                elif name == "statusDescription" and isinstance(value, str):
+                    description = value
+        if _VALUE in sections and data[sections[_VALUE]] in (0xc1, 0xd1):
+            items = _compound(data, sections[_VALUE])
+            for k, v in zip(items[0::2], items[1::2]):
+                try:
+                    if _scalar(data, k) == "identity":
+                        value = _scalar(data, v)
+                        identity = None if value is None else str(value)
+                except _Bad:
+                    continue
+        return cid, status, description, identity
     except (_Bad, KeyError, IndexError, ValueError, TypeError, UnicodeDecodeError):
         return None

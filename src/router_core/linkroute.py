@@ -37,7 +37,8 @@ from router_core.corestate import DIST_CLOSEST
 from router_core.matcher import AddressRules
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import (
-    LOG_LINK_ATTACHED, MODE_INTERIOR, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, Address, Link)
+    LOG_LINK_ATTACHED, MODE_EDGE, MODE_INTERIOR, ROLE_INTER_ROUTER, ROLE_ROUTE_CONTAINER, Address,
+    Link)
 # --- end core parts ---
 
 NO_ROUTE = ("qd:no-route-to-dest", "No route to the destination node")
@@ -269,7 +270,12 @@ def _unbind(core: Any, addr: RouteAddress, conn: Any) -> None:
 def announce_route(core: Any, addr: RouteAddress, present: bool) -> None:
     """Interior mode: tell the agent the route address gained its first or lost its last
     local destination; it advertises the key (``Cqueue``...) in its mobile address updates
-    with 1.19's link-balanced treatment hint, so other routers route matching attaches here."""
+    with 1.19's link-balanced treatment hint, so other routers route matching attaches here.
+    Edge mode: the edge's link-route proxy creates (deletes) the route on its interior."""
+    if core.mode == MODE_EDGE:
+        if core.edge is not None:
+            core.edge.route_destination(core, addr.key, present)
+        return
     if core.mode != MODE_INTERIOR:
         return
     addr.announced = present

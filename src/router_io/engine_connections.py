@@ -170,7 +170,9 @@ def _on_conn_open(self, c_ptr: Any) -> None:
         return
     mech, user = _peer_user(self, conn)  # SASL (or TLS) is done before the peer's open
     if (self.policy_db.enabled and conn.direction == "in"
-            and conn.role in ("normal", "route-container")):
+            and conn.role in ("normal", "route-container", "edge")):
+        # (1.19 polices every accepted connection but an inter-router one: an edge
+        # router's uplink too, its links, its messages and their maxMessageSize)
         if not _policy_open(self, conn, c_ptr, user):
             return
     elif (self.policy_db.enabled and conn.direction == "out" and conn.settings.get(

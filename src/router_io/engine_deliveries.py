@@ -20,8 +20,8 @@ from common.ipc import (
 from router_io import amqpscan_select as scanner, msgrepr
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
-    KIND_WHOLE, SCAN_MA_INGRESS, SCAN_MA_PHASE, SCAN_MA_TO, SCAN_MA_TRACE, SCAN_PRIORITY,
-    SCAN_TO, STREAM_START, _cdata, _command, _fields, _has_annotations, _key,
+    EDGE, KIND_WHOLE, SCAN_MA_INGRESS, SCAN_MA_PHASE, SCAN_MA_TO, SCAN_MA_TRACE,
+    SCAN_PRIORITY, SCAN_TO, STREAM_START, _cdata, _command, _fields, _has_annotations, _key,
     _pn_delivery_aborted, _pn_delivery_link, _pn_delivery_partial, _pn_delivery_pending,
     _pn_delivery_remote_state, _pn_delivery_settle, _pn_delivery_settled, _pn_delivery_tagged,
     _pn_delivery_update, _pn_link_advance, _pn_link_current, _pn_link_flow, _pn_link_recv_message,
@@ -249,7 +249,8 @@ def _fx_router_deliver(self, fx: ipc.RouterDeliver) -> None:
     link = self.links.get(link_id)
     if link is None:
         return  # the link went away; the core learns it from our LinkDetach
-    _send(self, link, dlv_id, settled, _router_egress(self, payload, to_override, phase))
+    _send(self, link, dlv_id, settled,
+          _router_egress(self, link.conn, payload, to_override, phase))
 
 
 def _send(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
@@ -440,12 +441,26 @@ def _egress_annotations(self, conn: Connection, payload: Any) -> Any:
         if not _router_annotated(_fields(scan)):
             return payload
         return _rewrite_annotations(payload, scan, strip=True)
+    if conn.role == EDGE and conn.direction == "out":
+        return _uplink_annotations(self, payload, scan, None, -1)
     me = self.node_tag
     return _rewrite_annotations(
         payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me)
 
 
-def _router_egress(self, payload: Any, to_override: Optional[str], phase: int) -> Any:
+def _uplink_annotations(self, payload: Any, scan: Any, to_override: Optional[str],
+                        phase: int) -> Any:
+    """What an edge router sends up its uplink (its own ``edge`` connector): 1.19's edge
+    routers neither add nor pass on ``x-opt-qd.ingress`` and ``x-opt-qd.trace`` (an interior
+    router takes itself as the ingress: a multicast from an edge is forwarded by the valid
+    origins of that interior); ``to`` and ``phase`` as for any router link."""
+    return _rewrite_annotations(
+        payload, scan, strip=True, to_override=scan.ma_to if to_override is None else to_override,
+        phase=scan.ma_phase if phase == -1 else phase)
+
+
+def _router_egress(self, conn: Connection, payload: Any, to_override: Optional[str],
+                   phase: int) -> Any:
     """Egress annotations of a RouterDeliver (inter-router links never strip): ingress if
     absent, this router appended to the trace, ``x-opt-qd.to`` set unless ``to_override`` is
     None, ``x-opt-qd.phase`` set unless ``phase`` is -1. Only that section is rewritten."""
@@ -453,6 +468,8 @@ def _router_egress(self, payload: Any, to_override: Optional[str], phase: int) -
         scan = _scan(payload)
     except scanner.MessageFormatError:
         return payload  # it was scanned on the way in; never block a delivery here
+    if conn.role == EDGE and conn.direction == "out":
+        return _uplink_annotations(self, payload, scan, to_override, phase)
     me = self.node_tag
     return _rewrite_annotations(
         payload, scan, ingress=me if scan.ma_ingress is None else None, trace_append=me,

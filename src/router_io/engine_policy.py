@@ -48,8 +48,12 @@ def max_message_size(self, conn: Connection, user: str, hostname: str) -> int:
     """maxMessageSize for an accepted connection, as Qpid Dispatch 1.19 resolves it: the
     policy's router-wide value (0: no limit), replaced by the listener's if it sets one;
     with ``enableVhostPolicy``, by the vhost's (the open's hostname, else the default
-    vhost) and then by the user group's (the group listing the user, else ``$default``)."""
-    if conn.direction != "in" or conn.role not in ("normal", "route-container"):
+    vhost) and then by the user group's (the group listing the user, else ``$default``).
+    An accepted edge connection (an edge router's uplink) has a limit only from the vhost
+    policy that governs it, as in 1.19 (whose only limits are the vhost policy's)."""
+    if conn.direction != "in" or conn.role not in ("normal", "route-container", "edge"):
+        return 0
+    if conn.role == "edge" and conn.policy is None:
         return 0
     size = _int(self.policy.get("maxMessageSize"))
     size = _int(conn.settings.get("maxMessageSize")) or size

@@ -37,6 +37,7 @@ ANONYMOUS_RELAY = symbol("ANONYMOUS-RELAY")
 # (router_core/streamlinks.py); offered and desired on every connection, as 1.19 does
 STREAMING_LINKS = symbol("qd.streaming-links")
 INTER_ROUTER = "inter-router"
+EDGE = "edge"  # the role of an edge router's uplink and of an interior's edge listener
 CAP_ROUTER = "qd.router"            # control links of an inter-router connection
 CAP_ROUTER_DATA = "qd.router-data"  # data links of an inter-router connection
 LINK_TYPES = {CAP_ROUTER: "router-control", CAP_ROUTER_DATA: "inter-router"}

@@ -31,7 +31,7 @@ def _fx_stream_deliver(self, fx: StreamDeliver) -> None:
     if link is None:
         return
     if link.router:
-        first = _router_egress(self, payload, to_override, phase)
+        first = _router_egress(self, link.conn, payload, to_override, phase)
     else:
         first = _egress_annotations(self, link.conn, payload)
     if first is payload:

@@ -16,6 +16,7 @@ ROUTER_REQUIRE_BROWSER=1 (CI sets it): then a missing part fails the test.
 """
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -269,3 +270,86 @@ def scenario(router_factory, chromium, receiver_client, shots):
     assert not [e for e in chromium.errors() if e.startswith("pageerror")]
     print(f"screenshots: {shots}")
     assert a.proc.proc.poll() is None and b.proc.proc.poll() is None
+
+
+def http_listener(port: int) -> str:
+    return f"""
+        listener {{
+            host: 127.0.0.1
+            port: {port}
+            http: yes
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        """
+
+
+def test_console_shows_edge_routers(router_factory, chromium, receiver_client, tmp_path):
+    """Edge.1 ==> Router.A (an edge router on its interior), a client on the edge. As 1.19's
+    console: the edge is learned from A's connections with role edge and shown on the
+    Topology page, linked to A, and in the router lists; a console connected to the edge sees
+    the same network through its uplink."""
+    http_a, http_e, edge_port = free_port(), free_port(), free_port()
+    router_factory(router_id="Router.A", mode="interior", extra=http_listener(http_a) + f"""
+        listener {{
+            host: 127.0.0.1
+            port: {edge_port}
+            role: edge
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        """)
+    e1 = router_factory(router_id="Edge.1", mode="edge", extra=http_listener(http_e) + f"""
+        connector {{
+            name: uplink
+            host: 127.0.0.1
+            port: {edge_port}
+            role: edge
+        }}
+        """)
+    wait_ready(receiver_client(e1.url, "console/edge"))
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    nodes = ("return [...document.querySelectorAll('[data-testid=topology-graph] g.node')]"
+             ".map(n => n.dataset.router + (n.classList.contains('edge-router') ? ':edge' : ''))"
+             ".sort().join(' ')")
+    uplinks = ("return [...document.querySelectorAll('[data-testid=topology-graph] g.uplink')]"
+               ".map(e => e.dataset.edge).join(' ')")
+    try:
+        # clients per router: the receiver on the edge, the console's own connection where it
+        # is connected (an uplink is no client of either router)
+        for port, own, badges in ((http_a, "Router.A", ["1", "1"]),
+                                   (http_e, "Edge.1", ["2", None])):
+            assert chromium.goto(f"http://127.0.0.1:{port}/") == 200
+            chromium.click("[data-testid=connect]")
+            chromium.wait("[data-testid=stat-routers]")
+            assert chromium.texts("[data-testid=status-router]") == [own]
+            # the router list of the Overview page
+            chromium.wait_js("return [...document.querySelectorAll("
+                             "'[data-testid=routers-table] tbody tr td:first-child')]"
+                             ".map(td => td.textContent).join(' ') === 'Edge.1 Router.A'",
+                             timeout=WAIT)
+            chromium.click("#nav a[data-page=topology]")
+            chromium.wait_js(f"return (() => {{ {nodes} }})() === 'Edge.1:edge Router.A' && "
+                             f"(() => {{ {uplinks} }})() === 'Router.A|Edge.1'", timeout=WAIT)
+            chromium.wait_js("return JSON.stringify(['Edge.1', 'Router.A'].map(id => document"
+                             ".querySelector(`g.node[data-router=\"${id}\"] .badge text`)"
+                             "?.textContent ?? null)) === arg", arg=json.dumps(badges, separators=(",", ":")),
+                             timeout=WAIT)
+            chromium.click('g.node[data-router="Edge.1"]')
+            chromium.wait("[data-testid=router-details]")
+            details = " ".join(chromium.texts("[data-testid=router-details] p"))
+            assert "edge router, attached to Router.A" in details, details
+            chromium.screenshot(shots / f"console-edge-from-{own}.png")
+            # the List page asks the edge itself (through its edge address)
+            chromium.click("#nav a[data-page=list]")
+            chromium.select("#list-router", "Edge.1")
+            chromium.click("[data-type=connection]")
+            chromium.wait_js("return [...document.querySelectorAll('[data-testid=entity-table]"
+                             " td')].some(td => td.textContent === 'Router.A')", timeout=WAIT)
+    except BaseException:
+        chromium.screenshot(shots / "failure.png", full_page=True)
+        print(f"failure screenshot: {shots / 'failure.png'}")
+        print("page text:\n" + chromium.js("return document.body.innerText"))
+        raise
+    assert not [e for e in chromium.errors() if e.startswith("pageerror")]

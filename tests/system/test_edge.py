@@ -11,6 +11,7 @@ import csv
 import io
 import subprocess
 import sys
+import textwrap
 import time
 
 import pytest
@@ -476,3 +477,195 @@ def test_link_route_of_the_interior_used_from_an_edge(router_factory, c_broker):
         assert collect([conn], [rcv], expect=5, idle=IDLE) == [[f"l{i}" for i in range(5)]]
     finally:
         conn.close()
+
+
+def link_routed_round_trip(router, address: str, bodies: list) -> None:
+    """Through ``router``: send ``bodies`` to ``address`` on a link-routed sender (tried
+    again until the route has reached this router: no-route before), every one ACCEPTED
+    by the broker; then a link-routed receiver gets them back, in order."""
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            try:
+                snd = conn.create_sender(address)
+                break
+            except Exception:  # LinkDetached: qd:no-route-to-dest until the route is known
+                assert time.monotonic() < deadline, f"{router.id}: no route to {address}"
+                time.sleep(0.5)
+        outcomes = [snd.send(Message(body=body)).remote_state for body in bodies]
+        assert outcomes == [Delivery.ACCEPTED] * len(bodies)
+        snd.close()
+        rcv = conn.create_receiver(address, credit=len(bodies) + 5)
+        assert collect([conn], [rcv], expect=len(bodies), idle=IDLE) == [bodies]
+    finally:
+        conn.close()
+
+
+def wait_route(r, prefix: str = "lr") -> None:
+    """Router ``r`` knows link route ``prefix`` both ways (its link-in and link-out
+    addresses): before that an attach to it is an ordinary one, which has no consumer."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        rows = qdstat(r.port, "-a")
+        head = rows[0]
+        known = {row[head.index("class")] for row in rows[1:]
+                 if row[head.index("addr")] == prefix}
+        if {"link-in", "link-out"} <= known:
+            return
+        assert time.monotonic() < deadline, f"{r.id} does not know link route {prefix}"
+        time.sleep(0.25)
+
+
+def edge_link_routes(broker) -> str:
+    """A route-container connector to ``broker`` and linkRoute ``lr`` in and out to it."""
+    from test_autolinks import connector
+    return connector("broker", broker) + """
+        linkRoute {
+            prefix: lr
+            direction: in
+            connection: broker
+        }
+        linkRoute {
+            prefix: lr
+            direction: out
+            connection: broker
+        }
+        """
+
+
+def test_link_route_to_a_broker_on_an_edge(router_factory, c_broker):
+    """broker -- E1 ==> I1 --- I2 <== E2, linkRoute lr on E1 only: E1 creates its routes on
+    I1 (1.19's link-route proxy: connection-scoped routes of its uplink), I1 advertises them,
+    so clients on I1, I2 and E2 reach the broker's queues through E1; E1's own clients too."""
+    broker = c_broker("broker.edge")
+    p1, p2, ir1, ir2 = (free_port() for _ in range(4))
+    i1 = _interior(router_factory, "I1", p1, ir1)
+    i2 = _interior(router_factory, "I2", p2, ir2, connect_to=ir1)
+    e1 = router_factory(router_id="Edge.1", mode="edge", extra=ADDRESS_RULES
+                        + edge_link_routes(broker) + f"""
+        connector {{
+            name: uplink
+            host: 127.0.0.1
+            port: {p1}
+            role: edge
+        }}
+        """)
+    e2 = _edge(router_factory, "2", p2)
+    wait_route(i1)
+    wait_route(i2)  # (E2 asks I2)
+    for n, r in enumerate((i1, i2, e2, e1)):
+        link_routed_round_trip(r, f"lr.q{n}", [f"{r.id}-{i}" for i in range(3)])
+
+
+# a vhost policy that lets everyone in and everything through, maxMessageSize 10000 (1.19 gives
+# an accepted edge connection the vhost policy's settings, as any connection but an
+# inter-router one); and the router-level setting alone, which 1.19 applies to nothing
+SIZE_VHOST_POLICY = """
+policy {
+    enableVhostPolicy: true
+    maxMessageSize: 10000
+    defaultVhost: $default
+}
+vhost {
+    hostname: $default
+    allowUnknownUser: true
+    groups: {
+        "$default": {
+            "users": "*",
+            "remoteHosts": "*",
+            "sources": "*",
+            "targets": "*",
+            "allowDynamicSource": true,
+            "allowAnonymousSender": true
+        }
+    }
+}
+"""
+SIZE_POLICY_ONLY = """
+policy {
+    maxMessageSize: 10000
+}
+"""
+
+
+def oversize_from_an_edge(edge, interior) -> tuple:
+    """A receiver on ``interior``, a sender on ``edge``: a small message, then one of 50,000
+    bytes. (small outcome, big outcome, big's condition name, bodies' sizes received)."""
+    rc = BlockingConnection(interior.url, timeout=TIMEOUT)
+    sc = BlockingConnection(edge.url, timeout=TIMEOUT)
+    try:
+        rcv = rc.create_receiver("size.q", credit=10)
+        snd = sc.create_sender("size.q")
+        small = snd.link.send(Message(body="s" * 100))
+        got = collect([sc, rc], [rcv], expect=1, idle=IDLE, timeout=TIMEOUT)[0]
+        big = snd.link.send(Message(body="b" * 50000))
+        got += collect([sc, rc], [rcv], idle=2.0, timeout=TIMEOUT)[0]  # (accepted if it came)
+        pump_until([sc, rc], lambda: small.remote_state and big.remote_state,
+                   what="outcomes back", timeout=TIMEOUT)
+        condition = big.remote.condition
+        return (small.remote_state, big.remote_state,
+                condition.name if condition is not None else None, [len(b) for b in got])
+    finally:
+        sc.close()
+        rc.close()
+
+
+def uplink_works(edge, interior) -> None:
+    """A message from ``edge`` reaches ``interior`` and is ACCEPTED there (sent again while
+    the uplink is down: its sender has no credit, or the message is released)."""
+    rc = BlockingConnection(interior.url, timeout=TIMEOUT)
+    sc = BlockingConnection(edge.url, timeout=TIMEOUT)
+    try:
+        rcv = rc.create_receiver("size.after", credit=10)
+        snd = sc.create_sender("size.after")
+        deadline = time.monotonic() + TIMEOUT
+        while True:
+            dlv = snd.link.send(Message(body="again"))
+            try:
+                pump_until([sc, rc], lambda: dlv.remote_state or rcv.fetcher.incoming,
+                           what="the message through the uplink", timeout=3)
+            except AssertionError:
+                pass
+            got = collect([sc, rc], [rcv], idle=0.5, timeout=TIMEOUT)[0]
+            if got:
+                assert got[-1] == "again"
+                pump_until([sc, rc], lambda: dlv.remote_state, what="outcome",
+                           timeout=TIMEOUT)
+                assert dlv.remote_state == Delivery.ACCEPTED
+                return
+            assert time.monotonic() < deadline, "the uplink did not come back"
+    finally:
+        sc.close()
+        rc.close()
+
+
+@pytest.mark.parametrize("policy, limited", [(SIZE_VHOST_POLICY, True),
+                                             (SIZE_POLICY_ONLY, False)],
+                         ids=["vhost-policy", "router-setting-only"])
+def test_max_message_size_on_the_edge_uplink(router_factory, policy, limited):
+    """E1 ==> I, I with maxMessageSize 10000: with a vhost policy the message over it from a
+    client on E1 is REJECTED (amqp:link:message-size-exceeded) by I, which closes the
+    uplink, as 1.19 does; E1 connects again and the client keeps its connection. The
+    router-level setting alone limits nothing (1.19's limits are the vhost policy's)."""
+    edge_port = free_port()
+    interior = router_factory(router_id="Router.I", mode="interior", extra=f"""
+        listener {{
+            host: 127.0.0.1
+            port: {edge_port}
+            role: edge
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+        }}
+        """ + textwrap.dedent(policy))
+    e1 = _edge(router_factory, "1", edge_port)
+    small, big, condition, sizes = oversize_from_an_edge(e1, interior)
+    assert small == Delivery.ACCEPTED
+    if limited:
+        assert (big, condition) == (Delivery.REJECTED, "amqp:link:message-size-exceeded")
+        assert sizes == [100]
+        interior.proc.wait_for_line("DENY AMQP Transfer maxMessageSize exceeded", timeout=10)
+        e1.proc.wait_for_line("to interior lost", timeout=10)
+    else:
+        assert (big, condition, sizes) == (Delivery.ACCEPTED, None, [100, 50000])
+    uplink_works(e1, interior)

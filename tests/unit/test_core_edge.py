@@ -32,12 +32,12 @@ def interior(request):
 
 
 def _uplink(h, conn_id=1):
-    """Open the edge connection; answer the three links the edge attaches; the uplink's
+    """Open the edge connection; answer the links the edge attaches; the uplink's
     links by role."""
     h.conn(conn_id, role="edge")
     fx = [e for e in h.flat() if type(e) is AttachOut]
-    assert len(fx) == 6, fx
-    anon, down, track, beat, lookup, replies = fx
+    assert len(fx) == 7, fx
+    anon, down, track, beat, lookup, replies, mgmt = fx
     h.do(*[LinkAttached(e.link_id, e.source, e.target, [2, 0]) for e in fx])
     return anon, down, track
 
@@ -73,7 +73,8 @@ def test_tracking_message_round_trip():
 # --- the edge router ------------------------------------------------------------------------------
 def test_edge_connection_attaches_uplink_links(edge):
     edge.conn(1, role="edge")
-    anon, down, track, beat, lookup, replies = _attach_outs(edge)
+    anon, down, track, beat, lookup, replies, mgmt = _attach_outs(edge)
+    assert (mgmt.direction, mgmt.target["address"]) == (DIR_OUT, "$management")
     assert (lookup.direction, lookup.target["address"]) == (DIR_OUT, "_$qd.addr_lookup")
     assert replies.direction == DIR_IN and replies.source["dynamic"]
     assert (beat.direction, beat.target["address"]) == (DIR_OUT, "_$qd.edge_heartbeat")
@@ -91,7 +92,7 @@ def test_edge_connection_attaches_uplink_links(edge):
 
 def test_tracking_receiver_gets_credit_and_downlink_is_anonymous(edge):
     edge.conn(1, role="edge")
-    anon, down, track, beat, lookup, replies = _attach_outs(edge)
+    anon, down, track, beat, lookup, replies, mgmt = _attach_outs(edge)
     edge.do(*[LinkAttached(e.link_id, e.source, e.target, [2, 0]) for e in (anon, down, track)])
     credit = {e.link_id: e.credit for e in edge.flat() if type(e) is LinkCredit}
     assert credit[track.link_id] == 32 and credit[down.link_id] == 250
@@ -183,7 +184,7 @@ def test_uplink_fails_over_to_the_standby_connection(edge):
     fx = _attach_outs(edge)
     assert {e.conn_id for e in fx} == {2}
     assert sorted(str(e.source["address"]) for e in fx) == sorted(
-        ["None", "None", "None", "None", "R1", TRACKING, "q"])
+        ["None", "None", "None", "None", "None", "R1", TRACKING, "q"])
 
 
 # --- the interior router --------------------------------------------------------------------------
@@ -395,3 +396,133 @@ def test_edge_asks_its_interior_whether_an_address_is_link_routed(edge):
     edge.core.tick(edge.core.now + 3.5)
     assert not [e for e in edge.flat() if type(e) is LinkOpen]
     assert 22 not in edge.core.links
+
+
+# --- the link-route proxy (1.19's edge link_route_proxy) ------------------------------------------
+LR_BROKER_IN = {"identity": "1", "name": "lr-in", "prefix": "queue", "direction": "in",
+                "connection": "broker", "distribution": "linkBalanced"}
+CONN_LR = "org.apache.qpid.dispatch.router.connection.linkRoute"
+
+
+def _uplink_answered(h, conn_id=1):
+    """The uplink with its links attached, the dynamic reply address named; mgmt credit 10."""
+    h.conn(conn_id, role="edge")
+    fx = _attach_outs(h)
+    replies, mgmt = fx[5], fx[6]
+    for e in fx:
+        source = e.source
+        if e is replies:
+            source = dict(e.source, address="amqp:/_topo/0/I/temp.r")
+        h.do(LinkAttached(e.link_id, source, e.target, [2, 0]))
+    h.do(LinkFlow(mgmt.link_id, 10, False))
+    return replies, mgmt
+
+
+def _requests(h, mgmt):
+    import proton
+    out = []
+    for e in h.flat():
+        if type(e) is RouterDeliver and e.link_id == mgmt.link_id:
+            msg = proton.Message()
+            msg.decode(e.payload)
+            out.append(msg)
+    return out
+
+
+def _mgmt_reply(request, status, body):
+    import proton
+    return proton.Message(address=request.reply_to, correlation_id=request.correlation_id,
+                          properties={"statusCode": status, "statusDescription": "x"},
+                          body=body).encode()
+
+
+def test_edge_creates_its_link_routes_on_the_interior(edge_lr):
+    """A route container for the edge's linkRoute attaches: the edge asks its interior's
+    $management for a connection-scoped link route of the uplink (1.19's names and fields);
+    the container goes: the route is deleted by the identity the interior gave."""
+    h = edge_lr
+    replies, mgmt = _uplink_answered(h)
+    assert _requests(h, mgmt) == []  # no destination yet: nothing to proxy
+    h.do(ipc.ConnOpened(5, "route-container", "out", "127.0.0.1:2", "bk", "broker", "", "",
+                        False, 250, 1))
+    [create] = _requests(h, mgmt)
+    assert create.reply_to == "amqp:/_topo/0/I/temp.r"
+    assert create.properties == {"operation": "CREATE", "type": CONN_LR,
+                                 "name": "R1/proxyLinkRoute/Cqueue"}
+    assert create.body == {"type": CONN_LR, "pattern": "queue/#", "direction": "in",
+                           "name": "R1/proxyLinkRoute/Cqueue"}
+    h.do(Transfer(1, replies.link_id, None, True, 4,
+                  _mgmt_reply(create, 201, {"identity": "42", "name": create.body["name"]})))
+    assert _requests(h, mgmt) == []
+    h.do(ipc.ConnClosed(5, ""))
+    [delete] = _requests(h, mgmt)
+    assert delete.properties == {"operation": "DELETE", "type": CONN_LR, "identity": "42",
+                                 "name": "R1/proxyLinkRoute/Cqueue"}
+    assert delete.body == {}
+    h.do(Transfer(2, replies.link_id, None, True, 4, _mgmt_reply(delete, 204, None)))
+    assert h.core.edge.routes.proxies == {}
+
+
+def test_edge_link_route_proxy_waits_for_the_uplink_and_comes_back_with_it(edge_lr):
+    """A container attached before the uplink: the CREATE goes once the reply address is
+    known; the uplink lost (the interior drops the routes of that connection) and another
+    one up: created again there. A CREATE refused by the interior is logged, not retried."""
+    h = edge_lr
+    h.do(ipc.ConnOpened(5, "route-container", "out", "127.0.0.1:2", "bk", "broker", "", "",
+                        False, 250, 1))
+    h.flat()
+    replies, mgmt = _uplink_answered(h, 1)
+    [create] = _requests(h, mgmt)
+    h.do(Transfer(1, replies.link_id, None, True, 4,
+                  _mgmt_reply(create, 201, {"identity": "42"})))
+    h.do(ipc.ConnClosed(1, ""))
+    h.flat()
+    replies2, mgmt2 = _uplink_answered(h, 2)
+    [again] = _requests(h, mgmt2)
+    assert again.properties["operation"] == "CREATE" and again.correlation_id != \
+        create.correlation_id
+    h.do(Transfer(2, replies2.link_id, None, True, 4, _mgmt_reply(again, 400, None)))
+    assert h.core.edge.routes.proxies == {}
+    assert ("error", "link route proxy CREATE failed with error: (400) x, address=queue/# "
+                     "proxy_name=R1/proxyLinkRoute/Cqueue)") in h.core.lr.logs
+
+
+def test_edge_link_route_proxy_asks_again_after_ten_seconds(edge_lr):
+    h = edge_lr
+    replies, mgmt = _uplink_answered(h)
+    h.do(ipc.ConnOpened(5, "route-container", "out", "127.0.0.1:2", "bk", "broker", "", "",
+                        False, 250, 1))
+    [create] = _requests(h, mgmt)
+    h.core.tick(h.core.now + 5.0)
+    assert _requests(h, mgmt) == []
+    h.core.tick(h.core.now + 10.5)
+    [again] = _requests(h, mgmt)
+    assert again.properties["operation"] == "CREATE"
+    # the late answer to the first is ignored; the second's is taken
+    h.do(Transfer(1, replies.link_id, None, True, 4,
+                  _mgmt_reply(create, 201, {"identity": "1"})))
+    h.do(Transfer(2, replies.link_id, None, True, 4,
+                  _mgmt_reply(again, 201, {"identity": "2"})))
+    assert h.core.edge.routes.proxies["Cqueue"].identity == "2"
+
+
+def test_link_routed_attach_from_the_uplink_goes_to_the_edges_container(edge_lr):
+    """What the interior sends down the uplink for the proxied route reaches the container
+    (the edge routes it with its own linkRoute; no address lookup for it)."""
+    h = edge_lr
+    _uplink_answered(h)
+    h.do(ipc.ConnOpened(5, "route-container", "out", "127.0.0.1:2", "bk", "broker", "", "",
+                        False, 250, 1))
+    h.flat()
+    target = {"address": "queue.a"}
+    h.do(LinkAttach(30, 1, DIR_IN, "s9@c9", "queue.a", False, False, 10, "endpoint", None,
+                    target, [0, 0]))
+    fx = h.flat()
+    assert not [e for e in fx if type(e) is RouterDeliver]  # no lookup asked
+    [out] = [e for e in fx if type(e) is AttachOut]
+    assert (out.conn_id, out.direction, out.target["address"]) == (5, DIR_OUT, "queue.a")
+
+
+@pytest.fixture(params=BUILDS)
+def edge_lr(request):
+    return Harness(request.param, mode="edge", link_routes=[LR_BROKER_IN])

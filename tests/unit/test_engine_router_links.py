@@ -387,3 +387,36 @@ def test_compiled_and_pure_builds_agree(engine_cls):
     if engine_cls is engine_py.WorkerEngine:
         pytest.skip("compared once, from the compiled build's run")
     assert _scenario(engine_cls) == _scenario(engine_py.WorkerEngine)
+
+
+# --- an edge router's uplink ------------------------------------------------------------------
+@pytest.mark.parametrize("direction, stripped", [("out", True), ("in", False)])
+def test_edge_uplink_carries_no_ingress_nor_trace(engine_cls, direction, stripped):
+    """1.19's edge routers neither add nor pass on x-opt-qd.ingress and x-opt-qd.trace on
+    their uplink (their own ``edge`` connector: the interior takes itself as the ingress, so
+    it forwards an edge's multicast by its own valid origins); ``to`` and ``phase`` go as on
+    any router link. An interior's accepted edge connection adds them as before."""
+    from test_engine_attach_out import _peer_link
+    engine = engine_cls(ROUTER_ID, 0, 2)
+    peer = Peer(engine, dict(memrouter.LISTENER, name="up", role="edge"), direction)
+    link_id = ipc.CORE_ID_BASE + 8
+    peer.apply(ipc.AttachOut(link_id, peer.conn.conn_id, ipc.DIR_OUT, "qdlink.up",
+                             ipc.terminus(ipc.TERMINUS_SOURCE, None),
+                             ipc.terminus(ipc.TERMINUS_TARGET, None), [2, 0], 250))
+    plink = _peer_link(peer, "qdlink.up")
+    plink.source.copy(plink.remote_source)
+    plink.target.copy(plink.remote_target)
+    plink.open()
+    plink.flow(10)
+    peer.pump()
+    annotated = _msg("b", annotations={symbol("user-key"): "u", TO: "M0keep", PHASE: 0,
+                                       INGRESS: "0/Router.C", TRACE: ["0/Router.C"]})
+    peer.apply(ipc.RouterDeliver(ipc.CORE_ID_BASE + 100, link_id, True, "q", -1, annotated),
+               ipc.Deliver(ipc.CORE_ID_BASE + 101, link_id, True, annotated))
+    (_, out1), (_, out2) = _received(plink)
+    if stripped:
+        assert _ann(out1) == {"user-key": "u", "x-opt-qd.to": "q", "x-opt-qd.phase": 0}
+        assert _ann(out2) == {"user-key": "u", "x-opt-qd.to": "M0keep", "x-opt-qd.phase": 0}
+    else:
+        assert _ann(out1)["x-opt-qd.trace"] == ["0/Router.C", ME]
+        assert _ann(out2)["x-opt-qd.ingress"] == "0/Router.C"

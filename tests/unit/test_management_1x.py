@@ -278,6 +278,27 @@ def test_connection_delete_is_forbidden_and_inter_router_close_too():
         SNAPSHOT["connections"].pop()
 
 
+@pytest.mark.parametrize("role, created", [("edge", True), ("inter-router", False)])
+def test_connection_link_route_over_an_edge_connection(role, created):
+    """1.19's edge link-route proxy creates the edge's routes on its interior over the edge
+    connection: allowed there; a request that came from another interior router is not."""
+    SNAPSHOT["connections"].append({"identity": "9", "role": role, "host": "h",
+                                    "container": "E1", "dir": "in"})
+    props = {"operation": "CREATE", "type": T + "router.connection.linkRoute",
+             "name": "E1/proxyLinkRoute/Cqueue"}
+    body = {"type": T + "router.connection.linkRoute", "pattern": "queue/#",
+            "direction": "in", "name": "E1/proxyLinkRoute/Cqueue"}
+    try:
+        if created:
+            change = run(props, body, in_conn=9)
+            assert change.op == "create" and change.attributes["connId"] == 9
+            assert change.attributes["pattern"] == "queue/#"
+        else:
+            assert refused(props, body, in_conn=9).status == 400
+    finally:
+        SNAPSHOT["connections"].pop()
+
+
 @pytest.mark.parametrize("in_conn", [None, 77])
 @pytest.mark.parametrize("status", ["deleted", "enabled"])
 def test_admin_status_update_from_an_unknown_or_gone_connection_is_a_bad_request(in_conn, status):

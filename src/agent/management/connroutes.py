@@ -1,7 +1,8 @@
 """Connection-scoped link routes (``router.connection.linkRoute``), as Qpid Dispatch 1.19 has them.
 
 A client creates one with management CREATE over its own connection (``pattern``,
-``direction``); that connection becomes the route's one destination, whatever its role, and
+``direction``), and so does an edge router over its uplink for its own link routes (1.19's
+link-route proxy); that connection becomes the route's one destination, whatever its role, and
 the route goes when the connection closes. Only management requests that came in on that
 connection see it (READ, QUERY) or delete it. It is never in the configuration file nor in
 the runtime journal: it lives in the core, with its connection (router_core/linkroute.py).
@@ -20,8 +21,9 @@ from common.linkroutes import normalize
 from common.schema import EntityType
 
 SHORT = "router.connection.linkRoute"
-# connections a route cannot be made on (the request came from another router)
-_NOT_CLIENT_ROLES = ("inter-router", "edge")
+# connections a route cannot be made on (the request came from another interior router);
+# an edge router makes its link routes on its interior this way (1.19's link-route proxy)
+_NOT_CLIENT_ROLES = ("inter-router",)
 
 
 def create(request: Request, view: View, etype: EntityType, change: Any) -> Any:
