@@ -103,7 +103,7 @@ cdef class Link:
     cdef public double rate_at, zero_at
     cdef public bint blocked
     cdef public object source, target, settle, remote_source, remote_target, remote_settle
-    cdef public bint attaching, fallback
+    cdef public bint attaching, fallback, tenant
     cdef public object owner
     cdef public object peer_link
     cdef public int stall, stall_offs

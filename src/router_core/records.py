@@ -202,6 +202,9 @@ class Link:
                  # an auto-link's link for a fallback destination (autolinks.py): what comes
                  # in on it is never redirected to the fallback again, nor counted as ingress
                  "fallback",
+                 # an anonymous sender of a multiTenant connection: toward another router its
+                 # deliveries carry the tenant's address in x-opt-qd.to (forwarders.py)
+                 "tenant",
                  # a link-routed link: the other link of its pair (linkroute.py), else None
                  "peer_link",
                  # inbound, targeted: STALL_* (transfer.stall: its address had no path), and
@@ -273,6 +276,7 @@ class Link:
         self.attaching = False
         self.owner = None
         self.fallback = False
+        self.tenant = False
         self.peer_link = None
         self.stall = STALL_NONE
         self.stall_offs = 0

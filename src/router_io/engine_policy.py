@@ -14,6 +14,7 @@ from typing import Any, Optional
 from cproton_ffi import ffi, lib
 
 from common import ipc
+from common.tenant import tenant_address
 from router_io import policy as vpolicy
 from router_io.amqpscan import user_id as _message_user_id
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
@@ -240,8 +241,11 @@ def _police_transfer(self, link: Link, d_ptr: Any, scan: Any, payload: Any,
             lib.pn_link_flow(link.ptr, 1)  # the core never saw it: its credit comes back
             self.dirty.add(conn)
             return False
-    if conn.tenant and link.anonymous and to is not None:
-        to = f"{conn.tenant}/{to}"
+    if conn.tenant and link.anonymous and to is not None and (
+            scan.ma_to is None or conn.strip_in):
+        # 1.19 puts 'to' in the vhost's space (not _local/, _topo/, _edge/); an x-opt-qd.to
+        # the peer sent (its listener does not strip annotations in) is routed as it is
+        to = tenant_address(conn.tenant, to)
     return to
 
 
