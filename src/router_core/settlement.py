@@ -216,9 +216,10 @@ def stop_holding(core: Any, dlv: InDelivery) -> None:
 
 
 def release_waiting(core: Any, dlv: InDelivery) -> None:
-    """A held anycast delivery can go nowhere: RELEASED if unsettled, else dropped."""
+    """A held anycast delivery can go nowhere (what it waited for went away): RELEASED if
+    unsettled, else dropped, counted by the router only, as 1.19 counts what a link it was
+    waiting on had when it went (not the sender's link, whose delivery had a destination)."""
     if dlv.settled:
-        dlv.link.dropped_presettled_count += 1
         core.dropped_presettled += 1
     else:
         settle_in(core, dlv, STATE_RELEASED, None)

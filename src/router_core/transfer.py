@@ -334,8 +334,8 @@ def release_held(core: Any, addr: Address) -> None:
 
 def release_queue(core: Any, link: Link) -> None:
     """Everything queued on an outbound link (not sent yet) is released: unsettled
-    deliveries go back RELEASED, pre-settled ones are dropped; their senders get the
-    credit back."""
+    deliveries go back RELEASED, pre-settled ones are dropped (counted by the router, as
+    1.19 counts a closing link's undelivered ones); their senders get the credit back."""
     queue = link.queue
     link.queue = deque()
     for dlv in queue:
@@ -343,6 +343,8 @@ def release_queue(core: Any, link: Link) -> None:
             copy_unqueued(core, dlv)
             if not dlv.settled:
                 copy_done(core, dlv, STATE_RELEASED, None)
+            else:
+                core.dropped_presettled += 1
         else:
             release_waiting(core, dlv)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from types import SimpleNamespace
 
 import pytest
 from proton import Delivery, Message
@@ -152,3 +153,42 @@ def test_released_deliveries_give_their_credit_back(urls):
         assert [d.remote_state for d in p.sent[:3]] == [Delivery.RELEASED] * 3
     finally:
         p.close()
+
+
+# ---- deliveries waiting for a receiver's credit (what 1.19 counts on the receiver's link) ------
+def _link_rows(url: str, address: str) -> dict:
+    """linkDir -> the router.link row of the endpoint link on ``address``."""
+    from test_mixed_1x import _mgmt_query
+    rows = _mgmt_query(SimpleNamespace(url=url), "org.apache.qpid.dispatch.router.link",
+                       ["linkType", "linkDir", "owningAddr", "undeliveredCount",
+                        "unsettledCount", "droppedPresettledCount", "presettledCount",
+                        "deliveryCount"])
+    return {row["linkDir"]: row for row in rows
+            if row["linkType"] == "endpoint" and row["owningAddr"] == "M0" + address}
+
+
+def test_unsettled_deliveries_waiting_for_a_receivers_credit_are_its_undelivered(urls):
+    url, small_url = urls
+    address = "cap.held.unsettled"
+    rc = BlockingConnection(url, timeout=TIMEOUT)
+    sc = BlockingConnection(small_url, timeout=TIMEOUT)
+    try:
+        rcv = rc.create_receiver(address, credit=0)
+        rcv.link.flow(10)
+        snd = sc.create_sender(address)
+        pump_until([sc, rc], lambda: snd.link.credit == SMALL, TIMEOUT, "the sender's window")
+        while snd.link.credit > 0:
+            snd.link.send(Message(body="u"))
+        pump_until([sc, rc], lambda: len(rcv.fetcher.incoming) == 10, TIMEOUT, "10 arrive")
+        links = {}
+
+        def counted():
+            links.update(_link_rows(url, address))
+            return "out" in links and links["out"]["undeliveredCount"] == 10
+        pump_until([sc, rc], counted, TIMEOUT, "10 waiting on the receiver's link")
+        assert links["out"]["unsettledCount"] == 10
+        assert (links["in"]["undeliveredCount"], links["in"]["unsettledCount"]) == (0, 20)
+        assert snd.link.credit == 0
+    finally:
+        sc.close()
+        rc.close()

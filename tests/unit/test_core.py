@@ -349,7 +349,9 @@ def test_never_beyond_credit_then_resume_in_priority_order(h):
     h.send(10, payload=b"low2", priority=1)
     effects = h.flat()
     assert effects == [Deliver(1, 20, False, b"a")]
-    assert h.link(10)["undeliveredCount"] == 3 and h.link(20)["creditAvailable"] == 0
+    # (as 1.19: what waits counts on the receiver's link, not the sender's)
+    assert h.link(20)["undeliveredCount"] == 3 and h.link(10)["undeliveredCount"] == 0
+    assert h.link(20)["creditAvailable"] == 0
     h.do(LinkFlow(20, 3, False))
     assert h.flat() == [Deliver(2, 20, False, b"high"), Deliver(3, 20, False, b"low")]
     h.do(LinkFlow(20, 10, False))
@@ -385,6 +387,30 @@ def test_drain(h):
     effects = h.flat()
     assert [type(e) for e in effects] == [Deliver, LinkCredit, Drained]
     assert h.link(20)["creditAvailable"] == 0
+
+
+def test_held_presettled_deliveries_of_a_receiver_that_goes_count_on_the_router_only(h):
+    h.conn(1).receiver(20, 1, "q", credit=0).sender(10, 1, "q", presettled=True)
+    h.flat()
+    for _ in range(3):
+        h.send(10, settled=True)
+    h.do(LinkDetach(20, True, ""))
+    assert h.snap()["router"]["droppedPresettledDeliveries"] == 3
+    assert h.link(10)["droppedPresettledCount"] == 0  # (1.19: the sender's link had a path)
+
+
+def test_held_unsettled_deliveries_count_as_the_receivers_undelivered(h):
+    h.conn(1).receiver(20, 1, "q", capacity=20, credit=10).sender(10, 1, "q", capacity=20)
+    h.flat()
+    for i in range(20):
+        h.send(10)
+    credit = sum(e.credit for e in h.flat() if isinstance(e, LinkCredit))
+    assert credit == 0  # unsettled: credit comes back at settlement
+    link = h.link(20)
+    assert (link["undeliveredCount"], link["unsettledCount"]) == (10, 10)
+    assert h.link(10)["undeliveredCount"] == 0 and h.link(10)["unsettledCount"] == 20
+    h.receiver(21, 1, "q", capacity=20, credit=0)  # a second consumer shares what waits
+    assert h.link(20)["undeliveredCount"] + h.link(21)["undeliveredCount"] == 10
 
 
 def test_closest_round_robin_among_consumers_with_credit(core_cls):
@@ -610,9 +636,10 @@ def test_settle_in_while_held_frees_credit(h):
     h.conn(1).receiver(20, 1, "q", credit=0).sender(10, 1, "q")
     h.flat()
     dlv = h.send(10)
-    assert h.link(10)["undeliveredCount"] == 1
+    assert h.link(20)["undeliveredCount"] == 1
     h.do(SettleIn(dlv, STATE_ACCEPTED))
     assert h.flat() == [LinkCredit(10, 1)]
+    assert h.link(20)["undeliveredCount"] == 0
     h.do(LinkFlow(20, 1, False))
     assert h.flat() == []
     assert h.link(10)["undeliveredCount"] == 0 and h.link(10)["unsettledCount"] == 0
