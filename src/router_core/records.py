@@ -369,7 +369,7 @@ class InDelivery:
 
     __slots__ = ("dlv_id", "link", "settled", "payload", "addr", "multicast", "priority",
                  "pending", "out", "open", "copies", "outcome", "info", "targets", "to_override",
-                 "phase", "queued_on", "at", "stuck")
+                 "phase", "queued_on", "at", "stuck", "credit_back")
 
 
 def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Address,
@@ -394,6 +394,7 @@ def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Add
     dlv.queued_on = None    # anycast toward another router: the data link it waits on
     dlv.at = at             # core time it came in (deliveriesDelayed1Sec/10Sec)
     dlv.stuck = False       # counted in deliveriesStuck (settlement.scan_stuck)
+    dlv.credit_back = False  # held pre-settled: its sender had its credit back at once
     return dlv
 
 

@@ -210,6 +210,8 @@ def stop_holding(core: Any, dlv: InDelivery) -> None:
     now, or at its settlement if it is still unsettled on a link that gives credit back then
     (Link.settle_credit; count_settled_in)."""
     dlv.payload = None
+    if dlv.credit_back:  # pre-settled, held at its address: its credit came back then
+        return
     link = dlv.link
     link.held -= 1
     core._replenish_sent(link, dlv.settled or dlv.dlv_id not in core.in_unsettled)

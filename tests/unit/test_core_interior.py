@@ -143,6 +143,26 @@ def test_anonymous_sender_message_goes_with_its_own_to(net):
     assert (sent.link_id, sent.to_override, sent.phase) == (data_out(100, 7), None, -1)
 
 
+def test_presettled_deliveries_queued_toward_a_router_are_bounded_by_the_links_capacity(net):
+    """As 1.19: a pre-settled delivery waiting for the data link's credit gave its sender
+    the credit back; when the link's capacity (250) wait, the waiting ones but the first are
+    dropped and counted on that link and the router."""
+    net.do(RemoteAddress("M0far", "R2", True, 2), peer=AGENT)
+    net.do(LinkFlow(data_out(100), 0, False))  # the data link toward R2 has no credit
+    net.conn(9).sender(10, 9, "far", capacity=300, presettled=True)
+    net.flat()
+    credit = 0
+    for i in range(252):
+        net.send(10, settled=True, payload=b"d%d" % i)
+        credit += sum(e.credit for e in of(net.flat(), LinkCredit))
+    assert credit == 252
+    link = net.link(data_out(100))
+    assert (link["undeliveredCount"], link["droppedPresettledCount"]) == (3, 249)
+    assert net.snap()["router"]["droppedPresettledDeliveries"] == 249
+    net.do(LinkFlow(data_out(100), 10, False))
+    assert [e.payload for e in of(net.flat(), RouterDeliver)] == [b"d0", b"d250", b"d251"]
+
+
 def tenant_conn(h, conn_id, vhost):
     """A connection of a multiTenant listener: the worker names its vhost (the 10th item of
     the security information of ConnOpened)."""
