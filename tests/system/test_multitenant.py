@@ -194,3 +194,59 @@ def test_a_tenants_link_routed_attach_carries_the_tenants_address(
         t.close()
         if plain is not None:
             plain.close()
+
+
+TENANT_POLICY = """
+policy {
+    maxConnections: 100
+    enableVhostPolicy: true
+    defaultVhost: $default
+}
+vhost {
+    hostname: $default
+    allowUnknownUser: true
+    groups: {
+        "$default": {
+            "remoteHosts": "*",
+            "sources": "*",
+            "targets": "*",
+            "allowAnonymousSender": true,
+            "allowDynamicSource": true
+        }
+    }
+}
+vhost {
+    hostname: tenant.a
+    allowUnknownUser: true
+    groups: {
+        "$default": {
+            "users": "*",
+            "remoteHosts": "*",
+            "sources": "*",
+            "targets": "tenant.a/allowed",
+            "allowAnonymousSender": true
+        }
+    }
+}
+"""
+
+
+def test_a_tenants_anonymous_message_is_approved_by_the_tenants_address(
+        kind, routers, router_factory, tmp_path):
+    """1.19's vhost policy approves an anonymous message of a multiTenant connection by the
+    tenant's address (``tenant.a/allowed``), not by its 'to' (``allowed``)."""
+    r, url, tenant_url = start(kind, router_factory, tmp_path, TENANT_POLICY)
+    routers.append(r)
+    t = BlockingConnection(tenant_url, timeout=T, virtual_host=TENANT)
+    try:
+        rcv = t.create_receiver("allowed", credit=10)
+        anon = t.create_sender(None)
+        ok = anon.link.send(Message(address="allowed", body="in"))
+        denied = anon.link.send(Message(address="tenant.a/allowed", body="out"))
+        assert collect([t], [rcv], expect=1, idle=1.0) == [["in"]]
+        t.wait(lambda: ok.remote_state and denied.remote_state, timeout=T, msg="outcomes")
+        assert ok.remote_state == Delivery.ACCEPTED
+        assert denied.remote_state == Delivery.REJECTED
+        assert denied.remote.condition.name == "amqp:unauthorized-access"
+    finally:
+        t.close()
