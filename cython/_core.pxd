@@ -103,7 +103,7 @@ cdef class Link:
     cdef public double rate_at, zero_at
     cdef public bint blocked
     cdef public object source, target, settle, remote_source, remote_target, remote_settle
-    cdef public bint attaching, fallback
+    cdef public bint attaching, fallback, tenant
     cdef public object owner
     cdef public object peer_link
     cdef public int stall, stall_offs
@@ -141,7 +141,7 @@ cdef class InDelivery:
     cdef public int phase
     cdef public Link queued_on
     cdef public double at
-    cdef public bint stuck
+    cdef public bint stuck, credit_back
 
 
 @cython.final
@@ -235,6 +235,12 @@ cdef unstall(RouterCore core, Link link)
 cpdef on_link_unstalled(RouterCore core, peer, cmd)
 @cython.locals(dlv=InDelivery)
 cdef hold(RouterCore core, Link link, dlv_id, bint settled, int priority, payload, Address addr)
+@cython.locals(consumer=Link, bound=cython.longlong)
+cdef long long held_bound(Address addr)
+@cython.locals(charged=Link, dlv=InDelivery, p=cython.int, kept_next=cython.bint)
+cdef drop_held_presettled(RouterCore core, Address addr)
+@cython.locals(dlv=InDelivery)
+cdef drop_queued_presettled(RouterCore core, Link link)
 @cython.locals(link=Link, settled=cython.bint, out=OutDelivery)
 cdef forward_multicast(RouterCore core, list targets, InDelivery dlv)
 @cython.locals(dlv=InDelivery)

@@ -37,16 +37,34 @@ def _routed_owning(link: Any) -> Any:
     return "M0" + client.address if client.address else None
 
 
+def _held_for(link: Any) -> int:
+    """The deliveries held at a consumer's address that wait for its credit, as 1.19 counts
+    them in its undeliveredCount (its receivers each have a list): all of them for the one
+    consumer, else spread over the consumers in turn, as 1.19 hands them out."""
+    addr = link.addr
+    if addr is None or not addr.held:
+        return 0
+    consumers = addr.consumers
+    n = len(consumers)
+    if n <= 1:
+        return addr.held if n == 1 and consumers[0] is link else 0
+    for i in range(n):
+        if consumers[i] is link:
+            first = addr.rr % n  # the one whose turn is next gets the first share
+            return addr.held // n + (1 if (i - first) % n < addr.held % n else 0)
+    return 0
+
+
 def _link_view(link: Any, now: float) -> dict:
     addr = link.addr
     inbound = link.direction == DIR_IN
-    if inbound:
+    if inbound:  # (1.19: what waits is counted on the link it waits for, not the sender's)
         credit = link.granted - link.received
-        undelivered = link.held
+        undelivered = 0
         unsettled = link.in_unsettled
     else:
         credit = link.limit - link.delivered
-        undelivered = len(link.queue)
+        undelivered = len(link.queue) + _held_for(link)
         unsettled = len(link.unsettled)
     if link.router:  # router-control / inter-router: no address, a priority of its own
         priority = link.priority

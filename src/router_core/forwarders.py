@@ -183,12 +183,16 @@ def _remote_priority(addr: Address, priority: int) -> int:
 def _remote_fields(link: Link, addr: Address) -> tuple:
     """(x-opt-qd.to, x-opt-qd.phase) to set on a delivery toward another router: a targeted
     sender's address (the next router cannot read it from the message) and its waypoint
-    phase; (None, -1): keep what the message has. A fallback destination's deliveries always
+    phase, an anonymous multiTenant sender's tenant address (``<vhost>/<to>``); (None, -1):
+    keep what the message has. A fallback destination's deliveries always
     carry its address and phase F (22), as 1.19 sends them: the message says neither."""
     if addr.fallback_for is not None:
         return mobile_text(addr.key), addr.phase
-    if link.router or link.addr is None:
+    if link.router:
         return None, -1
+    if link.addr is None:  # anonymous: the message's own 'to' (or x-opt-qd.to) is routed on,
+        # except that 1.19 gives a multiTenant sender's 'to' as the tenant's address
+        return (mobile_text(addr.key) if link.tenant else None), -1
     to_override = mobile_text(addr.key)
     if to_override is None:
         to_override = link.address

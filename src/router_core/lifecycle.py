@@ -398,10 +398,21 @@ def attach_endpoint(core: Any, conn: Connection, link_id: Any, direction: int, n
     link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
     link.rate_at = link.zero_at = core.now
     link.fallback = fallback
+    if address is None and direction == DIR_IN:
+        link.tenant = bool(conn_tenant(conn))
     core.links[link_id] = link
     conn.links[link_id] = link
     core._emit(conn.peer, LinkOpen(link_id, address))
     bind_endpoint(core, link, key)
+
+
+def conn_tenant(conn: Connection) -> str:
+    """The vhost whose address space a multiTenant listener's connection uses ("": none),
+    the 10th item of what the worker said of the connection's security at its open."""
+    info = conn.encrypted
+    if isinstance(info, (list, tuple)) and len(info) > 9 and isinstance(info[9], str):
+        return info[9]
+    return ""
 
 
 def bind_endpoint(core: Any, link: Link, key: Any) -> None:

@@ -439,18 +439,22 @@ def route_attach(core: Any, conn: Any, link_id: Any, direction: int, name: str, 
     link.settle = settle
     # the far end gets the client's termini, the routed one with the external prefix rewritten
     # by the router that hands it to the container (as 1.19: a router forwarding the attach to
-    # another router keeps the client's address, which that router matches and rewrites)
+    # another router keeps the client's address, which that router matches and rewrites).
+    # ``address`` is the terminus's own, or on a multiTenant connection the tenant's
+    # (``<vhost>/<address>``, put by the worker): 1.19 sends that one on, either way.
     out_source = source
     out_target = target
-    if not coordinator and term is not None and not dynamic \
-            and dest.role != ROLE_INTER_ROUTER:
-        routed = dict(term)
-        routed["address"] = rewrite_prefix(term.get("address"), raddr.del_prefix,
-                                           raddr.add_prefix)
-        if direction == DIR_IN:
-            out_target = routed
-        else:
-            out_source = routed
+    if not coordinator and term is not None and not dynamic:
+        routed_address = address
+        if dest.role != ROLE_INTER_ROUTER:
+            routed_address = rewrite_prefix(address, raddr.del_prefix, raddr.add_prefix)
+        if routed_address != term.get("address"):
+            routed = dict(term)
+            routed["address"] = routed_address
+            if direction == DIR_IN:
+                out_target = routed
+            else:
+                out_source = routed
     core.links[link_id] = link
     conn.links[link_id] = link
     if core.log_info:  # the client's link; its far end is logged by open_link

@@ -202,6 +202,9 @@ class Link:
                  # an auto-link's link for a fallback destination (autolinks.py): what comes
                  # in on it is never redirected to the fallback again, nor counted as ingress
                  "fallback",
+                 # an anonymous sender of a multiTenant connection: toward another router its
+                 # deliveries carry the tenant's address in x-opt-qd.to (forwarders.py)
+                 "tenant",
                  # a link-routed link: the other link of its pair (linkroute.py), else None
                  "peer_link",
                  # inbound, targeted: STALL_* (transfer.stall: its address had no path), and
@@ -273,6 +276,7 @@ class Link:
         self.attaching = False
         self.owner = None
         self.fallback = False
+        self.tenant = False
         self.peer_link = None
         self.stall = STALL_NONE
         self.stall_offs = 0
@@ -365,7 +369,7 @@ class InDelivery:
 
     __slots__ = ("dlv_id", "link", "settled", "payload", "addr", "multicast", "priority",
                  "pending", "out", "open", "copies", "outcome", "info", "targets", "to_override",
-                 "phase", "queued_on", "at", "stuck")
+                 "phase", "queued_on", "at", "stuck", "credit_back")
 
 
 def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Address,
@@ -390,6 +394,7 @@ def _in_delivery(dlv_id: int, link: Link, settled: bool, payload: Any, addr: Add
     dlv.queued_on = None    # anycast toward another router: the data link it waits on
     dlv.at = at             # core time it came in (deliveriesDelayed1Sec/10Sec)
     dlv.stuck = False       # counted in deliveriesStuck (settlement.scan_stuck)
+    dlv.credit_back = False  # held pre-settled: its sender had its credit back at once
     return dlv
 
 

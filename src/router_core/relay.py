@@ -26,7 +26,7 @@ from router_core.settlement import count_outcome
 from router_core.streaming import Stream
 from router_core.streamlinks import stream_link
 from router_core.transfer import (
-    forward_multicast, release_queue, send_router, unroutable, unstall)
+    drop_queued_presettled, forward_multicast, release_queue, send_router, unroutable, unstall)
 from router_core.linkroute import is_route_key, remote_route
 # --- end core parts ---
 
@@ -122,7 +122,13 @@ def send_anycast_remote(core: Any, link: Link, dlv_id: Any, settled: bool, paylo
     dlv.phase = phase
     dlv.pending = 1
     dlv.queued_on = out
-    link.held += 1
+    if settled and link.peer_link is None:  # as 1.19: its credit back now, the queue bounded
+        if len(out.queue) >= out.capacity > 0:
+            drop_queued_presettled(core, out)
+        dlv.credit_back = True
+        core._replenish(link)
+    else:
+        link.held += 1
     out.queue.append(dlv)
     if type(payload) is Stream:  # it keeps its chunks while this delivery waits
         payload.dlv = dlv

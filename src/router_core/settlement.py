@@ -210,15 +210,18 @@ def stop_holding(core: Any, dlv: InDelivery) -> None:
     now, or at its settlement if it is still unsettled on a link that gives credit back then
     (Link.settle_credit; count_settled_in)."""
     dlv.payload = None
+    if dlv.credit_back:  # pre-settled, held at its address: its credit came back then
+        return
     link = dlv.link
     link.held -= 1
     core._replenish_sent(link, dlv.settled or dlv.dlv_id not in core.in_unsettled)
 
 
 def release_waiting(core: Any, dlv: InDelivery) -> None:
-    """A held anycast delivery can go nowhere: RELEASED if unsettled, else dropped."""
+    """A held anycast delivery can go nowhere (what it waited for went away): RELEASED if
+    unsettled, else dropped, counted by the router only, as 1.19 counts what a link it was
+    waiting on had when it went (not the sender's link, whose delivery had a destination)."""
     if dlv.settled:
-        dlv.link.dropped_presettled_count += 1
         core.dropped_presettled += 1
     else:
         settle_in(core, dlv, STATE_RELEASED, None)

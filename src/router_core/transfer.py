@@ -206,7 +206,14 @@ def on_link_unstalled(core: Any, peer: Any, cmd: Any) -> None:
 
 def hold(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,
          addr: Address) -> None:
-    """Local consumers, none with credit: hold the delivery at the address."""
+    """Local consumers, none with credit: hold the delivery at the address.
+
+    A pre-settled one gives its sender the credit back at once, as 1.19 gives it back for
+    every pre-settled delivery that has a destination, waiting or not; what waits is then
+    bounded as 1.19 bounds a receiver's list of undelivered deliveries: when as many wait as
+    the consumers' capacity, the waiting pre-settled ones are dropped (all but the next one
+    to go), counted on the consumer's link (droppedPresettledCount) and the router's
+    droppedPresettledDeliveries (:func:`drop_held_presettled`)."""
     if core.routed_tag is not None:  # a link route's client tag (linkroute.tag_held)
         tag_held(core, link, dlv_id)
     dlv = _in_delivery(dlv_id, link, settled, _own(payload), addr, False, core.now)
@@ -217,12 +224,81 @@ def hold(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int, paylo
     dlv.priority = 9 if priority > 9 else (0 if priority < 0 else priority)
     if addr.queues is None:
         addr.queues = _held_queues()
+    if settled and link.peer_link is None:  # (a link-routed sender's credit is mirrored)
+        if addr.held and addr.held >= held_bound(addr):
+            drop_held_presettled(core, addr)
+        dlv.credit_back = True
+        core._replenish(link)
+    else:
+        link.held += 1
     addr.queues[dlv.priority].append(dlv)
     addr.held += 1
     dlv.pending = 1
-    link.held += 1
     if type(payload) is Stream:  # it keeps its chunks while this delivery waits
         payload.dlv = dlv
+
+
+def held_bound(addr: Address) -> int:
+    """How many deliveries may wait at ``addr`` before its pre-settled ones are dropped: the
+    capacity of its consumers (1.19 bounds each receiver's list by its link's capacity;
+    0: no bound)."""
+    bound = 0
+    for consumer in addr.consumers:
+        if consumer.capacity > 0:
+            bound += consumer.capacity
+    return bound if bound > 0 else 1 << 62
+
+
+def drop_held_presettled(core: Any, addr: Address) -> None:
+    """Drop the pre-settled deliveries waiting at ``addr``, all but the next one to go (as
+    1.19 keeps the head of a receiver's list: it may be on its way). They are counted on
+    the consumer whose turn it is (one consumer: the receiver they waited for) and the
+    router; their senders had their credit back when they were held."""
+    queues = addr.queues
+    consumers = addr.consumers
+    charged = consumers[addr.rr % len(consumers)] if consumers else None
+    kept_next = False
+    for p in range(9, -1, -1):
+        queue = queues[p]
+        if not queue:
+            continue
+        kept = deque()
+        for dlv in queue:
+            if not kept_next or not dlv.credit_back:
+                kept_next = True
+                kept.append(dlv)
+                continue
+            addr.held -= 1
+            if charged is not None:  # (1.19 counts a dropped one as that link's pre-settled)
+                charged.dropped_presettled_count += 1
+                charged.presettled_count += 1
+            core.dropped_presettled += 1
+            unhold(core, dlv)
+        queues[p] = kept
+
+
+def drop_queued_presettled(core: Any, link: Link) -> None:
+    """``link``'s queue is as long as its capacity: the pre-settled deliveries (multicast
+    copies; anycast ones toward another router) queued on it, but the one at its head, are
+    dropped and counted on the link and the router, as 1.19 drops them from a link's list of
+    undelivered deliveries. Their senders had their credit back when they were queued."""
+    queue = link.queue
+    if len(queue) < 2:
+        return
+    kept = deque()
+    kept.append(queue.popleft())
+    for dlv in queue:
+        if not dlv.credit_back:
+            kept.append(dlv)
+            continue
+        link.dropped_presettled_count += 1
+        link.presettled_count += 1  # (1.19 counts a dropped one as the link's pre-settled)
+        core.dropped_presettled += 1
+        if dlv.multicast:
+            copy_unqueued(core, dlv)
+        else:
+            unhold(core, dlv)
+    link.queue = kept
 
 
 def forward_multicast(core: Any, targets: list, dlv: InDelivery) -> None:
@@ -238,6 +314,8 @@ def forward_multicast(core: Any, targets: list, dlv: InDelivery) -> None:
         if link.queue or link.limit <= link.delivered:
             if not dlv.pending:
                 dlv.payload = _own(dlv.payload)
+            if settled and len(link.queue) >= link.capacity > 0:
+                drop_queued_presettled(core, link)
             link.queue.append(dlv)
             dlv.pending += 1
         else:
@@ -245,7 +323,11 @@ def forward_multicast(core: Any, targets: list, dlv: InDelivery) -> None:
             if not settled:
                 dlv.copies.append(out)
     if dlv.pending:
-        dlv.link.held += 1
+        if settled and dlv.link.peer_link is None:  # its credit is back at once (as hold)
+            dlv.credit_back = True
+            core._replenish(dlv.link)
+        else:
+            dlv.link.held += 1
         if type(dlv.payload) is Stream:  # it keeps its chunks while a copy waits
             dlv.payload.dlv = dlv
     else:
@@ -334,8 +416,8 @@ def release_held(core: Any, addr: Address) -> None:
 
 def release_queue(core: Any, link: Link) -> None:
     """Everything queued on an outbound link (not sent yet) is released: unsettled
-    deliveries go back RELEASED, pre-settled ones are dropped; their senders get the
-    credit back."""
+    deliveries go back RELEASED, pre-settled ones are dropped (counted by the router, as
+    1.19 counts a closing link's undelivered ones); their senders get the credit back."""
     queue = link.queue
     link.queue = deque()
     for dlv in queue:
@@ -343,6 +425,8 @@ def release_queue(core: Any, link: Link) -> None:
             copy_unqueued(core, dlv)
             if not dlv.settled:
                 copy_done(core, dlv, STATE_RELEASED, None)
+            else:
+                core.dropped_presettled += 1
         else:
             release_waiting(core, dlv)
 

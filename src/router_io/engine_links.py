@@ -19,12 +19,14 @@ from proton import symbol
 
 from common import ipc
 from common.ipc import DIR_OUT, LinkFlow
+from common.tenant import tenant_address
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
     CAP_ROUTER, CAP_ROUTER_DATA, INTER_ROUTER, INVALID_FIELD, LINK_TYPES, LOCAL_UNINIT,
     PRIORITIES, _command, _condition_text, _fields, _key, _pn_link_credit, _pn_link_drained,
     _pn_link_flow, _pn_link_get_drain, _utf8)
-from router_io.engine_termini import _capabilities, _read_terminus, _settle_modes, _write_terminus
+from router_io.engine_termini import (
+    _capabilities, _read_terminus, _settle_modes, _tenant_dnp, _write_terminus)
 from router_io.engine_records import Link
 from router_io.engine_conn import Connection
 from router_io.engine_lifecycle import (
@@ -97,7 +99,12 @@ def _on_link_open(self, l_ptr: Any) -> None:
                                                     address):
         return
     if conn.tenant and address and not terminus.dynamic:
-        address = f"{conn.tenant}/{address}"  # multiTenant: the vhost's address space
+        # multiTenant: the vhost's address space (not for _local/, _topo/, _edge/)
+        address = tenant_address(conn.tenant, address)
+    elif conn.tenant and terminus.dynamic:
+        term = target if direction == ipc.DIR_IN else source
+        if term is not None and term.get("dnp_address"):
+            _tenant_dnp(term, tenant_address(conn.tenant, term["dnp_address"]))
     link = Link(self.new_id(), l_ptr, conn, direction,
                 anonymous=(direction == ipc.DIR_IN and address is None and not terminus.dynamic))
     if direction == ipc.DIR_IN and (conn.tenant and link.anonymous or conn.policy is not None

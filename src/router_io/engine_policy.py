@@ -14,6 +14,7 @@ from typing import Any, Optional
 from cproton_ffi import ffi, lib
 
 from common import ipc
+from common.tenant import tenant_address
 from router_io import policy as vpolicy
 from router_io.amqpscan import user_id as _message_user_id
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
@@ -223,10 +224,17 @@ def _policy_link(self, l_ptr: Any, conn: Connection, plink: Any, direction: int,
 def _police_transfer(self, link: Link, d_ptr: Any, scan: Any, payload: Any,
                      to: Optional[str]) -> Any:
     """A message on a link with ``check`` set: the user-id must be the connection's user
-    unless allowUserIdProxy; an anonymous sender's 'to' must be an allowed target; a
-    multiTenant connection's 'to' goes into its vhost's address space. Returns the 'to' to
-    route by, or False when the delivery was rejected (amqp:unauthorized-access)."""
+    unless allowUserIdProxy; a multiTenant connection's 'to' goes into its vhost's address
+    space; an anonymous sender's 'to' (so, the tenant's: 1.19 approves that) must be an
+    allowed target. Returns the 'to' to route by, or False when the delivery was rejected
+    (amqp:unauthorized-access)."""
     conn = link.conn
+    if conn.tenant and link.anonymous and to is not None and (
+            scan.ma_to is None or conn.strip_in):
+        # 1.19 puts 'to' in the vhost's space (not _local/, _topo/, _edge/), and its policy
+        # approves that address as a target; an x-opt-qd.to the peer sent (its listener does
+        # not strip annotations in) is routed and approved as it is
+        to = tenant_address(conn.tenant, to)
     settings = conn.policy
     if settings is not None:
         description = None
@@ -248,8 +256,6 @@ def _police_transfer(self, link: Link, d_ptr: Any, scan: Any, payload: Any,
             lib.pn_link_flow(link.ptr, 1)  # the core never saw it: its credit comes back
             self.dirty.add(conn)
             return False
-    if conn.tenant and link.anonymous and to is not None:
-        to = f"{conn.tenant}/{to}"
     return to
 
 

@@ -88,6 +88,20 @@ def _dnp_address(encoded: bytes) -> Optional[str]:
         return None
 
 
+def _tenant_dnp(terminus: Optional[dict], address: str) -> None:
+    """A multiTenant connection's dynamic terminus link-routed by its dynamic-node-properties
+    address: that address becomes ``address`` (the tenant's), and so do the properties the
+    far end gets, as 1.19 sends them (a map of ``x-opt-qd.address`` alone)."""
+    data = proton.Data()
+    data.put_map()
+    data.enter()
+    data.put_symbol(proton.symbol(DNP_ADDRESS))
+    data.put_string(address)
+    data.exit()
+    terminus["dnp_address"] = address
+    terminus["properties"] = data.encode()
+
+
 def _write_terminus(t_ptr: Any, terminus: Optional[dict]) -> None:
     """Set a local proton terminus from an IPC terminus dict (None: a null terminus)."""
     if terminus is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from types import SimpleNamespace
 
 import pytest
 from proton import Delivery, Message
@@ -152,3 +153,93 @@ def test_released_deliveries_give_their_credit_back(urls):
         assert [d.remote_state for d in p.sent[:3]] == [Delivery.RELEASED] * 3
     finally:
         p.close()
+
+
+# ---- deliveries waiting for a receiver's credit (what 1.19 counts on the receiver's link) ------
+def _link_rows(url: str, address: str) -> dict:
+    """linkDir -> the router.link row of the endpoint link on ``address``."""
+    from test_mixed_1x import _mgmt_query
+    rows = _mgmt_query(SimpleNamespace(url=url), "org.apache.qpid.dispatch.router.link",
+                       ["linkType", "linkDir", "owningAddr", "undeliveredCount",
+                        "unsettledCount", "droppedPresettledCount", "presettledCount",
+                        "deliveryCount"])
+    return {row["linkDir"]: row for row in rows
+            if row["linkType"] == "endpoint" and row["owningAddr"] == "M0" + address}
+
+
+def _router_dropped(url: str) -> int:
+    from test_mixed_1x import _mgmt_query
+    return int(_mgmt_query(SimpleNamespace(url=url), "org.apache.qpid.dispatch.router",
+                           ["droppedPresettledDeliveries"])[0]["droppedPresettledDeliveries"])
+
+
+def test_presettled_deliveries_waiting_for_a_receiver_are_bounded_by_its_capacity(urls):
+    """linkCapacity 20 on both links, the receiver grants 10: the sender gets its credit back
+    for every pre-settled delivery and sends all 40; 10 arrive, the others wait on the
+    receiver's link up to its capacity, where the waiting ones but the next are dropped and
+    counted (the receiver's link and the router). More credit brings what waited, in order."""
+    url, small_url = urls
+    address = "cap.held.presettled"
+    rc = BlockingConnection(small_url, timeout=TIMEOUT)
+    sc = BlockingConnection(small_url, timeout=TIMEOUT)
+    try:
+        rcv = rc.create_receiver(address, credit=0)  # (no prefetch: it grants 10, no more)
+        rcv.link.flow(10)
+        snd = sc.create_sender(address, options=AtMostOnce())
+        pump_until([sc, rc], lambda: snd.link.credit == SMALL, TIMEOUT, "the sender's window")
+        sent = 0
+        deadline = time.monotonic() + TIMEOUT
+        while sent < 2 * SMALL:
+            assert time.monotonic() < deadline, f"the sender stalled after {sent}"
+            while snd.link.credit > 0 and sent < 2 * SMALL:
+                snd.link.send(Message(body=f"m{sent}")).settle()
+                sent += 1
+            pump_for([sc, rc], 0.05)
+        pump_until([sc, rc], lambda: len(rcv.fetcher.incoming) == 10, TIMEOUT, "10 arrive")
+        pump_for([sc, rc], 0.5)
+        links = {}
+
+        def counted():
+            links.update(_link_rows(url, address))
+            return "out" in links and links["out"]["undeliveredCount"] + links["out"][
+                "droppedPresettledCount"] == 30
+        pump_until([sc, rc], counted, TIMEOUT, "the waiting and dropped ones counted")
+        out = links["out"]
+        assert (out["undeliveredCount"], out["droppedPresettledCount"]) == (11, 19)
+        assert (out["deliveryCount"], out["presettledCount"]) == (10, 29)  # dropped: counted
+        assert links["in"]["undeliveredCount"] == links["in"]["droppedPresettledCount"] == 0
+        assert _router_dropped(url) == 19
+        rcv.link.flow(100)
+        pump_until([sc, rc], lambda: len(rcv.fetcher.incoming) == 21, TIMEOUT, "11 more")
+        bodies = [m.body for m, _ in rcv.fetcher.incoming]
+        assert bodies == [f"m{i}" for i in range(11)] + [f"m{i}" for i in range(30, 40)]
+    finally:
+        sc.close()
+        rc.close()
+
+
+def test_unsettled_deliveries_waiting_for_a_receivers_credit_are_its_undelivered(urls):
+    url, small_url = urls
+    address = "cap.held.unsettled"
+    rc = BlockingConnection(url, timeout=TIMEOUT)
+    sc = BlockingConnection(small_url, timeout=TIMEOUT)
+    try:
+        rcv = rc.create_receiver(address, credit=0)
+        rcv.link.flow(10)
+        snd = sc.create_sender(address)
+        pump_until([sc, rc], lambda: snd.link.credit == SMALL, TIMEOUT, "the sender's window")
+        while snd.link.credit > 0:
+            snd.link.send(Message(body="u"))
+        pump_until([sc, rc], lambda: len(rcv.fetcher.incoming) == 10, TIMEOUT, "10 arrive")
+        links = {}
+
+        def counted():
+            links.update(_link_rows(url, address))
+            return "out" in links and links["out"]["undeliveredCount"] == 10
+        pump_until([sc, rc], counted, TIMEOUT, "10 waiting on the receiver's link")
+        assert links["out"]["unsettledCount"] == 10
+        assert (links["in"]["undeliveredCount"], links["in"]["unsettledCount"]) == (0, 20)
+        assert snd.link.credit == 0
+    finally:
+        sc.close()
+        rc.close()

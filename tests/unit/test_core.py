@@ -349,7 +349,9 @@ def test_never_beyond_credit_then_resume_in_priority_order(h):
     h.send(10, payload=b"low2", priority=1)
     effects = h.flat()
     assert effects == [Deliver(1, 20, False, b"a")]
-    assert h.link(10)["undeliveredCount"] == 3 and h.link(20)["creditAvailable"] == 0
+    # (as 1.19: what waits counts on the receiver's link, not the sender's)
+    assert h.link(20)["undeliveredCount"] == 3 and h.link(10)["undeliveredCount"] == 0
+    assert h.link(20)["creditAvailable"] == 0
     h.do(LinkFlow(20, 3, False))
     assert h.flat() == [Deliver(2, 20, False, b"high"), Deliver(3, 20, False, b"low")]
     h.do(LinkFlow(20, 10, False))
@@ -380,11 +382,65 @@ def test_drain(h):
     assert h.flat() == [Drained(20)]
     assert h.link(20)["creditAvailable"] == 0
     h.send(10, settled=True)
-    assert [type(e) for e in h.flat()] == []  # held, the drained credit is gone
+    # held (the drained credit is gone); pre-settled, its credit is back at once (1.19)
+    assert [type(e) for e in h.flat()] == [LinkCredit]
     h.do(LinkFlow(20, 7, True))  # one held delivery, then drained
     effects = h.flat()
-    assert [type(e) for e in effects] == [Deliver, LinkCredit, Drained]
+    assert [type(e) for e in effects] == [Deliver, Drained]
     assert h.link(20)["creditAvailable"] == 0
+
+
+def test_held_presettled_deliveries_give_credit_back_and_wait_within_the_receivers_capacity(h):
+    """As 1.19: a pre-settled delivery's credit comes back as soon as it has a destination,
+    waiting or not; a receiver's undelivered deliveries are bounded by its link's capacity:
+    when that many wait, the waiting pre-settled ones but the next are dropped, counted on
+    the receiver's link and the router. What waits shows as the receiver's undeliveredCount."""
+    h.conn(1).receiver(20, 1, "q", capacity=20, credit=10).sender(10, 1, "q", capacity=20,
+                                                                  presettled=True)
+    h.flat()
+    credit = 0
+    sent = []
+    for i in range(40):
+        h.send(10, settled=True, payload=b"m%d" % i)
+        for e in h.flat():
+            if isinstance(e, LinkCredit):
+                credit += e.credit
+            elif isinstance(e, Deliver):
+                sent.append(e.payload)
+    assert credit == 40 and sent == [b"m%d" % i for i in range(10)]
+    link = h.link(20)
+    assert (link["undeliveredCount"], link["droppedPresettledCount"]) == (11, 19)
+    assert (link["deliveryCount"], link["presettledCount"]) == (10, 29)  # dropped count too
+    assert h.link(10)["undeliveredCount"] == 0 and h.link(10)["droppedPresettledCount"] == 0
+    assert h.snap()["router"]["droppedPresettledDeliveries"] == 19
+    h.do(LinkFlow(20, 100, False))
+    sent = [e.payload for e in h.flat() if isinstance(e, Deliver)]
+    assert sent == [b"m10"] + [b"m%d" % i for i in range(30, 40)]
+    assert h.link(20)["undeliveredCount"] == 0
+
+
+def test_held_presettled_deliveries_of_a_receiver_that_goes_count_on_the_router_only(h):
+    h.conn(1).receiver(20, 1, "q", credit=0).sender(10, 1, "q", presettled=True)
+    h.flat()
+    for _ in range(3):
+        h.send(10, settled=True)
+    h.do(LinkDetach(20, True, ""))
+    assert h.snap()["router"]["droppedPresettledDeliveries"] == 3
+    assert h.link(10)["droppedPresettledCount"] == 0  # (1.19: the sender's link had a path)
+
+
+def test_held_unsettled_deliveries_count_as_the_receivers_undelivered(h):
+    h.conn(1).receiver(20, 1, "q", capacity=20, credit=10).sender(10, 1, "q", capacity=20)
+    h.flat()
+    for i in range(20):
+        h.send(10)
+    credit = sum(e.credit for e in h.flat() if isinstance(e, LinkCredit))
+    assert credit == 0  # unsettled: credit comes back at settlement
+    link = h.link(20)
+    assert (link["undeliveredCount"], link["unsettledCount"]) == (10, 10)
+    assert h.link(10)["undeliveredCount"] == 0 and h.link(10)["unsettledCount"] == 20
+    h.receiver(21, 1, "q", capacity=20, credit=0)  # a second consumer shares what waits
+    assert h.link(20)["undeliveredCount"] + h.link(21)["undeliveredCount"] == 10
 
 
 def test_closest_round_robin_among_consumers_with_credit(core_cls):
@@ -538,10 +594,31 @@ def test_multicast_presettled_and_per_link_queues(core_cls):
     h.sender(10, 1, "m", capacity=2)
     h.flat()
     h.send(10, settled=True, payload=b"p")
-    assert h.flat() == [Deliver(1, 20, True, b"p")]  # credit back only when 21 got its copy
+    # as 1.19: a pre-settled delivery's credit is back once it has destinations, queued or not
+    assert h.flat() == [Deliver(1, 20, True, b"p"), LinkCredit(10, 1)]
     assert h.link(21)["undeliveredCount"] == 1
     h.do(LinkFlow(21, 1, False))
-    assert h.flat() == [Deliver(2, 21, True, b"p"), LinkCredit(10, 1)]
+    assert h.flat() == [Deliver(2, 21, True, b"p")]
+
+
+def test_multicast_presettled_copies_queued_are_bounded_by_the_links_capacity(core_cls):
+    """As 1.19: copies wait on a receiver's link up to its capacity; then the waiting
+    pre-settled copies but the first are dropped, counted on that link and the router."""
+    h = Harness(core_cls, default_distribution="multicast")
+    h.conn(1).receiver(20, 1, "m", credit=50).receiver(21, 1, "m", capacity=3, credit=0)
+    h.sender(10, 1, "m", capacity=10)
+    h.flat()
+    for i in range(5):
+        h.send(10, settled=True, payload=b"p%d" % i)
+    effects = h.flat()
+    assert [e.payload for e in effects if isinstance(e, Deliver)] == [
+        b"p%d" % i for i in range(5)]
+    assert sum(e.credit for e in effects if isinstance(e, LinkCredit)) == 5
+    link = h.link(21)
+    assert (link["undeliveredCount"], link["droppedPresettledCount"]) == (3, 2)
+    assert h.snap()["router"]["droppedPresettledDeliveries"] == 2
+    h.do(LinkFlow(21, 10, False))
+    assert [e.payload for e in h.flat() if isinstance(e, Deliver)] == [b"p0", b"p3", b"p4"]
 
 
 def test_multicast_lost_receiver_counts_released_or_modified(core_cls):
@@ -610,9 +687,10 @@ def test_settle_in_while_held_frees_credit(h):
     h.conn(1).receiver(20, 1, "q", credit=0).sender(10, 1, "q")
     h.flat()
     dlv = h.send(10)
-    assert h.link(10)["undeliveredCount"] == 1
+    assert h.link(20)["undeliveredCount"] == 1
     h.do(SettleIn(dlv, STATE_ACCEPTED))
     assert h.flat() == [LinkCredit(10, 1)]
+    assert h.link(20)["undeliveredCount"] == 0
     h.do(LinkFlow(20, 1, False))
     assert h.flat() == []
     assert h.link(10)["undeliveredCount"] == 0 and h.link(10)["unsettledCount"] == 0

@@ -143,6 +143,55 @@ def test_anonymous_sender_message_goes_with_its_own_to(net):
     assert (sent.link_id, sent.to_override, sent.phase) == (data_out(100, 7), None, -1)
 
 
+def test_presettled_deliveries_queued_toward_a_router_are_bounded_by_the_links_capacity(net):
+    """As 1.19: a pre-settled delivery waiting for the data link's credit gave its sender
+    the credit back; when the link's capacity (250) wait, the waiting ones but the first are
+    dropped and counted on that link and the router."""
+    net.do(RemoteAddress("M0far", "R2", True, 2), peer=AGENT)
+    net.do(LinkFlow(data_out(100), 0, False))  # the data link toward R2 has no credit
+    net.conn(9).sender(10, 9, "far", capacity=300, presettled=True)
+    net.flat()
+    credit = 0
+    for i in range(252):
+        net.send(10, settled=True, payload=b"d%d" % i)
+        credit += sum(e.credit for e in of(net.flat(), LinkCredit))
+    assert credit == 252
+    link = net.link(data_out(100))
+    assert (link["undeliveredCount"], link["droppedPresettledCount"]) == (3, 249)
+    assert net.snap()["router"]["droppedPresettledDeliveries"] == 249
+    net.do(LinkFlow(data_out(100), 10, False))
+    assert [e.payload for e in of(net.flat(), RouterDeliver)] == [b"d0", b"d250", b"d251"]
+
+
+def tenant_conn(h, conn_id, vhost):
+    """A connection of a multiTenant listener: the worker names its vhost (the 10th item of
+    the security information of ConnOpened)."""
+    from common.ipc import ConnOpened
+    info = [False, False, None, None, 0, False, {}, True, True, vhost]
+    return h.do(ConnOpened(conn_id, "normal", "in", "127.0.0.1:1", f"c{conn_id}", "l0", "u", "",
+                           info, 250, 1))
+
+
+def test_anonymous_tenant_message_goes_with_the_tenants_address(net):
+    # 1.19 sets x-opt-qd.to to the tenant's address (the next router cannot know the tenant)
+    net.do(RemoteAddress("M0vh/orders", "R2", True, 2), peer=AGENT)
+    tenant_conn(net, 9, "vh").sender(10, 9, None)
+    net.flat()
+    net.send(10, settled=True, to="vh/orders")  # the worker put 'to' in the space
+    [sent] = of(net.flat(), RouterDeliver)
+    assert (sent.link_id, sent.to_override, sent.phase) == (data_out(100), "vh/orders", -1)
+    # a multicast address the same way
+    net.core.set_address_config([{"prefix": "vh/mc", "distribution": "multicast"}])
+    net.do(RemoteAddress("M0vh/mc.x", "R3", True, 2), peer=AGENT)
+    net.send(10, settled=True, to="vh/mc.x")
+    sent = of(net.flat(), RouterDeliver)
+    assert [(e.to_override, e.phase) for e in sent] == [("vh/mc.x", -1)]
+    # not for the router's own addresses: they keep the message's own 'to'
+    net.send(10, settled=True, to="_topo/0/R3/temp.x")
+    [sent] = of(net.flat(), RouterDeliver)
+    assert sent.to_override is None
+
+
 def test_closest_prefers_local_then_least_cost(net):
     net.do(RemoteAddress("M0q", "R2", True, 2), RemoteAddress("M0q", "R4", True, 2), peer=AGENT)
     net.conn(9).sender(10, 9, None)

@@ -302,6 +302,35 @@ def test_attach_goes_toward_a_router_with_a_destination(net):
     assert isinstance(net.core.take_effects()[0][0], LinkOpen)
 
 
+def test_a_tenants_attach_carries_the_tenants_address_to_container_and_router(net):
+    """multiTenant: the worker gives the core the tenant's address (``vh/queue.a``) while
+    the terminus has the client's own (``queue.a``); 1.19 forwards the attach with the
+    tenant's address, to a route container and to the
+    next router alike. The client's answer carries what the far end said."""
+    route = {"identity": "7", "prefix": "vh/queue", "direction": "in", "connection": "broker"}
+    net.core.create_link_route(route)
+    net.do(ConnOpened(7, "route-container", "out", "127.0.0.1:2", "bk", "broker", "", "",
+                      False, 250, 1))
+    net.conn(9)
+    net.core.take_effects()
+    net.do(LinkAttach(50, 9, DIR_IN, "tx", "vh/queue.a", False, False, 10, "endpoint",
+                      terminus(TERMINUS_SOURCE, None), terminus(TERMINUS_TARGET, "queue.a"),
+                      [0, 0]))
+    (out,) = [e for e in net.core.take_effects()[0] if isinstance(e, AttachOut)]
+    assert out.conn_id == 7 and out.target["address"] == "vh/queue.a"
+    net.do(LinkAttached(out.link_id, out.source, out.target, [0, 0]))
+    (opened,) = [e for e in net.core.take_effects()[0] if isinstance(e, LinkOpen)
+                 and e.link_id == 50]
+    assert opened.target["address"] == "vh/queue.a"
+    # a route address learned from another router: the attach goes there with vh/
+    net.do(RemoteAddress("Dvh/other", "R4", True, 4), peer=AGENT)
+    net.do(LinkAttach(51, 9, DIR_OUT, "rx", "vh/other.z", False, False, 10, "endpoint",
+                      terminus(TERMINUS_SOURCE, "other.z"), terminus(TERMINUS_TARGET, None),
+                      [0, 0]))
+    (out,) = [e for e in net.core.take_effects()[0] if isinstance(e, AttachOut)]
+    assert out.conn_id == 5 and out.source["address"] == "vh/other.z"
+
+
 def test_routed_attach_from_another_router_reaches_the_local_container(core_cls):
     h = Harness(core_cls, mode="interior", link_routes=[LR_IN])
     h.do(ConnOpened(5, "inter-router", "in", "127.0.0.1:1", "R3", "l0", "", "", False, 250, 1))
