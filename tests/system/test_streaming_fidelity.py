@@ -8,6 +8,11 @@ bytes untouched, whole or streamed; streamed and then aborted, the receiver gets
 started and then aborted, and the link goes on. Checked on one router, across two, to multicast
 receivers and over a link route.
 
+Several large deliveries at once toward one receiver across two routers (item 10): the ones
+behind the first fill their windows while it streams; 1.19's window (Q2) holds the delivery,
+not the connection, so every one arrives. 2, 3 and 5 of them, from senders on one connection or
+each on its own, unsettled and pre-settled.
+
 Every wait is bounded; nothing here asserts a timing.
 """
 from __future__ import annotations
@@ -31,8 +36,18 @@ def _need_1x() -> None:
         pytest.skip("set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare")
 
 
-def _config(broker_port: int) -> str:
+IDLE = 2  # idleTimeoutSeconds of the listener at One.idle_port
+
+
+def _config(broker_port: int, idle_port: int) -> str:
     return f"""
+        listener {{
+            host: 127.0.0.1
+            port: {idle_port}
+            authenticatePeer: no
+            saslMechanisms: ANONYMOUS
+            idleTimeoutSeconds: {IDLE}
+        }}
         address {{
             prefix: mc
             distribution: multicast
@@ -54,28 +69,30 @@ def _config(broker_port: int) -> str:
 
 
 class One:
-    """One router (ours or 1.19) with a multicast prefix ``mc`` and a link route ``lr`` to a
-    broker on the listener at ``broker_port``."""
+    """One router (ours or 1.19) with a multicast prefix ``mc``, a link route ``lr`` to a
+    broker on the listener at ``broker_port`` and a listener with an idle time-out of IDLE
+    seconds at ``idle_port``."""
 
-    def __init__(self, router, broker_port: int, one_x: bool) -> None:
+    def __init__(self, router, broker_port: int, idle_port: int, one_x: bool) -> None:
         self.router = router
         self.port = router.port
         self.broker_port = broker_port
+        self.idle_port = idle_port
         self.one_x = one_x
 
 
 @pytest.fixture(params=["ours", "1.x"])
 def one(request, router_factory, tmp_path):
-    broker_port = free_port()
-    config = _config(broker_port)
+    broker_port, idle_port = free_port(), free_port()
+    config = _config(broker_port, idle_port)
     if request.param == "ours":
-        yield One(router_factory(textwrap.dedent(config)), broker_port, False)
+        yield One(router_factory(textwrap.dedent(config)), broker_port, idle_port, False)
         return
     _need_1x()
     from test_autolinks_1x import start_1x
     router = start_1x(tmp_path, f"X{free_port()}", config)
     try:
-        yield One(router, broker_port, True)
+        yield One(router, broker_port, idle_port, True)
     finally:
         router.proc.stop()
 
@@ -200,3 +217,101 @@ def test_raw_bytes_across_two_routers(two, size, abort_at):
         bigmsg.pump([rp, sp, probe], lambda: snd.outcome() != 0, 20, [snd, rcv])
         assert snd.outcome() == proton.Delivery.ACCEPTED
     _close(rp, sp, probe)
+
+
+# ---- item 10: several large deliveries at once toward one receiver ---------------------------
+
+@pytest.mark.parametrize("settled", [False, True], ids=["unsettled", "presettled"])
+def test_two_large_deliveries_from_one_sender_across_two_routers(two, settled):
+    """Two deliveries of 3 MB (each beyond a window), one after the other on one sender link
+    at router A, to one receiver on router B: both arrive intact."""
+    first, last = two
+    rp, (rcv,) = _receivers(last.port, "big", raw=False)
+    probe = _routable(first, "big", [rp])
+    size = 3 * MB
+    sp = bigmsg.Peer(first.port, "sender")
+    one = bigmsg.BigSender(sp, "big", size, settled=settled)
+    every = [rp, probe, sp]
+    bigmsg.pump(every, lambda: one.done, TIMEOUT, [one, rcv])
+    two_ = bigmsg.BigSender(sp, "big", size, settled=settled, link=one.link)
+    bigmsg.pump(every, lambda: len(rcv.messages) >= 2, TIMEOUT, [two_, rcv])
+    assert [m[:3] for m in rcv.messages] == [(size, bigmsg.body_crc(size), False)] * 2
+    if not settled:
+        bigmsg.pump(every, lambda: one.outcome() != 0 and two_.outcome() != 0, 20, [rcv])
+        assert (one.outcome(), two_.outcome()) == (proton.Delivery.ACCEPTED,) * 2
+    _close(*every)
+
+
+@pytest.mark.parametrize("settled", [False, True], ids=["unsettled", "presettled"])
+@pytest.mark.parametrize("connections", ["one", "each"])
+@pytest.mark.parametrize("count", [2, 3, 5])
+def test_concurrent_large_deliveries_to_one_receiver_across_two_routers(two, count,
+                                                                        connections, settled):
+    """``count`` deliveries of 3 MB (each beyond a window) sent at once from router A to one
+    receiver on router B: all arrive intact (the deliveries queued behind the first one at B
+    must not stop B reading the connection the first one's bytes come on)."""
+    first, last = two
+    rp, (rcv,) = _receivers(last.port, "big", raw=False)
+    probe = _routable(first, "big", [rp])
+    size = 3 * MB
+    if connections == "one":
+        peers = [bigmsg.Peer(first.port, "senders")] * count
+    else:
+        peers = [bigmsg.Peer(first.port, f"sender-{i}") for i in range(count)]
+    senders = [bigmsg.BigSender(p, "big", size, settled=settled, name=f"big-{i}")
+               for i, p in enumerate(peers)]
+    every = [rp, probe] + list(dict.fromkeys(peers))
+    bigmsg.pump(every, lambda: len(rcv.messages) >= count, TIMEOUT, senders + [rcv])
+    assert [m[:3] for m in rcv.messages] == [(size, bigmsg.body_crc(size), False)] * count
+    if not settled:
+        bigmsg.pump(every, lambda: all(s.outcome() != 0 for s in senders), 20, senders + [rcv])
+        assert [s.outcome() for s in senders] == [proton.Delivery.ACCEPTED] * count
+    _close(*every)
+
+
+def test_a_delivery_held_longer_than_the_idle_timeout_keeps_its_connection(one):
+    """A receiver without credit holds a large message (its window full, the sender's
+    connection not read on) for longer than the sender's idle time-out: the sender's
+    heartbeats still count, so its connection stays and the message arrives once the receiver
+    grants credit (1.19 reads a connection whose delivery its Q2 holds)."""
+    rp, (rcv,) = _receivers(one.port, "held", raw=False, credit=0)
+    sp = bigmsg.Peer(one.idle_port, "sender")
+    size = 20 * MB
+    snd = bigmsg.BigSender(sp, "held", size)
+    bigmsg.pump([rp, sp], lambda: snd.sent > 2 * MB, 30, [snd, rcv])
+    deadline = bigmsg.time.monotonic() + 3 * IDLE
+    bigmsg.pump([rp, sp], lambda: bigmsg.time.monotonic() > deadline, 6 * IDLE, [snd, rcv])
+    assert not sp.closed and not (sp.conn.state & proton.Endpoint.REMOTE_CLOSED), (
+        sp.conn.remote_condition)
+    assert not rcv.messages
+    if not one.one_x:  # ours holds the sender back (1.19 takes it all into its sessions)
+        assert snd.sent < size
+    rcv.link.flow(1)
+    bigmsg.pump([rp, sp], lambda: bool(rcv.messages), TIMEOUT, [snd, rcv])
+    assert rcv.messages[0][:3] == (size, bigmsg.body_crc(size), False)
+    _close(rp, sp)
+
+
+def test_a_delivery_held_at_a_router_keeps_its_neighbour(two):
+    """A large message from router A held at router B (its receiver gives no credit) for
+    longer than the HELLO max age (3 s): B still reads A's connection, so A stays B's
+    neighbour, and the message arrives once the receiver grants credit (1.19's Q2 holds the
+    delivery; a router that stopped reading the connection would take A for lost)."""
+    from test_network import known_routers
+    first, last = two
+    rp, (rcv,) = _receivers(last.port, "held", raw=False, credit=0)
+    probe = _routable(first, "held", [rp])
+    sp = bigmsg.Peer(first.port, "sender")
+    size = 20 * MB
+    snd = bigmsg.BigSender(sp, "held", size)
+    peers = [rp, sp, probe]
+    bigmsg.pump(peers, lambda: snd.sent > 2 * MB, 30, [snd, rcv])
+    deadline = bigmsg.time.monotonic() + 5.0
+    bigmsg.pump(peers, lambda: bigmsg.time.monotonic() > deadline, 10, [snd, rcv])
+    assert first.id.split(".")[-1] in {r.split(".")[-1] for r in known_routers(last)}
+    assert not rcv.messages
+    rcv.link.flow(1)
+    bigmsg.pump(peers, lambda: bool(rcv.messages), TIMEOUT, [snd, rcv])
+    assert rcv.messages[0][:3] == (size, bigmsg.body_crc(size), False)
+    _close(*peers)
+
