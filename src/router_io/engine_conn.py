@@ -114,9 +114,6 @@ class Connection:
         self.q2 = 0
         self.streams = 0
         self.q2_armed_held = False  # what the worker's poller was last told (worker.py)
-        # an inter-router or edge connection is never held (as 1.19 holds none): its control
-        # traffic (HELLOs, edge heartbeats) must be read on time, or its peer is taken for lost
-        self.q2_never_held = router_conn
         # maxMessageSize of this connection (policy, listener, vhost), set when it opens
         self.max_message_size = 0
         # vhost policy (router_io/policy.py): the user group's settings when the connection is
@@ -156,9 +153,8 @@ class Connection:
     # --- bytes in and out (the worker loop calls these) ---------------------------------------
     def q2_held(self) -> bool:
         """Its socket is not read: every streamed inbound delivery of it is past its window
-        (one that is not may be what the others wait for; its bytes must come in), and it is
-        no connection to another router (q2_never_held)."""
-        return self.q2 > 0 and self.q2 >= self.streams and not self.q2_never_held
+        (one that is not may be what the others wait for; its bytes must come in)."""
+        return self.q2 > 0 and self.q2 >= self.streams
 
     def capacity(self) -> int:
         return _pn_transport_capacity(self.t_key)

@@ -290,28 +290,3 @@ def test_a_delivery_held_longer_than_the_idle_timeout_keeps_its_connection(one):
     bigmsg.pump([rp, sp], lambda: bool(rcv.messages), TIMEOUT, [snd, rcv])
     assert rcv.messages[0][:3] == (size, bigmsg.body_crc(size), False)
     _close(rp, sp)
-
-
-def test_a_delivery_held_at_a_router_keeps_its_neighbour(two):
-    """A large message from router A held at router B (its receiver gives no credit) for
-    longer than the HELLO max age (3 s): B still reads A's connection, so A stays B's
-    neighbour, and the message arrives once the receiver grants credit (1.19's Q2 holds the
-    delivery; a router that stopped reading the connection would take A for lost)."""
-    from test_network import known_routers
-    first, last = two
-    rp, (rcv,) = _receivers(last.port, "held", raw=False, credit=0)
-    probe = _routable(first, "held", [rp])
-    sp = bigmsg.Peer(first.port, "sender")
-    size = 20 * MB
-    snd = bigmsg.BigSender(sp, "held", size)
-    peers = [rp, sp, probe]
-    bigmsg.pump(peers, lambda: snd.sent > 2 * MB, 30, [snd, rcv])
-    deadline = bigmsg.time.monotonic() + 5.0
-    bigmsg.pump(peers, lambda: bigmsg.time.monotonic() > deadline, 10, [snd, rcv])
-    assert first.id.split(".")[-1] in {r.split(".")[-1] for r in known_routers(last)}
-    assert not rcv.messages
-    rcv.link.flow(1)
-    bigmsg.pump(peers, lambda: bool(rcv.messages), TIMEOUT, [snd, rcv])
-    assert rcv.messages[0][:3] == (size, bigmsg.body_crc(size), False)
-    _close(*peers)
-
