@@ -189,11 +189,13 @@ cdef Py_ssize_t _list_field(cbuf b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t i
 
 
 cdef Py_ssize_t _section(cbuf b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t* value) except -1:
-    """Code of the section starting at ``pos``; ``value[0]`` = offset of its value."""
+    """Code of the section starting at ``pos``; ``value[0]`` = offset of its value. 0x1ff
+    (the reference's OPAQUE, ``value[0]`` = pos) where no section begins."""
     cdef Py_ssize_t code = 0
     cdef uint64_t wide
     if b[pos] != 0x00:
-        _malformed("expected a section descriptor", pos)
+        value[0] = pos
+        return 0x1ff
     if pos + 2 > end:
         _truncated(pos)
     if b[pos + 1] == 0x53:
@@ -208,9 +210,11 @@ cdef Py_ssize_t _section(cbuf b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t* val
         code = <Py_ssize_t>wide if wide <= 0xff else 0x1ff
         value[0] = pos + 10
     else:
-        _malformed("unsupported section descriptor", pos)
+        value[0] = pos
+        return 0x1ff
     if code < 0x70 or code > 0x78:
-        _malformed("unknown section", pos)
+        value[0] = pos
+        return 0x1ff
     if value[0] >= end:
         _truncated(value[0])
     return code

@@ -5,6 +5,7 @@ A :class:`BigSender` writes one message of ``size`` body bytes a slice at a time
 transport drains (it can abort half way); a :class:`BigReceiver` reads deliveries as they arrive
 and keeps only their length and CRC (it can read slowly). Messages have a properties section
 (``to``) and one data section; the body is a repeated 64 KB pattern, so its CRC is known.
+``raw=True`` (both): the delivery is the pattern alone, bytes that are no AMQP sections.
 """
 from __future__ import annotations
 
@@ -106,9 +107,10 @@ class BigSender:
 
     def __init__(self, peer: Peer, address: str, size: int, settled: bool = False,
                  abort_at: Optional[int] = None, name: str = "big-sender",
-                 link: Optional[proton.Sender] = None) -> None:
+                 link: Optional[proton.Sender] = None, raw: bool = False) -> None:
         """``link``: a sender the peer answers an attach with (a broker's side of a link the
-        router attached); else a new one to ``address``."""
+        router attached); else a new one to ``address``. ``raw``: no message sections, the
+        ``size`` pattern bytes alone."""
         self.peer = peer
         self.link = link if link is not None else peer.session.sender(name)
         if link is None:
@@ -116,7 +118,7 @@ class BigSender:
         if settled:
             self.link.snd_settle_mode = proton.Link.SND_SETTLED
         self.link.open()
-        self.head = message_head(size)
+        self.head = b"" if raw else message_head(size)
         self.size = size
         self.total = len(self.head) + size
         self.sent = 0
@@ -160,7 +162,8 @@ class BigReceiver:
     """Receives deliveries on ``address``; keeps (length, crc, aborted) of each."""
 
     def __init__(self, peer: Peer, address: str, credit: int = 10, name: str = "big-receiver",
-                 accept: bool = True) -> None:
+                 accept: bool = True, raw: bool = False) -> None:
+        """``raw``: every byte of a delivery counts as its body (no sections looked for)."""
         self.peer = peer
         self.link = peer.session.receiver(name)
         self.link.source.address = address
@@ -173,6 +176,8 @@ class BigReceiver:
         self._crc = 0
         self._body = 0
         self.accept = accept
+        self.raw = raw
+        self._reset()
 
     def work(self) -> None:
         link = self.link
@@ -194,15 +199,17 @@ class BigReceiver:
             if self.first_byte_at is None:
                 self.first_byte_at = time.monotonic()
             self.messages.append((self._body, self._crc, False, time.monotonic()))
+            # advance first: settling the current delivery advances the link itself, and an
+            # advance after it would skip the next delivery if its first bytes are already in
+            link.advance()
             if self.accept:
                 d.update(proton.Delivery.ACCEPTED)
                 d.settle()
-            link.advance()
             link.flow(1)
             self._reset()
 
     def _reset(self) -> None:
-        self._head = bytearray()
+        self._head = None if self.raw else bytearray()
         self._crc = 0
         self._body = 0
         self.partial = 0

@@ -104,11 +104,15 @@ class MemRouter:
         self.run()
 
     stalled = None  # a Client whose socket is never read (tests of a slow receiver)
+    # as the worker: a connection held by Q2 (Connection.q2_held) takes no more bytes
+    honour_q2 = False
 
     def _pump_once(self) -> bool:
         moved = False
         for c in self.clients:
             size = min(c.transport.pending(), c.server.capacity())
+            if self.honour_q2 and c.server.q2_held():
+                size = 0
             if size > 0:  # never push more than the server transport can take
                 out = c.transport.peek(size)
                 c.transport.pop(len(out))

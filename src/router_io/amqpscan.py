@@ -10,7 +10,9 @@ Rules both builds follow:
 - Sections are described values ``0x00 0x53 <code>`` or ``0x00 0x80 <ulong>``; header (0x70),
   delivery-annotations (0x71), message-annotations (0x72), properties (0x73) and
   application-properties (0x74) must come in that order, each at most once. Scanning stops at
-  the first other section (see ``ScanResult.body_start``); the body is never walked.
+  the first other section (see ``ScanResult.body_start``); the body is never walked. Bytes
+  where no section begins stop it the same way (opaque, as 1.19 routes them: ``OPAQUE``);
+  a descriptor cut short is an error.
 - Header/properties are lists (list0/list8/list32); annotation and application-property sections
   are maps (map8/map32) or null. Every value walked is bounds-checked against its container.
 - Router keys are matched when encoded as sym8/sym32 (or, tolerated, str8/str32). A router
@@ -51,6 +53,11 @@ _INTS = {0x43: (0, False), 0x44: (0, False), 0x50: (1, False), 0x52: (1, False),
          0x70: (4, False), 0x71: (4, True), 0x80: (8, False), 0x81: (8, True)}
 
 _HEADER, _DELIVERY_ANN, _MESSAGE_ANN, _PROPERTIES, _APP_PROPERTIES = 0x70, 0x71, 0x72, 0x73, 0x74
+# What _section returns where no section begins (a byte other than 0x00, a descriptor other
+# than 0x53/0x80, a code outside 0x70-0x78): the bytes from there on are opaque, as a body.
+# 1.19 matches each optional section against its descriptor and takes a mismatch for "not
+# present", so it routes a message whose bytes are no AMQP sections at all (b"xyz...").
+OPAQUE = 0x1FF
 _PREFIX = b"x-opt-qd."
 _KEY_TO, _KEY_PHASE, _KEY_INGRESS, _KEY_TRACE = (
     b"x-opt-qd.to", b"x-opt-qd.phase", b"x-opt-qd.ingress", b"x-opt-qd.trace")
@@ -158,9 +165,10 @@ def _list_field(buf: bytes, pos: int, end: int, index: int) -> Tuple[int, int, i
 
 
 def _section(buf: bytes, pos: int, end: int) -> Tuple[int, int]:
-    """(section code, value offset) of the section starting at ``pos``."""
+    """(section code, value offset) of the section starting at ``pos``; (OPAQUE, pos) when no
+    section of a message begins there (see OPAQUE). A descriptor cut short raises."""
     if buf[pos] != 0x00:
-        raise MessageFormatError(f"expected a section descriptor at offset {pos}")
+        return OPAQUE, pos
     if pos + 2 > end:
         raise _truncated(pos)
     kind = buf[pos + 1]
@@ -173,9 +181,9 @@ def _section(buf: bytes, pos: int, end: int) -> Tuple[int, int]:
             raise _truncated(pos)
         code, value = int.from_bytes(buf[pos + 2:pos + 10], "big"), pos + 10
     else:
-        raise MessageFormatError(f"unsupported section descriptor at offset {pos}")
+        return OPAQUE, pos
     if not _HEADER <= code <= 0x78:
-        raise MessageFormatError(f"unknown section 0x{code:x} at offset {pos}")
+        return OPAQUE, pos
     if value >= end:
         raise _truncated(value)
     return code, value

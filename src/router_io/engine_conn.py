@@ -114,9 +114,12 @@ class Connection:
         self.out_budget = OUT_BUDGET
         self.out_room = OUT_BUDGET
         self.out_queue: deque = deque()
-        # Q2: streaming deliveries of this connection past their window; while > 0 its socket
-        # is not read (the worker watches engine.q2_changed)
+        # Q2: streamed inbound deliveries of this connection (``streams``) and those of them
+        # past their window (``q2``); its socket is not read while every one is (q2_held(),
+        # the worker watches engine.q2_changed)
         self.q2 = 0
+        self.streams = 0
+        self.q2_armed_held = False  # what the worker's poller was last told (worker.py)
         # maxMessageSize of this connection (policy, listener, vhost), set when it opens
         self.max_message_size = 0
         # vhost policy (router_io/policy.py): the user group's settings when the connection is
@@ -158,6 +161,11 @@ class Connection:
         self.transport.tracer = lambda transport, text: trace(conn_id, text)
 
     # --- bytes in and out (the worker loop calls these) ---------------------------------------
+    def q2_held(self) -> bool:
+        """Its socket is not read: every streamed inbound delivery of it is past its window
+        (one that is not may be what the others wait for; its bytes must come in)."""
+        return self.q2 > 0 and self.q2 >= self.streams
+
     def capacity(self) -> int:
         return _pn_transport_capacity(self.t_key)
 

@@ -2,7 +2,8 @@
 
 A partial delivery past STREAM_START bytes is read as it arrives: StreamTransfer once its
 routing fields are in, TransferChunk for the rest, at most STREAM_WINDOW unacknowledged bytes
-(Q2: past it the connection is not read until the core's StreamAck), an abort passed on.
+(Q2: past it the delivery is not read from proton until the core's StreamAck; its connection's
+socket is not read only while every streamed delivery of it is held so), an abort passed on.
 
 Functions of the engine: ``self`` is the WorkerEngine (as when they were its methods).
 Part of the compiled engine (setup.py ENGINE_PARTS; see router_io/engine.py).
@@ -17,7 +18,7 @@ from common.ipc import (
     TransferChunk)
 from router_io import amqpscan_select as scanner
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
-from router_io.engine_proton import STREAM_CHUNK, _fields, _rewrite_annotations, _scan
+from router_io.engine_proton import STREAM_CHUNK, _fields, _key, _rewrite_annotations, _scan
 from router_io.engine_records import InStream, Link
 from router_io.engine_lifecycle import (
     SE_ACKED, SE_ACKED_SOME, SE_DISCARD, SE_END, SE_ROUTED, SE_WINDOW_FULL, stream_to)
@@ -46,6 +47,10 @@ def _stream_begin(self, d: Any, d_key: Any, link: Link) -> None:
     """A partial delivery past STREAM_START bytes: from now on read as it arrives."""
     rec = InStream(link, d, d_key)
     self.in_streams[d_key] = rec
+    conn = link.conn
+    conn.streams += 1
+    if conn.q2:
+        self.q2_changed.add(conn)  # one that is not held: the socket is read again
     _stream_in(self, rec)
 
 
@@ -64,11 +69,18 @@ def _stream_in(self, rec: InStream) -> None:
         self.dirty.add(link.conn)
         return
     if rec.started and rec.unacked >= STREAM_WINDOW:
-        return  # Q2: the rest waits in proton (and the socket is not read)
+        return  # Q2: the rest waits in proton
     pending = lib.pn_delivery_pending(d)
     partial = bool(lib.pn_delivery_partial(d))
     if partial and pending < (STREAM_CHUNK if rec.started else 1):
         return
+    held = 0  # bytes left in proton beyond the window (read once the core acknowledges)
+    if rec.started and rec.discard is None:
+        room = STREAM_WINDOW - rec.unacked
+        if room < STREAM_CHUNK:
+            room = STREAM_CHUNK
+        if pending > room:
+            held = pending - room
     if link.max_size and rec.total + pending > link.max_size and rec.discard is None:
         # maxMessageSize while streaming: the copies are aborted, the rest is discarded,
         # then the delivery rejected and link and connection closed (as a whole one)
@@ -78,6 +90,7 @@ def _stream_in(self, rec: InStream) -> None:
         self.oversize[int(ffi.cast("uintptr_t", d))] = True
         _oversize(self, d, link)
         return
+    pending -= held
     data = bytearray(pending)
     if pending:
         lib.pn_link_recv(l_ptr, ffi.from_buffer(data), pending)
@@ -98,10 +111,11 @@ def _stream_in(self, rec: InStream) -> None:
         rec.head += data
         _stream_start(self, rec, partial)
         return
-    if not partial:
+    last = not partial and not held
+    if last:
         lib.pn_link_advance(l_ptr)
-    self.outbox.append(TransferChunk(rec.dlv_id, not partial, False, data))
-    if partial:
+    self.outbox.append(TransferChunk(rec.dlv_id, last, False, data))
+    if not last:
         rec.unacked += pending
         if rec.unacked >= STREAM_WINDOW:
             _q2_block(self, rec)
@@ -183,7 +197,11 @@ def _stream_end(self, rec: InStream, complete: bool) -> None:
     """A streamed inbound delivery is complete (``complete``) or ends otherwise (aborted,
     discarded): forget it as a stream; a complete one settles as a whole one would."""
     stream_to(rec, SE_END)
-    self.in_streams.pop(rec.d_key, None)
+    if self.in_streams.pop(rec.d_key, None) is not None:
+        conn = rec.link.conn
+        conn.streams -= 1
+        if conn.q2:
+            self.q2_changed.add(conn)  # maybe every one left is held now
     if rec.dlv_id is not None:
         self.in_stream_ids.pop(rec.dlv_id, None)
     if rec.blocked:
@@ -207,20 +225,22 @@ def _stream_end(self, rec: InStream, complete: bool) -> None:
 
 
 def _q2_block(self, rec: InStream) -> None:
+    """``rec`` filled its window: it is read no further from proton. Its connection's socket
+    is read on while another streamed delivery of it is not held (1.19's Q2 holds one
+    delivery, not the connection: the deliveries queued behind this one may be what it waits
+    for, e.g. an earlier one to the same receiver); worker._q2_update decides."""
     rec.blocked = True
     stream_to(rec, SE_WINDOW_FULL)
     conn = rec.link.conn
     conn.q2 += 1
-    if conn.q2 == 1:
-        self.q2_changed.add(conn)
+    self.q2_changed.add(conn)
 
 
 def _q2_unblock(self, rec: InStream) -> None:
     rec.blocked = False
     conn = rec.link.conn
     conn.q2 -= 1
-    if conn.q2 == 0:
-        self.q2_changed.add(conn)
+    self.q2_changed.add(conn)
 
 
 def _fx_stream_ack(self, fx: StreamAck) -> None:
@@ -234,6 +254,14 @@ def _fx_stream_ack(self, fx: StreamAck) -> None:
         if rec.blocked:
             _q2_unblock(self, rec)
         _stream_in(self, rec)  # what proton already holds (no new event announces it)
+        link = rec.link
+        if rec.d_key not in self.in_streams and link.open:
+            # it ended here, outside the events: the link's next delivery may be in proton
+            # already (its connection went on being read), and its events came while this
+            # one was current (ignored then); nothing would announce it again
+            nxt = lib.pn_link_current(link.ptr)
+            if nxt != ffi.NULL:
+                _on_delivery(self, _key(nxt))
 
 
 def _stream_in_settled(self, dlv_id: Any) -> None:
@@ -245,6 +273,6 @@ def _stream_in_settled(self, dlv_id: Any) -> None:
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_policy import _oversize
 from router_io.engine_deliveries import (
-    TAG_TOO_LONG, _drop_in, _endpoint_to, _log_message, _reject_local, _routed_tag,
-    _strips_in)
+    TAG_TOO_LONG, _drop_in, _endpoint_to, _log_message, _on_delivery, _reject_local,
+    _routed_tag, _strips_in)
 # --- end engine parts ---

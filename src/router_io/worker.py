@@ -49,6 +49,11 @@ from router_io.worker_http import HttpMixin
 POLLIN, POLLOUT = int(zmq.POLLIN), int(zmq.POLLOUT)  # ints: enum flags' & is Python code
 _READ_SIZE = 65536
 _MAX_BATCHES_PER_LOOP = 256
+# A connection held by Q2 (every streamed delivery of it past its window) is still read this
+# much each tick (about a second): its peer's heartbeats must reach proton, or the idle
+# time-out closes a connection that only waits for a slow receiver (1.19 never stops reading a
+# connection: its Q2 holds the delivery). Bounds what a held connection takes to ~4 KB/s.
+_Q2_TRICKLE = 4096
 _MANAGEMENT = (ipc.ConfigChange, ipc.LogQuery)  # batches the core sends apart from effects
 
 
@@ -233,22 +238,27 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         self._shutdown()
 
     def _q2_update(self) -> None:
-        """Connections whose streamed deliveries filled (or freed) their window: stop (or
-        resume) reading their sockets (1.x's Q2; engine_stream_in.py, STREAM_WINDOW)."""
+        """Connections whose streamed deliveries filled (or freed) their window: stop reading
+        their sockets when every one is held, else read them (1.x's Q2;
+        engine_stream_in.py, STREAM_WINDOW)."""
         changed = self.engine.q2_changed
         self.engine.q2_changed = set()
         for conn in changed:
             sock = self.sock_of.get(conn)
             if sock is None or conn.closed:
                 continue
+            held = conn.q2_held()
+            if held == conn.q2_armed_held:
+                continue
+            conn.q2_armed_held = held
             self._arm(sock, conn, sock.fileno() in self.want_write)
-            if not conn.q2:
+            if not held:
                 self._read(sock, conn)  # what arrived meanwhile (the poll may not say again)
 
     def _arm(self, sock: Any, conn: Connection, write: bool) -> None:
         """Poll ``sock`` for input unless its connection is held by Q2, and for output if
         ``write``."""
-        mask = (POLLOUT if write else 0) | (0 if conn.q2 else POLLIN)
+        mask = (POLLOUT if write else 0) | (0 if conn.q2_held() else POLLIN)
         self.poller.modify(sock, mask)
 
     def _timeout_ms(self) -> int:
@@ -427,6 +437,27 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         except Exception as exc:  # noqa: BLE001 - this connection closes, the worker goes on
             self._abort(sock, conn, exc)
 
+    def _trickle(self, sock: socket.socket, conn: Connection) -> None:
+        """One read of at most _Q2_TRICKLE bytes from a socket held by Q2 (see there)."""
+        try:
+            cap = conn.capacity()
+            if cap <= 0:
+                return
+            try:
+                n = sock.recv_into(self.rbuf, min(cap, _Q2_TRICKLE))
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                n = 0
+            if n == 0:
+                conn.close_input()
+                conn.close_output()
+            else:
+                conn.push(self.rbuf, n)
+            self.engine.dirty.add(conn)
+        except Exception as exc:  # noqa: BLE001 - this connection closes, the worker goes on
+            self._abort(sock, conn, exc)
+
     def _abort(self, sock: socket.socket, conn: Connection, exc: BaseException) -> None:
         """An unexpected error on one connection's socket path: log it once (traceback), close
         the connection (amqp:internal-error if proton can still say so) and its socket now;
@@ -567,9 +598,11 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         now = time.monotonic()
         now_ms = int(now * 1000)
         deadline = now + 1.0
-        for _, conn in self.sockets.values():
+        for sock, conn in list(self.sockets.values()):
             if self.relays and conn in self.relays:
                 continue  # no AMQP yet: its SASL relay has its own deadline
+            if conn.q2_armed_held and not conn.closed:
+                self._trickle(sock, conn)  # (may close it: the list is a copy)
             nxt = conn.tick(now_ms)
             if nxt:
                 deadline = min(deadline, nxt / 1000.0)

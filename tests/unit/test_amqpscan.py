@@ -162,8 +162,7 @@ def test_big_body_is_not_walked(impl):
 
 
 @pytest.mark.parametrize("buf", [
-    b"\x70", b"\x00", b"\x00\x53", b"\x00\x53\x70", b"\x00\x53\x69" + NULL,
-    b"\x00\xa3\x10amqp:header:list\x45",                        # symbolic descriptor
+    b"\x00\x53\x70",
     sec(0x73, b"\x45") + sec(0x70, b"\x45"),                     # out of order
     sec(0x70, b"\x45") + sec(0x70, b"\x45"),                     # repeated
     sec(0x70, NULL), sec(0x70, list8(NULL, b"\x54\x01")),        # header not a list; bad priority
@@ -174,13 +173,42 @@ def test_big_body_is_not_walked(impl):
     sec(0x72, map8(s8("k", 0xa3), b"\x0f")),                     # invalid constructor
     sec(0x72, b"\xc1\x06\x02" + s8("k", 0xa3) + NULL + NULL),           # map size mismatch
     sec(0x72, b"\xd1\x00\x00\x00\x02\x00\x00\x00\x00"),          # map32 size < 4
-    sec(0x72, map8(s8("x-opt-qd.trace", 0xa3), list8(s8("a")) + b"")[:-1]),
     sec(0x72, map8(s8("x-opt-qd.trace", 0xa3), b"\xc0\x04\x01" + s8("a") + b"\x40")),
     sec(0x71, b"\x45"), sec(0x74, b"\xc1\xff\x00")])
 def test_malformed_raise_message_format_error(impl, buf):
     with pytest.raises(MessageFormatError) as info:
         impl.scan(buf + BODY)
     assert info.value.condition == "amqp:decode-error"
+
+
+@pytest.mark.parametrize("head", [b"", sec(0x70, list8(NULL, b"\x50\x07")),
+                                  sec(0x73, list8(NULL, NULL, s8("q")))])
+@pytest.mark.parametrize("rest", [
+    b"xyz" * 10, b"\x70", bytes(range(256)),                    # not a descriptor
+    b"\x00\x53\x69" + NULL, b"\x00\x53\x10\x45",                # a code of no section
+    b"\x00\x80" + (0x1_0000_0070).to_bytes(8, "big") + NULL,     # a wide code of none
+    b"\x00\xa3\x10amqp:header:list\x45",                         # symbolic descriptor
+    b"\x00" + BODY, b"\x00\x53" + BODY])                           # 00 00, 00 53 00
+def test_bytes_that_are_no_section_are_opaque(impl, head, rest):
+    """Where no section begins the rest is opaque, as a body: 1.19 takes a section that does
+    not match its descriptor for an absent one and routes such a message (raw bytes too)."""
+    r = impl.scan(head + rest)
+    assert r.body_start == len(head) and r.ma_start == r.ma_end <= len(head)
+    assert (r.to, r.priority) == ("q" if b"q" in head else None, 7 if b"\x07" in head else 4)
+    assert not impl.has_annotations(head + rest)
+    out = impl.rewrite_annotations(head + rest, r, ingress="0/X")
+    assert out.endswith(rest) and len(out) > len(head + rest)
+    again = impl.scan(out)
+    assert (again.ma_ingress, again.to, again.body_start) == ("0/X", r.to, len(out) - len(rest))
+    assert impl.subject(rest) is None
+
+
+@pytest.mark.parametrize("buf", [
+    b"\x00", b"\x00\x53", b"\x00\x53\x70", b"\x00\x80\x00",
+    sec(0x72, map8(s8("x-opt-qd.trace", 0xa3), list8(s8("a"))))[:-1]])
+def test_a_section_cut_short_raises(impl, buf):
+    with pytest.raises(MessageFormatError):
+        impl.scan(buf)
 
 
 @pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
