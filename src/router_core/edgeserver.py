@@ -25,6 +25,18 @@ from router_core.transfer import send_router
 # --- end core parts ---
 
 
+def _streaming_from(core: Any, conn: Any) -> bool:
+    """A message is still streaming in from ``conn`` or out to it (streaming.py's Streams and
+    their copies; only looked at when a heartbeat is overdue)."""
+    for stream in core.streams.values():
+        if not stream.done and stream.link.conn is conn:
+            return True
+        for copy in stream.copies:
+            if copy.link.conn is conn:
+                return True
+    return False
+
+
 class EdgeServer:
     """The interior router's side: edge connections' downlinks, tracking and heartbeats."""
 
@@ -114,8 +126,14 @@ class EdgeServer:
             if link is None or link.closed:
                 del self.heartbeats[link_id]
             elif now - last > HEARTBEAT_THRESHOLD:
-                del self.heartbeats[link_id]
                 conn = link.conn
+                if _streaming_from(core, conn):
+                    # a worker may have stopped reading one end (a streamed message past its
+                    # window, Q2): the heartbeats (or the credit for them) wait behind that
+                    # message's bytes. 1.19 never stops reading a connection.
+                    self.heartbeats[link_id] = now
+                    continue
+                del self.heartbeats[link_id]
                 _edge_log(core, f"[C{conn.conn_id}] Lost heartbeat from container "
                                 f"{conn.container}, closing connection")
                 _edge_emit(core, conn.peer, CloseConnection(conn.conn_id, "", ""))

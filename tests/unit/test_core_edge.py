@@ -349,6 +349,28 @@ def test_interior_closes_an_edge_whose_heartbeats_stop(interior):
                for t in interior.core.al_logs)
 
 
+def test_an_edge_streaming_a_message_in_is_not_closed_for_silent_heartbeats(interior):
+    """While a message from the edge is still arriving, its worker may hold the socket (Q2):
+    the heartbeats queue behind that message's bytes. The connection stays; once the message
+    is complete, silence closes it as before."""
+    from common.ipc import CloseConnection, StreamTransfer, TransferChunk
+    interior.conn(1, role="edge")
+    interior.do(LinkAttach(60, 1, DIR_IN, "h", "_$qd.edge_heartbeat", False, False, 250,
+                           "endpoint"))
+    interior.do(LinkAttach(61, 1, DIR_IN, "s", "big", False, False, 250, "endpoint"))
+    interior.flat()
+    interior.core.handle(0, Transfer(1, 60, None, True, 4, edgemsg.heartbeat(0)), 1.0)
+    interior.core.handle(0, StreamTransfer(2, 61, "big", True, 4, False, 0, None, [],
+                                           b"\x00Sp\xc0\x01\x00"), 1.5)
+    for now in (4.0, 8.0, 12.0, 16.0, 20.0):
+        interior.core.tick(now)
+    assert not [e for e in interior.flat() if type(e) is CloseConnection]
+    interior.core.handle(0, TransferChunk(2, True, False, b"\x00Sw\xa1\x01x"), 21.0)
+    interior.core.tick(30.5)
+    assert [e for e in interior.flat() if type(e) is CloseConnection] == [
+        CloseConnection(1, "", "")]
+
+
 def test_edge_asks_its_interior_whether_an_address_is_link_routed(edge):
     import proton
     edge.conn(1, role="edge")
