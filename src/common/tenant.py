@@ -19,8 +19,9 @@ from typing import Optional
 OUTSIDE_SPACES = ("_local/", "_topo/", "_edge/")
 
 
-def _routed_text(address: str) -> str:
-    """``address`` without ``amqp://host/``, ``amqp:/`` and one leading ``/``."""
+def normalize(address: str) -> str:
+    """Strip ``amqp://host/``, ``amqp:/`` and one leading ``/``: what remains is routed on
+    (the core's address keys use it too: router_core.addressing)."""
     if address.startswith("amqp:"):
         if address.startswith("amqp://"):
             slash = address.find("/", 7)
@@ -37,7 +38,7 @@ def tenant_address(space: Optional[str], address: Optional[str]) -> Optional[str
     empty or None: no space, ``address`` as it is)."""
     if not space or address is None:
         return address
-    text = _routed_text(address)
+    text = normalize(address)
     if text.startswith(OUTSIDE_SPACES):
         return address
     return f"{space}/{text}"

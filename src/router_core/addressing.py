@@ -9,6 +9,8 @@ zmq, proton, sockets, clocks or logging handlers; it is shared by the core and t
 """
 from typing import Optional
 
+from common.tenant import normalize  # noqa: F401 - one definition, the tenants' too
+
 LOCAL_PREFIX = "_local/"
 TOPO_PREFIX = "_topo/"
 EDGE_PREFIX = "_edge/"   # 1.19: an edge router's own addresses (``_edge/<edge id>/...``)
@@ -26,19 +28,6 @@ CLASS_EDGE = "H"
 # On an edge router, every address that belongs to another router (``_topo/0/<other>/...``,
 # ``_edge/<other>/...``, another area) is this one key: the uplink to the interior router
 EDGE_UPLINK_KEY = "L_edge"
-
-
-def normalize(address: str) -> str:
-    """Strip ``amqp://host/``, ``amqp:/`` and one leading ``/``: what remains is routed on."""
-    if address.startswith("amqp:"):
-        if address.startswith("amqp://"):
-            slash = address.find("/", 7)
-            address = "" if slash < 0 else address[slash + 1:]
-        else:
-            address = address[5:]
-    if address.startswith("/"):
-        address = address[1:]
-    return address
 
 
 def address_key(address: str, router_id: str, phase: int = 0, area: str = "0",
