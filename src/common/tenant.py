@@ -8,7 +8,7 @@ router), ``_topo/...`` (a router or area: a dynamic receiver's reply address is 
 ``_edge/...`` (an edge router) are routed as they are, whichever tenant uses them.
 
 The scheme forms (``amqp://host/x``, ``amqp:/x``, ``/x``) are stripped first, as the core
-strips them (router_core.addressing.normalize: the same rule, kept equal by a test), so the
+strips them (``normalize``, which router_core.addressing uses too), so the
 space is put in front of what is routed on.
 
 Pure; must not import zmq, proton, router_io, router_core or agent.
