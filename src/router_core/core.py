@@ -102,8 +102,8 @@ from router_core.addrkeys import reapply_rules
 from router_core.ingress import on_router_transfer, on_stream_transfer, on_transfer
 from router_core.lifecycle import (
     TEST_REFUSALS, close_connection_of, detach_own, on_attach, on_attached, on_conn_closed,
-    on_conn_opened, on_connector_status, on_detach, on_hello, on_link_lost, on_policy_event,
-    open_link)
+    on_conn_opened, on_detach, on_link_lost, open_link)
+from router_core.peers import on_connector_status, on_hello, on_policy_event
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
     delete_link_route, on_delivery_tag, on_in_drained, on_sender_state)

@@ -30,7 +30,7 @@ from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 from router_core.addrkeys import (
     FALLBACK_PHASE, address_of, key_of, new_temp, phase_key, unavailable, unref)
 from router_core.linkroute import (
-    ROUTED_LINK_LOST, announce_all, container_closed, container_opened, drop_conn_routes,
+    ROUTED_LINK_LOST, container_closed, container_opened, drop_conn_routes,
     route_attach, routed_attached, split_condition)
 from router_core.records import (
     CONTROL_PRIORITY, KEY_EDGE, KEY_MOBILE, LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES,
@@ -702,26 +702,7 @@ def _drop_router_link(core: Any, link: Link) -> None:
         fail_outbound(core, link)
 
 
-# --- router links up and down, the agent ---------------------------------------------------------
-def on_hello(core: Any, peer: Any, cmd: Any) -> None:
-    core.peers[peer] = cmd[1]
-    if cmd[1] == "agent":
-        core.agent_peer = peer
-        # what happened before the agent was there (workers may start first), and for a
-        # restarted agent the router links its predecessor had been told of
-        for conn in core.conns.values():
-            if conn.router_up:
-                core._emit(peer, RouterLinkUp(conn.conn_id, conn.cost, conn.container))
-            else:
-                check_router_up(core, conn)
-        if core.mode == MODE_INTERIOR:
-            for addr in core.addrs.values():
-                if ((addr.consumers or addr.exchange is not None)
-                        and (addr.cls == KEY_MOBILE or addr.cls == KEY_EDGE)):
-                    announce(core, addr, True)
-            announce_all(core)  # link-route destinations
-
-
+# --- router links up and down (the agent is told; its hello: peers.py) -------------------------
 def check_router_up(core: Any, conn: Connection) -> None:
     """Tell the agent once a connection has both control links (and the agent is there)."""
     if (not conn.router_up and conn.control_in is not None and conn.control_out is not None
@@ -738,20 +719,3 @@ def router_down(core: Any, conn: Connection) -> None:
             del core.neighbour_conns[conn.container]
         if core.agent_peer is not None:
             core._emit(core.agent_peer, RouterLinkDown(conn.conn_id))
-
-
-def on_policy_event(core: Any, peer: Any, cmd: Any) -> None:
-    core.policy_counts.event(cmd[0], cmd[1], cmd[2])
-
-
-def on_connector_status(core: Any, peer: Any, cmd: Any) -> None:
-    """ConnectorStatus: what management shows of a connector while it has no open connection
-    (corestate.connector_views); an empty status forgets a deleted connector, an empty message
-    keeps the one shown (a connection that closed in order leaves its Connection Opened text)."""
-    name, status, message = str(cmd[0]), cmd[1], cmd[2]
-    if status:
-        if not message and name in core.connector_status:
-            message = core.connector_status[name][1]
-        core.connector_status[name] = (str(status), str(message), str(cmd[3] or ""))
-    else:
-        core.connector_status.pop(name, None)
