@@ -34,6 +34,16 @@ def open_properties(user: str, grants: dict) -> dict:
     return props
 
 
+def transport_output(transport: proton.Transport) -> bytes:
+    """Every byte an in-memory proton transport has to send now."""
+    out = bytearray()
+    while transport.pending() > 0:
+        n = transport.pending()
+        out += transport.peek(n)
+        transport.pop(n)
+    return bytes(out)
+
+
 class ServiceEngine:
     """The service's end of one connection in memory (a proton server transport with Cyrus
     SASL configured from ``sasl_dir``/``qdrouterd.conf``)."""
@@ -60,12 +70,7 @@ class ServiceEngine:
         self._events()
 
     def output(self) -> bytes:
-        out = bytearray()
-        while self.transport.pending() > 0:
-            n = self.transport.pending()
-            out += self.transport.peek(n)
-            self.transport.pop(n)
-        return bytes(out)
+        return transport_output(self.transport)
 
     def _events(self) -> None:
         while True:

@@ -17,7 +17,7 @@ from proton import Array, Data, UNDESCRIBED, symbol
 
 import tlscerts
 from common import security
-from authsvc import EngineHost, open_properties
+from authsvc import EngineHost, open_properties, transport_output
 from router_io import auth_relay as ar
 from router_io import auth_service as asv
 from router_io import sasl_frames as sf
@@ -57,12 +57,7 @@ class Client:
         self.connection.open()
 
     def output(self) -> bytes:
-        out = bytearray()
-        while self.transport.pending() > 0:
-            n = self.transport.pending()
-            out += self.transport.peek(n)
-            self.transport.pop(n)
-        return bytes(out)
+        return transport_output(self.transport)
 
     def push(self, data: bytes) -> None:
         if data and not self.transport.closed:
