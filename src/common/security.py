@@ -96,6 +96,19 @@ def load_name_mapping(path: str) -> dict:
     return {str(k): str(v) for k, v in data.items()}
 
 
+_TLS_VERSIONS = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+                 "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
+
+
+def set_protocols(ctx: ssl.SSLContext, protocols: str) -> None:
+    """An sslProfile's ``protocols`` (e.g. ``TLSv1.2 TLSv1.3``) on a Python ``ssl`` context:
+    the lowest and highest named version; ValueError when it names none we know."""
+    wanted = [_TLS_VERSIONS[v] for v in protocols.split() if v in _TLS_VERSIONS]
+    if not wanted:
+        raise ValueError(f"no known protocol in '{protocols}'")
+    ctx.minimum_version, ctx.maximum_version = min(wanted), max(wanted)
+
+
 def ssl_profile_problem(profile: dict) -> Optional[str]:
     """Why an sslProfile cannot be created (1.19 refuses it too), or None."""
     where = f"sslProfile '{profile.get('name')}'"

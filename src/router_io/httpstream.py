@@ -9,7 +9,7 @@ the socket of any AMQP connection: ``recv_into`` gives the bytes of the binary m
 treat it as any other connection (routing, management, policy, SASL).
 
 Besides ``router_io.worker`` this is the one module that touches sockets (the worker's).
-Must not import router_core.core or agent (except common.security for the TLS password).
+Must not import router_core.core or agent (except common.security for the TLS password and protocols).
 """
 from __future__ import annotations
 
@@ -111,12 +111,7 @@ def tls_context(profile: dict, client_certs: bool = False) -> ssl.SSLContext:
         if profile.get("ciphers"):
             ctx.set_ciphers(str(profile["ciphers"]))
         if profile.get("protocols"):
-            versions = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
-                        "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
-            wanted = [versions[v] for v in str(profile["protocols"]).split() if v in versions]
-            if not wanted:
-                raise ValueError(f"no known protocol in '{profile['protocols']}'")
-            ctx.minimum_version, ctx.maximum_version = min(wanted), max(wanted)
+            security.set_protocols(ctx, str(profile["protocols"]))
     except (OSError, ssl.SSLError, KeyError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
     return ctx

@@ -76,12 +76,7 @@ def client_tls_context(profile: dict) -> ssl.SSLContext:
         if profile.get("ciphers"):
             ctx.set_ciphers(str(profile["ciphers"]))
         if profile.get("protocols"):
-            versions = {"TLSv1": ssl.TLSVersion.TLSv1, "TLSv1.1": ssl.TLSVersion.TLSv1_1,
-                        "TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
-            wanted = [versions[v] for v in str(profile["protocols"]).split() if v in versions]
-            if not wanted:
-                raise ValueError(f"no known protocol in '{profile['protocols']}'")
-            ctx.minimum_version, ctx.maximum_version = min(wanted), max(wanted)
+            security.set_protocols(ctx, str(profile["protocols"]))
     except (OSError, ssl.SSLError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
     return ctx
