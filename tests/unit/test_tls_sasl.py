@@ -133,3 +133,17 @@ def test_cert_uid():
     uid = security.cert_uid("cou2", fields.get, lambda f: {"2": "ab12"}[f])
     assert uid == "US;Acme;QA;ab12"
     assert security.cert_uid("s", fields.get, lambda f: None) is None
+
+
+def test_ssl_profile_protocols_on_a_python_ssl_context():
+    """The http listener's and the auth service connection's contexts: an sslProfile's
+    ``protocols`` set the lowest and highest version named; none we know is an error."""
+    import ssl as pyssl
+
+    from common.security import set_protocols
+    ctx = pyssl.SSLContext(pyssl.PROTOCOL_TLS_CLIENT)
+    set_protocols(ctx, "TLSv1.3 TLSv1.2 SSLv3")
+    assert (ctx.minimum_version, ctx.maximum_version) == (pyssl.TLSVersion.TLSv1_2,
+                                                          pyssl.TLSVersion.TLSv1_3)
+    with pytest.raises(ValueError, match="no known protocol in 'SSLv23'"):
+        set_protocols(ctx, "SSLv23")
