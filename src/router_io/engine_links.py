@@ -290,6 +290,10 @@ def _fx_link_open(self, fx: ipc.LinkOpen) -> None:
     link = self.links.get(fx.link_id)
     if link_action(link, LE_OPEN) == LA_IGNORE:
         return
+    # The core knows the link from now on: what credit the peer gave before (with its
+    # attach, while the core waited, e.g. for an edge's address lookup) was not taken by
+    # the core then, so it is reported again now, even if unchanged.
+    link.flow = (-1, False)
     if link.local:  # created open by this router: nothing to answer
         if fx.settle is not None:  # the far side of a link route (linkroute.routed_attached)
             link.routed = True

@@ -385,10 +385,33 @@ def test_management_of_an_edge_through_its_interior(net):
     assert [r[head.index("role")] for r in rows[1:]] == ["edge"]
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known bug (issue #30), intermittent: a streamed message edge -> interior -> edge sometimes "
-    "does not arrive within 120 s while the box is busy (3 of 5 runs here with a test suite "
-    "beside it, compiled build); it passes in about 5 s otherwise; see docs/networks.md"))
+def test_receiver_credit_sent_with_its_attach_on_an_edge(net):
+    """I <== E2: a receiver on E2 that grants credit in the same frames as its attach (as
+    proton-C and JMS clients do) while E2 asks I whether the address is link-routed: that
+    credit counts once the attach completes, and a message from I reaches it. (It was lost:
+    the core did not know the link yet, and the worker did not report the credit again.)"""
+    import proton
+
+    import bigmsg
+    e2 = net.edge("2")
+    (warm,) = _open(e2)
+    try:  # the uplink is up and answers address lookups (this attach waited for one)
+        warm.create_receiver("closest.warm", credit=1)
+    finally:
+        warm.close()
+    rp = bigmsg.Peer(e2.port, "receivers")
+    rcv = bigmsg.BigReceiver(rp, "closest.early", credit=10)
+    bigmsg.pump([rp], lambda: rcv.link.state & proton.Endpoint.REMOTE_ACTIVE, TIMEOUT)
+    wait_local(net["I"], "closest.early", 1)
+    sp = bigmsg.Peer(net["I"].port, "sender")
+    snd = bigmsg.BigSender(sp, "closest.early", 100)
+    bigmsg.pump([rp, sp], lambda: snd.outcome() != 0, TIMEOUT, [snd, rcv])
+    assert snd.outcome() == proton.Delivery.ACCEPTED
+    assert [m[:3] for m in rcv.messages] == [(100, bigmsg.body_crc(100), False)]
+    rp.close()
+    sp.close()
+
+
 def test_large_and_aborted_messages_edge_to_edge(net):
     """E1 ==> I <== E2: an 8 MB message streams through three routers intact; one aborted
     half way reaches the receiver as aborted. (Kept moderate: on a loaded shared box a

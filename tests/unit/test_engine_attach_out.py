@@ -187,3 +187,20 @@ def test_link_open_with_given_termini_mirrors_the_far_end(engine_cls):
     assert rcv.remote_source.address == "broker.tmp.42"
     assert rcv.remote_source.distribution_mode == Terminus.DIST_MODE_MOVE
     assert rcv.remote_snd_settle_mode == proton.Link.SND_SETTLED
+
+
+def test_credit_given_with_the_attach_is_reported_again_once_the_core_opens_the_link(engine_cls):
+    """A receiver's credit that came with its attach, before the core answered (the core may
+    hold an attach back: an edge router asks its interior first): the core drops a LinkFlow
+    for a link it does not know yet, so the engine reports the credit again after LinkOpen,
+    though it did not change."""
+    engine, peer = _route_container(engine_cls)
+    rcv = peer.session.receiver("rcv-early")
+    rcv.source.address = "queue.early"
+    rcv.open()
+    rcv.flow(10)
+    peer.pump()
+    [attach] = peer.take(ipc.LinkAttach)
+    assert [(f.link_id, f.limit) for f in peer.take(ipc.LinkFlow)] == [(attach.link_id, 10)]
+    peer.apply(ipc.LinkOpen(attach.link_id, "queue.early"))
+    assert [(f.link_id, f.limit) for f in peer.take(ipc.LinkFlow)] == [(attach.link_id, 10)]
