@@ -491,30 +491,31 @@ def test_link_route_of_the_interior_used_from_an_edge(router_factory, c_broker):
         }}
         """)
     e1 = _edge(router_factory, "1", edge_port)
-    conn = BlockingConnection(e1.url, timeout=TIMEOUT)
-    try:
-        snd = conn.create_sender("lr.q")
-        outcomes = [snd.send(Message(body=f"l{i}")).remote_state for i in range(5)]
-        assert outcomes == [Delivery.ACCEPTED] * 5
-        rcv = conn.create_receiver("lr.q", credit=10)
-        assert collect([conn], [rcv], expect=5, idle=IDLE) == [[f"l{i}" for i in range(5)]]
-    finally:
-        conn.close()
+    link_routed_round_trip(e1, "lr.q", [f"l{i}" for i in range(5)])
 
 
 def link_routed_round_trip(router, address: str, bodies: list) -> None:
-    """Through ``router``: send ``bodies`` to ``address`` on a link-routed sender (tried
-    again until the route has reached this router: no-route before), every one ACCEPTED
-    by the broker; then a link-routed receiver gets them back, in order."""
+    """Through ``router``: send ``bodies`` to ``address`` on a link-routed sender, every one
+    ACCEPTED by the broker; then a link-routed receiver gets them back, in order. The sender
+    is attached again until the route has reached this router: before, the attach is
+    refused (no-route), or on an edge whose uplink cannot answer address lookups yet it
+    attaches as an ordinary link, which gets no credit (as 1.19's edge)."""
     conn = BlockingConnection(router.url, timeout=TIMEOUT)
     try:
         deadline = time.monotonic() + TIMEOUT
         while True:
+            snd = None
             try:
                 snd = conn.create_sender(address)
+                conn.wait(lambda: snd.link.credit > 0, timeout=2, msg="credit")
                 break
-            except Exception:  # LinkDetached: qd:no-route-to-dest until the route is known
+            except Exception:  # LinkDetached (no route), or Timeout (no credit)
                 assert time.monotonic() < deadline, f"{router.id}: no route to {address}"
+                if snd is not None:
+                    try:
+                        snd.close()
+                    except Exception:  # noqa: BLE001 - detached already
+                        pass
                 time.sleep(0.5)
         outcomes = [snd.send(Message(body=body)).remote_state for body in bodies]
         assert outcomes == [Delivery.ACCEPTED] * len(bodies)
