@@ -7,6 +7,7 @@ proton clients.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import subprocess
@@ -117,15 +118,22 @@ def net(router_factory):
     return EdgeNet(router_factory)
 
 
-def _open(*routers):
-    return [BlockingConnection(r.url, timeout=TIMEOUT) for r in routers]
+@contextlib.contextmanager
+def clients(*routers):
+    """A BlockingConnection to each of ``routers``, all closed at the end."""
+    with contextlib.ExitStack() as stack:
+        conns = []
+        for r in routers:
+            conn = BlockingConnection(r.url, timeout=TIMEOUT)
+            stack.callback(conn.close)
+            conns.append(conn)
+        yield conns
 
 
 def test_anycast_edge_to_edge_through_the_interior(net):
     """E1 ==> I <== E2: a sender on E1, a receiver on E2, dispositions end to end."""
     e1, e2 = net.edge("1"), net.edge("2")
-    sc, rc = _open(e1, e2)
-    try:
+    with clients(e1, e2) as (sc, rc):
         rcv = rc.create_receiver("closest.orders", credit=50)
         snd = sc.create_sender("closest.orders")
         got, outcomes = transfer([sc, rc], snd, [f"m{i}" for i in range(30)], [rcv])
@@ -136,16 +144,12 @@ def test_anycast_edge_to_edge_through_the_interior(net):
         for i in range(10):
             snd.link.send(Message(body=f"p{i}")).settle()
         assert collect([sc, rc], [rcv], expect=10, idle=IDLE) == [[f"p{i}" for i in range(10)]]
-    finally:
-        sc.close()
-        rc.close()
 
 
 def test_balanced_edge_to_interior_and_back(net):
     """E1 ==> I: a sender on E1, a receiver on I; then a sender on I, a receiver on E1."""
     e1 = net.edge("1")
-    ec, ic = _open(e1, net["I"])
-    try:
+    with clients(e1, net["I"]) as (ec, ic):
         rcv = ic.create_receiver("work", credit=50)
         snd = ec.create_sender("work")
         got, outcomes = transfer([ec, ic], snd, list(range(20)), [rcv])
@@ -154,15 +158,11 @@ def test_balanced_edge_to_interior_and_back(net):
         snd2 = ic.create_sender("jobs")
         got, outcomes = transfer([ec, ic], snd2, list(range(20)), [rcv2])
         assert got == [list(range(20))] and outcomes == [Delivery.ACCEPTED] * 20
-    finally:
-        ec.close()
-        ic.close()
 
 
 def test_rejected_outcome_travels_back_to_the_edge_sender(net):
     e1, e2 = net.edge("1"), net.edge("2")
-    sc, rc = _open(e1, e2)
-    try:
+    with clients(e1, e2) as (sc, rc):
         rcv = rc.create_receiver("closest.rej", credit=10)
         snd = sc.create_sender("closest.rej")
         dlv = snd.link.send(Message(body="x"))
@@ -171,16 +171,12 @@ def test_rejected_outcome_travels_back_to_the_edge_sender(net):
         rcv.reject()
         pump_until([sc, rc], lambda: dlv.remote_state, what="outcome", timeout=TIMEOUT)
         assert dlv.remote_state == Delivery.REJECTED
-    finally:
-        sc.close()
-        rc.close()
 
 
 def test_multicast_across_edges_and_the_interior(net):
     """E1 ==> I <== E2: receivers on E1 (beside the sender), E2 and I, one copy each."""
     e1, e2 = net.edge("1"), net.edge("2")
-    c1, c2, ci = _open(e1, e2, net["I"])
-    try:
+    with clients(e1, e2, net["I"]) as (c1, c2, ci):
         rcvs = [c.create_receiver("multicast.news", credit=50) for c in (c1, c2, ci)]
         snd = c1.create_sender("multicast.news")
         # the sender has credit at once (a receiver beside it); the copies beyond E1 go once
@@ -191,17 +187,13 @@ def test_multicast_across_edges_and_the_interior(net):
                                  expect=15)
         assert got == [[f"n{i}" for i in range(5)]] * 3, got
         assert outcomes == [Delivery.ACCEPTED] * 5
-    finally:
-        for c in (c1, c2, ci):
-            c.close()
 
 
 def test_request_reply_through_a_dynamic_address_on_an_edge(net):
     """E1 ==> I <== E2: the client on E1 has a dynamic reply address, the service on E2
     answers with an anonymous sender."""
     e1, e2 = net.edge("1"), net.edge("2")
-    client, service = _open(e1, e2)
-    try:
+    with clients(e1, e2) as (client, service):
         requests = service.create_receiver("svc", credit=10)
         replies_out = service.create_sender(None)
         reply_rcv = client.create_receiver(None, dynamic=True, credit=10)
@@ -220,16 +212,12 @@ def test_request_reply_through_a_dynamic_address_on_an_edge(net):
         pump_until([client, service], lambda: out.remote_state, what="reply outcome",
                    timeout=TIMEOUT)
         assert out.remote_state == Delivery.ACCEPTED
-    finally:
-        client.close()
-        service.close()
 
 
 def test_anonymous_sender_on_an_edge(net):
     """E1 ==> I <== E2: an anonymous sender on E1, receivers on E2 and on I."""
     e1, e2 = net.edge("1"), net.edge("2")
-    c1, c2, ci = _open(e1, e2, net["I"])
-    try:
+    with clients(e1, e2, net["I"]) as (c1, c2, ci):
         r2 = c2.create_receiver("closest.anon", credit=20)
         ri = ci.create_receiver("interior.anon", credit=20)
         snd = c1.create_sender(None)
@@ -243,9 +231,6 @@ def test_anonymous_sender_on_an_edge(net):
         pump_until([c1, c2, ci], lambda: all(d.remote_state for d in sent), what="outcomes",
                    timeout=TIMEOUT)
         assert [d.remote_state for d in sent] == [Delivery.ACCEPTED] * 10
-    finally:
-        for c in (c1, c2, ci):
-            c.close()
 
 
 def _interior(router_factory, name: str, edge_port: int, ir_port: int, connect_to=None):
@@ -298,8 +283,7 @@ def test_edge_to_edge_across_an_interior_mesh(router_factory):
     i1 = _interior(router_factory, "I1", p1, ir1)
     _interior(router_factory, "I2", p2, ir2, connect_to=ir1)
     e1, e2 = _edge(router_factory, "1", p1), _edge(router_factory, "2", p2)
-    c1, c2 = _open(e1, e2)
-    try:
+    with clients(e1, e2) as (c1, c2):
         rcv = c2.create_receiver("closest.far", credit=50)
         snd = c1.create_sender("closest.far")
         got, outcomes = transfer([c1, c2], snd, [f"f{i}" for i in range(20)], [rcv])
@@ -321,9 +305,6 @@ def test_edge_to_edge_across_an_interior_mesh(router_factory):
         reply_rcv.accept()
         pump_until([c1, c2], lambda: out.remote_state, what="reply outcome", timeout=TIMEOUT)
         assert out.remote_state == Delivery.ACCEPTED
-    finally:
-        c1.close()
-        c2.close()
 
 
 def test_uplink_fails_over_to_the_other_interior(router_factory):
@@ -333,8 +314,7 @@ def test_uplink_fails_over_to_the_other_interior(router_factory):
     i1 = _interior(router_factory, "I1", p1, ir1)
     _interior(router_factory, "I2", p2, ir2, connect_to=ir1)
     e1, e2 = _edge(router_factory, "1", p1, p2), _edge(router_factory, "2", p2)
-    c1, c2 = _open(e1, e2)
-    try:
+    with clients(e1, e2) as (c1, c2):
         rcv = c2.create_receiver("closest.fo", credit=100)
         snd = c1.create_sender("closest.fo")
         got, outcomes = transfer([c1, c2], snd, [f"a{i}" for i in range(10)], [rcv])
@@ -352,9 +332,6 @@ def test_uplink_fails_over_to_the_other_interior(router_factory):
                        what="outcomes", timeout=TIMEOUT)
             pending = [body for body, d in sent if d.remote_state != Delivery.ACCEPTED]
         assert sorted(set(delivered)) == sorted(f"b{i}" for i in range(10))
-    finally:
-        c1.close()
-        c2.close()
 
 
 def test_management_of_an_edge_through_its_interior(net):
@@ -394,11 +371,14 @@ def test_receiver_credit_sent_with_its_attach_on_an_edge(net):
 
     import bigmsg
     e2 = net.edge("2")
-    (warm,) = _open(e2)
-    try:  # the uplink is up and answers address lookups (this attach waited for one)
-        warm.create_receiver("closest.warm", credit=1)
-    finally:
-        warm.close()
+    with clients(e2, net["I"]) as (warm, ci):
+        # a message from I down the uplink: I answered the attaches of E2's lookup client
+        # before, so E2 asks I about every attach from now on
+        rcv = warm.create_receiver("closest.warm", credit=1)
+        wait_local(net["I"], "closest.warm", 1)
+        ci.create_sender("closest.warm").send(Message(body="warm"), timeout=TIMEOUT)
+        assert rcv.receive(timeout=TIMEOUT).body == "warm"
+        rcv.accept()
     rp = bigmsg.Peer(e2.port, "receivers")
     rcv = bigmsg.BigReceiver(rp, "closest.early", credit=10)
     bigmsg.pump([rp], lambda: rcv.link.state & proton.Endpoint.REMOTE_ACTIVE, TIMEOUT)
@@ -500,8 +480,7 @@ def link_routed_round_trip(router, address: str, bodies: list) -> None:
     is attached again until the route has reached this router: before, the attach is
     refused (no-route), or on an edge whose uplink cannot answer address lookups yet it
     attaches as an ordinary link, which gets no credit (as 1.19's edge)."""
-    conn = BlockingConnection(router.url, timeout=TIMEOUT)
-    try:
+    with clients(router) as (conn,):
         deadline = time.monotonic() + TIMEOUT
         while True:
             snd = None
@@ -522,8 +501,6 @@ def link_routed_round_trip(router, address: str, bodies: list) -> None:
         snd.close()
         rcv = conn.create_receiver(address, credit=len(bodies) + 5)
         assert collect([conn], [rcv], expect=len(bodies), idle=IDLE) == [bodies]
-    finally:
-        conn.close()
 
 
 def wait_route(r, prefix: str = "lr") -> None:
@@ -616,9 +593,7 @@ policy {
 def oversize_from_an_edge(edge, interior) -> tuple:
     """A receiver on ``interior``, a sender on ``edge``: a small message, then one of 50,000
     bytes. (small outcome, big outcome, big's condition name, bodies' sizes received)."""
-    rc = BlockingConnection(interior.url, timeout=TIMEOUT)
-    sc = BlockingConnection(edge.url, timeout=TIMEOUT)
-    try:
+    with clients(interior, edge) as (rc, sc):
         rcv = rc.create_receiver("size.q", credit=10)
         snd = sc.create_sender("size.q")
         small = snd.link.send(Message(body="s" * 100))
@@ -630,17 +605,12 @@ def oversize_from_an_edge(edge, interior) -> tuple:
         condition = big.remote.condition
         return (small.remote_state, big.remote_state,
                 condition.name if condition is not None else None, [len(b) for b in got])
-    finally:
-        sc.close()
-        rc.close()
 
 
 def uplink_works(edge, interior) -> None:
     """A message from ``edge`` reaches ``interior`` and is ACCEPTED there (sent again while
     the uplink is down: its sender has no credit, or the message is released)."""
-    rc = BlockingConnection(interior.url, timeout=TIMEOUT)
-    sc = BlockingConnection(edge.url, timeout=TIMEOUT)
-    try:
+    with clients(interior, edge) as (rc, sc):
         rcv = rc.create_receiver("size.after", credit=10)
         snd = sc.create_sender("size.after")
         deadline = time.monotonic() + TIMEOUT
@@ -659,9 +629,6 @@ def uplink_works(edge, interior) -> None:
                 assert dlv.remote_state == Delivery.ACCEPTED
                 return
             assert time.monotonic() < deadline, "the uplink did not come back"
-    finally:
-        sc.close()
-        rc.close()
 
 
 @pytest.mark.parametrize("policy, limited", [(SIZE_VHOST_POLICY, True),

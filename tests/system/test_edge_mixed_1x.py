@@ -12,11 +12,10 @@ import time
 
 import pytest
 from proton import Delivery, Message
-from proton.utils import BlockingConnection
 
 from clients import pump_until
 from conftest import START_TIMEOUT, free_port
-from test_edge import ADDRESS_RULES, TIMEOUT, transfer, wait_local
+from test_edge import ADDRESS_RULES, TIMEOUT, clients, transfer, wait_local
 from test_mixed_1x import OneXProcess, OneXRouter, pytestmark  # noqa: F401 - skips without 1.x
 
 
@@ -96,9 +95,7 @@ def mixed(router_factory, tmp_path):
 def _anycast_and_reply(sender_router, receiver_router, interior) -> None:
     """A sender on one edge, a receiver on the other (dispositions end to end); then a
     request from the sender's side with a dynamic reply address, answered anonymously."""
-    sc = BlockingConnection(sender_router.url, timeout=TIMEOUT)
-    rc = BlockingConnection(receiver_router.url, timeout=TIMEOUT)
-    try:
+    with clients(sender_router, receiver_router) as (sc, rc):
         rcv = rc.create_receiver("closest.orders", credit=50)
         snd = sc.create_sender("closest.orders")
         got, outcomes = transfer([sc, rc], snd, [f"m{i}" for i in range(20)], [rcv])
@@ -121,9 +118,6 @@ def _anycast_and_reply(sender_router, receiver_router, interior) -> None:
         reply_rcv.accept()
         pump_until([sc, rc], lambda: out.remote_state, what="reply outcome", timeout=TIMEOUT)
         assert out.remote_state == Delivery.ACCEPTED
-    finally:
-        sc.close()
-        rc.close()
 
 
 def test_our_edges_on_a_1x_interior(mixed):
@@ -161,8 +155,7 @@ def test_multicast_from_a_1x_edge_through_our_interior(mixed):
     interior = mixed.ours("Router.I", "interior", edge_listener(port))
     xe = mixed.one_x("Edge.X", "edge", edge_connector(port))
     e2 = mixed.ours("Edge.2", "edge", edge_connector(port))
-    cx, c2, ci = (BlockingConnection(r.url, timeout=TIMEOUT) for r in (xe, e2, interior))
-    try:
+    with clients(xe, e2, interior) as (cx, c2, ci):
         rcvs = [c.create_receiver("multicast.news", credit=50) for c in (c2, ci)]
         snd = cx.create_sender("multicast.news")
         wait_local(interior, "multicast.news", 2)
@@ -171,9 +164,6 @@ def test_multicast_from_a_1x_edge_through_our_interior(mixed):
                                  expect=10)
         assert got == [[f"n{i}" for i in range(5)]] * 2, got
         assert outcomes == [Delivery.ACCEPTED] * 5
-    finally:
-        for c in (cx, c2, ci):
-            c.close()
 
 
 @pytest.mark.parametrize("interior_kind", ["1x", "ours"])
@@ -201,8 +191,7 @@ def test_link_route_from_an_edge_mixed(mixed, c_broker, interior_kind):
     else:
         mixed.ours("Router.I", "interior", routes)
         edge = mixed.one_x("Edge.X", "edge", edge_connector(port))
-    conn = BlockingConnection(edge.url, timeout=TIMEOUT)
-    try:
+    with clients(edge) as (conn,):
         deadline = time.monotonic() + TIMEOUT
         while True:  # until the interior's route to the broker is up (else no-route)
             try:
@@ -217,8 +206,6 @@ def test_link_route_from_an_edge_mixed(mixed, c_broker, interior_kind):
         rcv = conn.create_receiver("lr.q", credit=10)
         from clients import collect
         assert collect([conn], [rcv], expect=5, idle=5.0) == [[f"l{i}" for i in range(5)]]
-    finally:
-        conn.close()
 
 
 @pytest.mark.parametrize("edge_kind", ["ours", "1x"])
@@ -291,9 +278,7 @@ def _edge_line(mixed, kinds: str) -> tuple:
 
 
 def _rejected_end_to_end(sender_router, receiver_router) -> None:
-    sc = BlockingConnection(sender_router.url, timeout=TIMEOUT)
-    rc = BlockingConnection(receiver_router.url, timeout=TIMEOUT)
-    try:
+    with clients(sender_router, receiver_router) as (sc, rc):
         from clients import collect
         rcv = rc.create_receiver("closest.refuse", credit=10)
         snd = sc.create_sender("closest.refuse")
@@ -304,9 +289,6 @@ def _rejected_end_to_end(sender_router, receiver_router) -> None:
         pump_until([sc, rc], lambda: all(d.remote_state for d in sent), what="outcomes back",
                    timeout=TIMEOUT)
         assert [d.remote_state for d in sent] == [Delivery.REJECTED] * 3
-    finally:
-        sc.close()
-        rc.close()
 
 
 def _multicast_everywhere(sender_router, receiver_routers) -> None:
@@ -314,9 +296,7 @@ def _multicast_everywhere(sender_router, receiver_routers) -> None:
     every receiver has had one (the address has reached every router), then five messages
     reach every receiver once, each ACCEPTED at the sender."""
     from clients import collect, take
-    conns = [BlockingConnection(r.url, timeout=TIMEOUT) for r in
-             [sender_router, *receiver_routers]]
-    try:
+    with clients(sender_router, *receiver_routers) as conns:
         rcvs = [c.create_receiver("multicast.line", credit=100) for c in conns[1:]]
         snd = conns[0].create_sender("multicast.line")
         seen = [False] * len(rcvs)
@@ -343,9 +323,6 @@ def _multicast_everywhere(sender_router, receiver_routers) -> None:
         pump_until(conns, lambda: all(d.remote_state for d in sent), what="outcomes back",
                    timeout=TIMEOUT)
         assert [d.remote_state for d in sent] == [Delivery.ACCEPTED] * 5
-    finally:
-        for c in conns:
-            c.close()
 
 
 @pytest.mark.parametrize("kinds", LINES)
