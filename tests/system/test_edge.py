@@ -448,26 +448,15 @@ def test_link_route_of_the_interior_used_from_an_edge(router_factory, c_broker):
     """client -- E1 ==> I -- broker (I has linkRoute lr in/out to the broker): E1 asks I
     whether lr.q is link-routed (1.19's address lookup) and forwards the attaches up; the
     client talks to the broker's queue through both routers."""
-    from test_autolinks import connector
     broker = c_broker("broker.lr")
     edge_port = free_port()
-    router_factory(router_id="Router.I", mode="interior", extra=connector("broker", broker) + f"""
+    router_factory(router_id="Router.I", mode="interior", extra=edge_link_routes(broker) + f"""
         listener {{
             host: 127.0.0.1
             port: {edge_port}
             role: edge
             authenticatePeer: no
             saslMechanisms: ANONYMOUS
-        }}
-        linkRoute {{
-            prefix: lr
-            direction: in
-            connection: broker
-        }}
-        linkRoute {{
-            prefix: lr
-            direction: out
-            connection: broker
         }}
         """)
     e1 = _edge(router_factory, "1", edge_port)

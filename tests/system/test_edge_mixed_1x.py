@@ -170,42 +170,17 @@ def test_multicast_from_a_1x_edge_through_our_interior(mixed):
 def test_link_route_from_an_edge_mixed(mixed, c_broker, interior_kind):
     """client -- E ==> I -- broker, linkRoute lr on I: our edge on a 1.x interior, and a
     1.x edge on ours (each asks the interior's address lookup, as 1.19 does)."""
-    from test_autolinks import connector
+    from test_edge import edge_link_routes, link_routed_round_trip
     broker = c_broker("broker.lr")
     port = free_port()
-    routes = connector("broker", broker) + edge_listener(port) + """
-        linkRoute {
-            prefix: lr
-            direction: in
-            connection: broker
-        }
-        linkRoute {
-            prefix: lr
-            direction: out
-            connection: broker
-        }
-        """
+    routes = edge_link_routes(broker) + edge_listener(port)
     if interior_kind == "1x":
         mixed.one_x("Router.X", "interior", routes)
         edge = mixed.ours("Edge.1", "edge", edge_connector(port))
     else:
         mixed.ours("Router.I", "interior", routes)
         edge = mixed.one_x("Edge.X", "edge", edge_connector(port))
-    with clients(edge) as (conn,):
-        deadline = time.monotonic() + TIMEOUT
-        while True:  # until the interior's route to the broker is up (else no-route)
-            try:
-                snd = conn.create_sender("lr.q")
-                break
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-        outcomes = [snd.send(Message(body=f"l{i}")).remote_state for i in range(5)]
-        assert outcomes == [Delivery.ACCEPTED] * 5
-        rcv = conn.create_receiver("lr.q", credit=10)
-        from clients import collect
-        assert collect([conn], [rcv], expect=5, idle=5.0) == [[f"l{i}" for i in range(5)]]
+    link_routed_round_trip(edge, "lr.q", [f"l{i}" for i in range(5)])
 
 
 @pytest.mark.parametrize("edge_kind", ["ours", "1x"])
