@@ -79,6 +79,16 @@ class FrameError(Exception):
         self.description = description
 
 
+def frame_header(buf, pos: int) -> tuple:
+    """(size, doff, type) of the frame whose 8-byte header starts at ``pos`` (the caller has
+    checked those bytes are there); FrameError when its size and data offset cannot be."""
+    size = int.from_bytes(buf[pos:pos + 4], "big")
+    doff, ftype = buf[pos + 4], buf[pos + 5]
+    if doff < 2 or size < doff * 4:
+        raise FrameError(FRAMING_ERROR, f"bad frame header (size {size}, doff {doff})")
+    return size, doff, ftype
+
+
 class SaslGuard:
     """Checks a client's bytes up to the end of its SASL exchange (see the module doc)."""
 
@@ -114,10 +124,7 @@ class SaslGuard:
                 continue
             if end - pos < FRAME_HEADER_SIZE:
                 break
-            size = int.from_bytes(buf[pos:pos + 4], "big")
-            doff, ftype = buf[pos + 4], buf[pos + 5]
-            if doff < 2 or size < doff * 4:
-                raise FrameError(FRAMING_ERROR, f"bad frame header (size {size}, doff {doff})")
+            size, doff, ftype = frame_header(buf, pos)
             if self._state == _AMQP:
                 if ftype != AMQP_FRAME:
                     raise FrameError(FRAMING_ERROR, f"frame of type {ftype} after SASL")

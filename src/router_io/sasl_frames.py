@@ -19,7 +19,7 @@ import proton
 from router_io.frameguard import (
     AMQP_HEADER, DECODE_ERROR, FRAME_HEADER_SIZE, FRAMING_ERROR, HEADER_SIZE, MAX_SASL_FRAME,
     NAMES, SASL_CHALLENGE, SASL_FRAME, SASL_HEADER, SASL_INIT, SASL_MECHANISMS, SASL_OUTCOME,
-    SASL_RESPONSE, FrameError)
+    SASL_RESPONSE, FrameError, frame_header)
 
 __all__ = ["AMQP_HEADER", "SASL_HEADER", "SASL_MECHANISMS", "SASL_INIT", "SASL_CHALLENGE",
            "SASL_RESPONSE", "SASL_OUTCOME", "FrameError", "FrameReader", "Header", "SaslFrame",
@@ -98,10 +98,7 @@ class FrameReader:
                 continue
             if end - pos < FRAME_HEADER_SIZE:
                 break
-            size = int.from_bytes(buf[pos:pos + 4], "big")
-            doff, ftype = buf[pos + 4], buf[pos + 5]
-            if doff < 2 or size < doff * 4:
-                raise FrameError(FRAMING_ERROR, f"bad frame header (size {size}, doff {doff})")
+            size, doff, ftype = frame_header(buf, pos)
             if ftype != SASL_FRAME:
                 raise FrameError(FRAMING_ERROR, f"frame of type {ftype} during SASL")
             if size > self.max_frame:
