@@ -58,6 +58,10 @@ class LinkOpeningPeer(MessagingHandler):
         self._record(event.link.name, f"{cond.name}: {cond.description}" if cond else "closed")
         event.link.close()
 
+    def on_link_error(self, event) -> None:
+        """Recorded by on_link_remote_close. MessagingHandler's default would close the whole
+        connection here, racing the router's answers to the other links."""
+
     def on_connection_remote_close(self, event) -> None:
         cond = event.connection.remote_condition
         self._record("connection", f"{cond.name}: {cond.description}" if cond else "closed")
