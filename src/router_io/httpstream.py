@@ -9,7 +9,8 @@ the socket of any AMQP connection: ``recv_into`` gives the bytes of the binary m
 treat it as any other connection (routing, management, policy, SASL).
 
 Besides ``router_io.worker`` this is the one module that touches sockets (the worker's).
-Must not import router_core.core or agent (except common.security for the TLS password and protocols).
+Must not import router_core.core or agent (except common.security for the TLS password and
+protocols).
 """
 from __future__ import annotations
 
