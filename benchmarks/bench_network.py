@@ -55,7 +55,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 import loadgen
 import run_router_bench as rb
@@ -160,8 +160,10 @@ class Network:
     def __init__(self, workdir: Path, names: list[str], links: list[tuple[str, str, int]],
                  workers: int, router_cmd: Optional[str] = None,
                  metrics_dir: Optional[str] = None, keep_annotations: bool = False,
-                 extra_env: Optional[dict[str, str]] = None, link_capacity: int = 0) -> None:
+                 extra_env: Optional[dict[str, str]] = None, link_capacity: int = 0,
+                 prefix: Sequence[str] = ()) -> None:
         self.workdir = workdir
+        self.prefix = tuple(prefix)  # a command prefix for every router (rb.Router)
         self.link_capacity = link_capacity
         self.metrics_dir = metrics_dir
         self.keep_annotations = keep_annotations
@@ -185,7 +187,7 @@ class Network:
             # the runtime directory (IPC sockets) inside workdir: a killed router's goes with it
             env = {"RUNTIME_DIRECTORY": str(self.workdir), **self.extra_env}
             router = rb.Router(self.workdir, self.ports[name], self.workers, self.router_cmd, env,
-                               conf_text=conf, name=name, new_session=True)
+                               conf_text=conf, name=name, new_session=True, prefix=self.prefix)
             self.routers[name] = router
             router.wait_ready()
 
@@ -233,11 +235,12 @@ class Chain(Network):
     def __init__(self, workdir: Path, n: int, workers: int,
                  router_cmd: Optional[str] = None, metrics_dir: Optional[str] = None,
                  keep_annotations: bool = False,
-                 extra_env: Optional[dict[str, str]] = None, link_capacity: int = 0) -> None:
+                 extra_env: Optional[dict[str, str]] = None, link_capacity: int = 0,
+                 prefix: Sequence[str] = ()) -> None:
         names = [f"R{i}" for i in range(1, n + 1)]
         links = [(names[i], names[i + 1], 1) for i in range(n - 1)]
         super().__init__(workdir, names, links, workers, router_cmd, metrics_dir,
-                         keep_annotations, extra_env, link_capacity)
+                         keep_annotations, extra_env, link_capacity, prefix)
 
     def client_urls(self) -> tuple[str, str]:
         return (f"127.0.0.1:{self.ports[self.names[0]]}",
@@ -277,9 +280,10 @@ class EdgeLine(Network):
     listener); sender on E1, receiver on E2 (the interface run_once needs)."""
 
     def __init__(self, workdir: Path, workers: int, router_cmd: Optional[str] = None,
-                 extra_env: Optional[dict[str, str]] = None, link_capacity: int = 0) -> None:
+                 extra_env: Optional[dict[str, str]] = None, link_capacity: int = 0,
+                 prefix: Sequence[str] = ()) -> None:
         super().__init__(workdir, ["E1", "I", "E2"], [], workers, router_cmd, None, False,
-                         extra_env, link_capacity)
+                         extra_env, link_capacity, prefix)
 
     def start(self) -> None:
         env = {"RUNTIME_DIRECTORY": str(self.workdir), **self.extra_env}
@@ -293,7 +297,8 @@ class EdgeLine(Network):
                 conf = edge_conf(f"Edge.{name}", self.ports[name], self.workers, edge_port,
                                  self.link_capacity)
             router = rb.Router(self.workdir, self.ports[name], self.workers, self.router_cmd,
-                               env, conf_text=conf, name=name, new_session=True)
+                               env, conf_text=conf, name=name, new_session=True,
+                               prefix=self.prefix)
             self.routers[name] = router
             router.wait_ready()
 

@@ -191,7 +191,8 @@ class Router:
                  env: dict[str, str], distribution: Optional[str] = None,
                  metrics_dir: Optional[str] = None, conf_text: Optional[str] = None,
                  name: str = "bench", new_session: bool = False,
-                 keep_annotations: bool = False, link_capacity: int = 0) -> None:
+                 keep_annotations: bool = False, link_capacity: int = 0,
+                 prefix: Sequence[str] = ()) -> None:
         self.port = port
         self.name = name
         self.conf = workdir / f"{name}.conf"
@@ -205,6 +206,7 @@ class Router:
             cmd = [a.replace("{conf}", str(self.conf)) for a in shlex.split(router_cmd)]
         else:
             cmd = [sys.executable, "-m", "supervisor.main", "-c", str(self.conf)]
+        cmd = list(prefix) + cmd  # e.g. taskset -c 0, chrt --batch 0: the router's children inherit
         self.custom = bool(router_cmd)
         self.new_session = new_session
         self.log = open(self.log_path, "w", encoding="utf-8")

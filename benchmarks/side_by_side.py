@@ -39,6 +39,7 @@ import argparse
 import glob
 import json
 import os
+import shlex
 import statistics
 import sys
 import tempfile
@@ -107,9 +108,10 @@ def load_args(args: argparse.Namespace, spec: Spec) -> argparse.Namespace:
 def start(kind: str, spec: Spec, args: argparse.Namespace, workdir: Path):
     cmd = None if kind == "ours" else f"{args.qdrouterd_1x / 'sbin' / 'qdrouterd'} -c {{conf}}"
     env = {} if kind == "ours" else env_1x(args.qdrouterd_1x)
+    prefix = shlex.split(args.ours_prefix) if kind == "ours" else []
     if spec.routers == 1:
         router = rb.Router(workdir, rb.free_port(), args.workers, cmd, env, name=kind,
-                           new_session=True, link_capacity=args.link_capacity)
+                           new_session=True, link_capacity=args.link_capacity, prefix=prefix)
         try:
             router.wait_ready()
         except Exception:
@@ -118,10 +120,10 @@ def start(kind: str, spec: Spec, args: argparse.Namespace, workdir: Path):
         return router, [router.proc.pid]
     if spec.edge:
         chain = bn.EdgeLine(workdir / f"{kind}-edges", args.workers, cmd, extra_env=env,
-                            link_capacity=args.link_capacity)
+                            link_capacity=args.link_capacity, prefix=prefix)
     else:
         chain = bn.Chain(workdir / f"{kind}-chain", spec.routers, args.workers, cmd,
-                         extra_env=env, link_capacity=args.link_capacity)
+                         extra_env=env, link_capacity=args.link_capacity, prefix=prefix)
     try:
         chain.start()
     except Exception:
@@ -174,10 +176,19 @@ def fmt(fmt_: str, v: Optional[float]) -> str:
     return "-" if v is None else fmt_.format(v)
 
 
+def paired_ratios(ours: list[dict], other: list[dict], key: str) -> list[float]:
+    """ours / 1.x of the two runs of each repeat (they ran one after the other), so a slow
+    drift of the host cancels out of each ratio; the spread of these is the run's noise."""
+    by_rep = {r["repeat"]: r.get(key) for r in other}
+    return [r[key] / by_rep[r["repeat"]] for r in ours
+            if r.get(key) is not None and by_rep.get(r["repeat"])]
+
+
 def print_table(results: list[dict], cases: list[str], repeat: int) -> None:
     print(f"medians of {repeat} alternating run(s); ratio = ours / 1.x "
-          f"(msgs/s: higher is better; the others: lower is better)")
-    print(f"{'case':18} {'figure':14} {'ours':>12} {'1.x':>12} {'ratio':>7}")
+          f"(msgs/s: higher is better; the others: lower is better); paired = the median of the "
+          f"repeats' own ratios [lowest-highest]")
+    print(f"{'case':18} {'figure':14} {'ours':>12} {'1.x':>12} {'ratio':>7}  paired")
     for case in cases:
         ours = [r for r in results if r["case"] == case and r["router"] == "ours"]
         other = [r for r in results if r["case"] == case and r["router"] == "1x"]
@@ -188,7 +199,10 @@ def print_table(results: list[dict], cases: list[str], repeat: int) -> None:
             if a is None and b is None:
                 continue
             ratio = f"{a / b:.2f}" if a is not None and b else "-"
-            print(f"{label:18} {title:14} {fmt(f, a):>12} {fmt(f, b):>12} {ratio:>7}")
+            pairs = paired_ratios(ours, other, key)
+            paired = (f"{statistics.median(pairs):.2f} [{min(pairs):.2f}-{max(pairs):.2f}]"
+                      if len(pairs) > 1 else "")
+            print(f"{label:18} {title:14} {fmt(f, a):>12} {fmt(f, b):>12} {ratio:>7}  {paired}")
             label = ""
         for r in ours + other:
             for e in r["errors"]:
@@ -223,6 +237,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--link-capacity", type=int, default=0,
                    help="linkCapacity of the clients' listener of every router (0: not set, "
                         "the default 250; it bounds a sender's unsettled deliveries)")
+    p.add_argument("--ours-prefix", default="",
+                   help="a command our routers start under (never the 1.x router), whose "
+                        "setting every process of the router inherits: 'taskset -c 0' (one "
+                        "CPU), 'chrt --batch 0' (SCHED_BATCH)")
     p.add_argument("--timeout", type=float, default=120.0, help="bound per client process")
     p.add_argument("--out", help="JSON lines file")
     return p
@@ -249,7 +267,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     from supervisor.sizing import size_for_machine  # noqa: PLC0415 - ours' process count
     print(f"machine: {machine()}; workerThreads {args.workers}, clients' linkCapacity "
           f"{args.link_capacity or 'not set (250)'}; ours: "
-          f"{size_for_machine(args.workers).describe()}", flush=True)
+          f"{size_for_machine(args.workers).describe()}"
+          + (f", started under '{args.ours_prefix}'" if args.ours_prefix else ""), flush=True)
     # lat-half needs the 1.x peak: run 1r-unsettled first when both are asked for
     order = sorted(cases, key=lambda c: (c != "1r-unsettled", c == "lat-half"))
     results: list[dict] = []

@@ -5,6 +5,8 @@ once made bench_network.py stop at start (two ``--rate`` options) without any te
 Only ``--help`` is run: no router, no client, nothing built."""
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +81,41 @@ def test_scaling_model_is_the_lesser_of_cpu_and_the_serial_core(capsys):
     assert [(r["cores"], r["msgs_per_s"], r["core_bound"]) for r in rows] == [
         (1, 125_000, False), (2, 250_000, False), (3, 375_000, False), (4, 500_000, True),
         (8, 500_000, True)]
+
+
+def _bench_modules():
+    sys.path.insert(0, str(BENCH))
+    try:
+        import run_router_bench as rb
+        import side_by_side as sbs
+    finally:
+        sys.path.remove(str(BENCH))
+    return rb, sbs
+
+
+def test_side_by_side_pairs_each_repeats_two_runs():
+    """The paired ratios divide each repeat's run of ours by the same repeat's 1.x run; a
+    repeat missing a figure on either side is left out, not paired with another repeat."""
+    _, sbs = _bench_modules()
+    ours = [{"repeat": 0, "msgs_per_s": 90.0}, {"repeat": 1, "msgs_per_s": 120.0},
+            {"repeat": 2, "msgs_per_s": None}, {"repeat": 3, "msgs_per_s": 50.0}]
+    other = [{"repeat": 1, "msgs_per_s": 100.0}, {"repeat": 0, "msgs_per_s": 100.0},
+             {"repeat": 2, "msgs_per_s": 100.0}]
+    assert sbs.paired_ratios(ours, other, "msgs_per_s") == [0.9, 1.2]
+
+
+def test_a_command_prefix_starts_the_router_under_it(tmp_path):
+    """--ours-prefix (side_by_side) reaches the router's command line: started under
+    ``taskset -c 0`` the router process runs on CPU 0 only."""
+    if not shutil.which("taskset"):
+        pytest.skip("no taskset (util-linux) on this machine")
+    if len(os.sched_getaffinity(0)) < 2 or 0 not in os.sched_getaffinity(0):
+        pytest.skip("needs CPU 0 and another CPU, so that the prefix changes something")
+    rb, _ = _bench_modules()
+    probe = f"{sys.executable} -c 'import os; print(sorted(os.sched_getaffinity(0)))'"
+    router = rb.Router(tmp_path, 5672, 1, probe, {}, name="probe", prefix=["taskset", "-c", "0"])
+    try:
+        assert router.proc.wait(timeout=30) == 0
+    finally:
+        router.log.close()
+    assert router.log_path.read_text().strip() == "[0]"
