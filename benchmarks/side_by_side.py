@@ -3,7 +3,8 @@
 Every case runs once on each router, in turn (ours, 1.x, ours, 1.x, ... ``--repeat`` times), with
 the compiled load generator (``cloadgen``: proton-C, several times faster than either router, so
 the routers are measured; ``lat-10k-py`` uses the Python one); fresh routers (or chains of
-routers) for every run. The table gives the medians and the ratio ours / 1.x:
+routers) for every run. The table gives the medians and the ratio ours / 1.x, and beside it the
+paired ratios (each repeat's ours / 1.x, made one after the other: their median and range):
 
 * msgs/s received (all pairs), router CPU µs per message (every process of every router of the
   case, from /proc), latency p50/p99/p99.9 (worst pair, µs), peak RSS of the routers (sum of every
@@ -25,6 +26,9 @@ binding), built outside this repository. Config for both: the same generated ``q
 ``--link-capacity``, default not set: 250; ANONYMOUS listener). Ours starts as many worker
 processes as its sizing gives for that ``workerThreads`` on this machine (supervisor/sizing.py,
 printed in the header; ``QDROUTERD_WORKER_PROCESSES`` in the environment forces a number).
+``--ours-prefix CMD`` starts our routers (never the 1.x one, never the clients) under a command
+whose setting every process of the router inherits: ``taskset -c 0`` (one CPU), ``chrt --batch
+0`` (SCHED_BATCH); docs/benchmarks.md, "Placement and scheduling".
 
     python benchmarks/side_by_side.py --qdrouterd-1x /opt/qpid-dispatch-1.19 --repeat 3
     python benchmarks/side_by_side.py --qdrouterd-1x DIR --cases 1r-unsettled,lat-10k --count 200000

@@ -2,9 +2,11 @@
 
 The scripts share option builders (run_router_bench.add_load_options); an option added there
 once made bench_network.py stop at start (two ``--rate`` options) without any test noticing.
-Only ``--help`` is run: no router, no client, nothing built."""
+Only ``--help`` is run, plus the scripts' own helpers imported: no router, no client, nothing
+built (the command-prefix test starts a one-line Python probe in a router's place)."""
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
@@ -15,6 +17,15 @@ import pytest
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPTS = sorted(p.name for p in BENCH.glob("*.py"))
+
+
+def bench_module(name: str):
+    """A script under benchmarks/ as a module (its imports of its neighbours resolve)."""
+    sys.path.insert(0, str(BENCH))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(BENCH))
 
 
 def test_the_scripts_are_found():
@@ -32,11 +43,7 @@ def test_help_exits_zero(script):
 def test_side_by_side_cases_choose_their_clients_and_rates():
     """Each case names what it runs: the paced cases their rate, lat-10k-py the Python clients
     (loadgen.py) and every other case the compiled cloadgen."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import side_by_side as sbs
-    finally:
-        sys.path.remove(str(BENCH))
+    sbs = bench_module("side_by_side")
     specs = {name: sbs.Spec(name, half_rate=45_000.0) for name in sbs.CASES}
     assert {n: s.client for n, s in specs.items() if s.client != "c"} == {"lat-10k-py": "py"}
     assert {n: s.rate for n, s in specs.items() if s.rate} == {
@@ -51,12 +58,7 @@ def test_side_by_side_cases_choose_their_clients_and_rates():
 def test_link_capacity_reaches_the_generated_configurations(tmp_path):
     """--link-capacity (side_by_side) sets the clients' listener of both routers' generated
     configurations, single router and chains alike; unset, neither names it."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import bench_network as bn
-        import run_router_bench as rb
-    finally:
-        sys.path.remove(str(BENCH))
+    bn, rb = bench_module("bench_network"), bench_module("run_router_bench")
     rb.write_conf(tmp_path / "a.conf", 5672, 4, link_capacity=1000)
     rb.write_conf(tmp_path / "b.conf", 5672, 4)
     assert "linkCapacity: 1000" in (tmp_path / "a.conf").read_text()
@@ -70,11 +72,7 @@ def test_link_capacity_reaches_the_generated_configurations(tmp_path):
 def test_scaling_model_is_the_lesser_of_cpu_and_the_serial_core(capsys):
     """bench_scaling.py model: N cores carry N*1e6/R msg/s until the serial part (S µs a
     message) saturates at 1e6/S, from N = R/S cores on."""
-    sys.path.insert(0, str(BENCH))
-    try:
-        import bench_scaling
-    finally:
-        sys.path.remove(str(BENCH))
+    bench_scaling = bench_module("bench_scaling")
     args = bench_scaling.build_parser().parse_args(
         ["model", "--router-us", "8", "--serial-us", "2", "--cores", "1,2,3,4,8"])
     rows = bench_scaling.cmd_model(args)
@@ -83,20 +81,10 @@ def test_scaling_model_is_the_lesser_of_cpu_and_the_serial_core(capsys):
         (8, 500_000, True)]
 
 
-def _bench_modules():
-    sys.path.insert(0, str(BENCH))
-    try:
-        import run_router_bench as rb
-        import side_by_side as sbs
-    finally:
-        sys.path.remove(str(BENCH))
-    return rb, sbs
-
-
 def test_side_by_side_pairs_each_repeats_two_runs():
     """The paired ratios divide each repeat's run of ours by the same repeat's 1.x run; a
     repeat missing a figure on either side is left out, not paired with another repeat."""
-    _, sbs = _bench_modules()
+    sbs = bench_module("side_by_side")
     ours = [{"repeat": 0, "msgs_per_s": 90.0}, {"repeat": 1, "msgs_per_s": 120.0},
             {"repeat": 2, "msgs_per_s": None}, {"repeat": 3, "msgs_per_s": 50.0}]
     other = [{"repeat": 1, "msgs_per_s": 100.0}, {"repeat": 0, "msgs_per_s": 100.0},
@@ -105,13 +93,13 @@ def test_side_by_side_pairs_each_repeats_two_runs():
 
 
 def test_a_command_prefix_starts_the_router_under_it(tmp_path):
-    """--ours-prefix (side_by_side) reaches the router's command line: started under
-    ``taskset -c 0`` the router process runs on CPU 0 only."""
+    """A command prefix (what side_by_side's --ours-prefix passes for our routers) reaches the
+    router's command line: started under ``taskset -c 0`` the process runs on CPU 0 only."""
     if not shutil.which("taskset"):
         pytest.skip("no taskset (util-linux) on this machine")
     if len(os.sched_getaffinity(0)) < 2 or 0 not in os.sched_getaffinity(0):
         pytest.skip("needs CPU 0 and another CPU, so that the prefix changes something")
-    rb, _ = _bench_modules()
+    rb = bench_module("run_router_bench")
     probe = f"{sys.executable} -c 'import os; print(sorted(os.sched_getaffinity(0)))'"
     router = rb.Router(tmp_path, 5672, 1, probe, {}, name="probe", prefix=["taskset", "-c", "0"])
     try:
