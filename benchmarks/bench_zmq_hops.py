@@ -226,6 +226,63 @@ def flood(frames: int, size: int) -> dict:
             "cpus": os.cpu_count()}
 
 
+def paced(rate: float, seconds: float, size: int) -> dict:
+    """The two hops' one-way latency, one ``size``-byte frame per message at ``rate`` a second
+    for ``seconds``: the ``zmq-hops/1`` row (µs percentiles). RuntimeError when a process of the
+    three does not start or does not answer (each wait is bounded)."""
+    with tempfile.TemporaryDirectory(prefix="zmqhops-") as tmp:
+        endpoint = f"ipc://{os.path.join(tmp, 'core')}"
+        ready = mp.Event()
+        core = mp.Process(target=_core, args=(endpoint, ready), daemon=True)
+        core.start()
+        if not ready.wait(10):
+            core.kill()
+            raise RuntimeError("the relay process did not start")
+        mine, theirs = mp.Pipe()
+        out = mp.Process(target=_worker_out, args=(endpoint, theirs), daemon=True)
+        out.start()
+        ctx = None
+        try:
+            if not mine.poll(10):
+                raise RuntimeError("the receiving process did not start")
+            mine.recv()
+            time.sleep(0.2)  # its hello reached the relay
+            ctx = zmq.Context()
+            sock = ctx.socket(zmq.DEALER)
+            sock.connect(endpoint)
+            pad = b"\0" * max(0, size - _STAMP.size)
+            interval = 1e9 / rate
+            start = time.monotonic_ns()
+            end = start + int(seconds * 1e9)
+            n = 0
+            while True:
+                due = start + int(n * interval)
+                now = time.monotonic_ns()
+                if due >= end:
+                    break
+                if due > now:
+                    time.sleep((due - now) / 1e9)
+                zmqcalls.send(sock, _STAMP.pack(time.monotonic_ns()) + pad)
+                n += 1
+            zmqcalls.send(sock, b"stop")
+            if not mine.poll(30):
+                raise RuntimeError("no result from the receiving process")
+            lat = sorted(mine.recv())
+        finally:
+            if ctx is not None:
+                ctx.destroy(0)
+            for proc in (out, core):
+                proc.join(5)
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(5)
+    us = [v / 1000.0 for v in lat]
+    return {"kind": "zmq-hops/1", "hops": 2, "rate": rate, "sent": n, "received": len(us),
+            "p50_us": _percentile(us, 0.50), "p90_us": _percentile(us, 0.90),
+            "p99_us": _percentile(us, 0.99), "p999_us": _percentile(us, 0.999),
+            "max_us": us[-1] if us else float("nan"), "cpus": os.cpu_count()}
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rate", type=float, default=10_000.0, help="frames per second (paced)")
@@ -242,60 +299,14 @@ def main() -> int:
               f"receiver {row['receiver_us_per_frame']:.2f}")
         print(json.dumps(row))
         return 0 if row["received"] == args.flood else 1
-    with tempfile.TemporaryDirectory(prefix="zmqhops-") as tmp:
-        endpoint = f"ipc://{os.path.join(tmp, 'core')}"
-        ready = mp.Event()
-        core = mp.Process(target=_core, args=(endpoint, ready), daemon=True)
-        core.start()
-        if not ready.wait(10):
-            core.kill()
-            print("the relay process did not start", file=sys.stderr)
-            return 1
-        mine, theirs = mp.Pipe()
-        out = mp.Process(target=_worker_out, args=(endpoint, theirs), daemon=True)
-        out.start()
-        try:
-            if not mine.poll(10):
-                print("the receiving process did not start", file=sys.stderr)
-                return 1
-            mine.recv()
-            time.sleep(0.2)  # its hello reached the relay
-            ctx = zmq.Context()
-            sock = ctx.socket(zmq.DEALER)
-            sock.connect(endpoint)
-            pad = b"\0" * max(0, args.size - _STAMP.size)
-            interval = 1e9 / args.rate
-            start = time.monotonic_ns()
-            end = start + int(args.seconds * 1e9)
-            n = 0
-            while True:
-                due = start + int(n * interval)
-                now = time.monotonic_ns()
-                if due >= end:
-                    break
-                if due > now:
-                    time.sleep((due - now) / 1e9)
-                zmqcalls.send(sock, _STAMP.pack(time.monotonic_ns()) + pad)
-                n += 1
-            zmqcalls.send(sock, b"stop")
-            if not mine.poll(30):
-                print("no result from the receiving process", file=sys.stderr)
-                return 1
-            lat = sorted(mine.recv())
-            ctx.destroy(0)
-        finally:
-            for proc in (out, core):
-                proc.join(5)
-                if proc.is_alive():
-                    proc.kill()
-                    proc.join(5)
-    us = [v / 1000.0 for v in lat]
-    row = {"kind": "zmq-hops/1", "hops": 2, "rate": args.rate, "sent": n, "received": len(us),
-           "p50_us": _percentile(us, 0.50), "p90_us": _percentile(us, 0.90),
-           "p99_us": _percentile(us, 0.99), "p999_us": _percentile(us, 0.999),
-           "max_us": us[-1] if us else float("nan"), "cpus": os.cpu_count()}
+    try:
+        row = paced(args.rate, args.seconds, args.size)
+    except RuntimeError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    n = row["sent"]
     print(f"two ZeroMQ ipc hops (worker -> core -> worker), {args.rate:.0f} frames/s paced, "
-          f"{len(us)}/{n} received")
+          f"{row['received']}/{n} received")
     print("  latency µs  p50 {p50_us:8.1f}  p90 {p90_us:8.1f}  p99 {p99_us:8.1f}  "
           "p99.9 {p999_us:8.1f}  max {max_us:8.1f}".format(**row))
     print(json.dumps(row))

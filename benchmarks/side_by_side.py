@@ -17,7 +17,11 @@ paired ratios (each repeat's ours / 1.x, made one after the other: their median 
   the 1.x router's median 1r-unsettled rate, measured first in the same invocation when that case
   is also asked for, else ``--half-rate``), ``eie-unsettled`` / ``eie-presettled`` (edge ->
   interior -> edge: sender on edge router E1, receiver on edge router E2, both attached to
-  interior router I; CPU and RSS are the three routers').
+  interior router I; CPU and RSS are the three routers');
+* beside the ``lat-10k`` cases, the floor the design's two ZeroMQ hops set on this box: after each
+  repeat's two runs, ``bench_zmq_hops.py`` (three processes, no router; under ``--ours-prefix``)
+  at the same rate for as long; the table adds its p50/p99 ("hops") and ours minus it
+  ("-hops", per repeat), each against the 1.x figure.
 
 The 1.x router: ``--qdrouterd-1x DIR`` is an install prefix (``DIR/sbin/qdrouterd``; its Python
 path is derived from ``DIR/lib``, plus Debian's ``/usr/lib/python3/dist-packages`` for proton's
@@ -45,6 +49,7 @@ import json
 import os
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -94,6 +99,7 @@ class Spec:
         self.rate = 10_000.0 if name.startswith("lat-10k") else (
             half_rate if name == "lat-half" else 0.0)
         self.client = "py" if name.endswith("-py") else "c"  # loadgen.py, else cloadgen
+        self.floor = name.startswith("lat-10k")  # the two hops alone measured beside it
 
 
 def load_args(args: argparse.Namespace, spec: Spec) -> argparse.Namespace:
@@ -165,6 +171,49 @@ def run_case(kind: str, spec: Spec, args: argparse.Namespace, workdir: Path, rep
     }
 
 
+def hop_floor(spec: Spec, args: argparse.Namespace, rep: int) -> dict:
+    """The two ZeroMQ hops alone (``bench_zmq_hops.py``: three processes, no router) paced at the
+    case's rate for as long, under ``--ours-prefix`` as our routers are: the latency floor the
+    design's hops set on this box, measured in the same run as the figures it sits beside."""
+    row: dict = {"schema": "side-by-side/1", "router": "floor", "case": spec.name, "repeat": rep,
+                 "rate": spec.rate, "errors": []}
+    cmd = shlex.split(args.ours_prefix) + [
+        sys.executable, str(HERE / "bench_zmq_hops.py"), "--rate", str(spec.rate),
+        "--seconds", str(args.paced_seconds)]
+    try:  # its own waits are bounded too (10 s for a silent relay or receiver)
+        done = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                              timeout=args.paced_seconds + 60)
+    except subprocess.TimeoutExpired:
+        row["errors"] = ["the hops' floor (bench_zmq_hops.py) did not finish"]
+        return row
+    hops = None
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            hops = json.loads(line)
+    if done.returncode or hops is None or hops.get("kind") != "zmq-hops/1":
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        row["errors"] = [f"the hops' floor (bench_zmq_hops.py): {why}"]
+        return row
+    row.update(lat_p50_us=hops["p50_us"], lat_p99_us=hops["p99_us"],
+               lat_p999_us=hops["p999_us"], sent=hops["sent"], received=hops["received"])
+    return row
+
+
+def past_floor(ours: list[dict], floor: list[dict]) -> list[dict]:
+    """Each repeat's latency of ours minus that repeat's floor (p50 and p99): what our router
+    adds beyond the two hops, to set beside the 1.x figure."""
+    by_rep = {r["repeat"]: r for r in floor}
+    rows = []
+    for r in ours:
+        f = by_rep.get(r["repeat"])
+        if f is None:
+            continue
+        rows.append({"repeat": r["repeat"], **{
+            key: r[key] - f[key] for key in ("lat_p50_us", "lat_p99_us")
+            if r.get(key) is not None and f.get(key) is not None}})
+    return rows
+
+
 def median(rows: list[dict], key: str) -> Optional[float]:
     values = [r[key] for r in rows if r.get(key) is not None]
     return statistics.median(values) if values else None
@@ -188,29 +237,47 @@ def paired_ratios(ours: list[dict], other: list[dict], key: str) -> list[float]:
             if r.get(key) is not None and by_rep.get(r["repeat"])]
 
 
+# the paced cases' extra rows: the hops alone, and ours beyond them (hop_floor, past_floor)
+FLOOR_FIELDS = (("hops p50 us", "lat_p50_us", "{:,.0f}"), ("hops p99 us", "lat_p99_us", "{:,.0f}"))
+PAST_FIELDS = (("p50-hops us", "lat_p50_us", "{:,.0f}"), ("p99-hops us", "lat_p99_us", "{:,.0f}"))
+
+
 def print_table(results: list[dict], cases: list[str], repeat: int) -> None:
     print(f"medians of {repeat} alternating run(s); ratio = ours / 1.x "
           f"(msgs/s: higher is better; the others: lower is better); paired = the median of the "
-          f"repeats' own ratios [lowest-highest]")
+          f"repeats' own ratios [lowest-highest]; paced at 10,000/s: 'hops' = the two ZeroMQ hops "
+          f"alone (bench_zmq_hops.py, same rate, same run), '-hops' = ours minus them")
     print(f"{'case':18} {'figure':14} {'ours':>12} {'1.x':>12} {'ratio':>7}  paired")
     for case in cases:
         ours = [r for r in results if r["case"] == case and r["router"] == "ours"]
         other = [r for r in results if r["case"] == case and r["router"] == "1x"]
+        floor = [r for r in results if r["case"] == case and r["router"] == "floor"]
         rate = next((r["rate"] for r in ours + other if r["rate"]), None)
         label = case + (f" @{rate:,.0f}/s" if rate else "")
-        for title, key, f in FIELDS:
-            a, b = median(ours, key), median(other, key)
-            if a is None and b is None:
-                continue
-            ratio = f"{a / b:.2f}" if a is not None and b else "-"
-            pairs = paired_ratios(ours, other, key)
-            paired = (f"{statistics.median(pairs):.2f} [{min(pairs):.2f}-{max(pairs):.2f}]"
-                      if len(pairs) > 1 else "")
-            print(f"{label:18} {title:14} {fmt(f, a):>12} {fmt(f, b):>12} {ratio:>7}  {paired}")
-            label = ""
-        for r in ours + other:
+        rows = [(FIELDS, ours)]
+        if floor:
+            rows += [(FLOOR_FIELDS, floor), (PAST_FIELDS, past_floor(ours, floor))]
+        for fields, mine in rows:
+            for title, key, f in fields:
+                a, b = median(mine, key), median(other, key)
+                if a is None and b is None:
+                    continue
+                ratio = f"{a / b:.2f}" if a is not None and b else "-"
+                pairs = paired_ratios(mine, other, key)
+                paired = (f"{statistics.median(pairs):.2f} [{min(pairs):.2f}-{max(pairs):.2f}]"
+                          if len(pairs) > 1 else "")
+                print(f"{label:18} {title:14} {fmt(f, a):>12} {fmt(f, b):>12} {ratio:>7}  "
+                      f"{paired}")
+                label = ""
+        for r in ours + other + floor:
             for e in r["errors"]:
                 print(f"    ! {r['router']} run {r['repeat']}: {e}")
+
+
+def record(results: list[dict], out: Path, row: dict) -> None:
+    results.append(row)
+    with open(out, "a", encoding="utf-8") as f:
+        f.write(json.dumps(row, separators=(",", ":")) + "\n")
 
 
 def machine() -> str:
@@ -293,12 +360,17 @@ def main(argv: Optional[list[str]] = None) -> int:
                         row = {"schema": "side-by-side/1", "router": kind, "case": case,
                                "repeat": rep, "rate": spec.rate or None,
                                "errors": [str(e).splitlines()[0]]}
-                    results.append(row)
-                    with open(out, "a", encoding="utf-8") as f:
-                        f.write(json.dumps(row, separators=(",", ":")) + "\n")
+                    record(results, out, row)
                     print(f"{case} {kind} #{rep}: {row.get('msgs_per_s')} msg/s, "
                           f"{row.get('router_cpu_us_per_msg')} us/msg, p50 "
                           f"{row.get('lat_p50_us')} p99 {row.get('lat_p99_us')}"
+                          + (f", errors {row['errors']}" if row["errors"] else ""),
+                          file=sys.stderr, flush=True)
+                if spec.floor:
+                    row = hop_floor(spec, args, rep)
+                    record(results, out, row)
+                    print(f"{case} hops alone #{rep}: p50 {row.get('lat_p50_us')} p99 "
+                          f"{row.get('lat_p99_us')}"
                           + (f", errors {row['errors']}" if row["errors"] else ""),
                           file=sys.stderr, flush=True)
     print_table(results, cases, args.repeat)

@@ -3,7 +3,8 @@
 The scripts share option builders (run_router_bench.add_load_options); an option added there
 once made bench_network.py stop at start (two ``--rate`` options) without any test noticing.
 Only ``--help`` is run, plus the scripts' own helpers imported: no router, no client, nothing
-built (the command-prefix test starts a one-line Python probe in a router's place)."""
+built (the command-prefix test starts a one-line Python probe in a router's place; the
+hops-floor test runs bench_zmq_hops.py for half a second)."""
 from __future__ import annotations
 
 import importlib
@@ -90,6 +91,38 @@ def test_side_by_side_pairs_each_repeats_two_runs():
     other = [{"repeat": 1, "msgs_per_s": 100.0}, {"repeat": 0, "msgs_per_s": 100.0},
              {"repeat": 2, "msgs_per_s": 100.0}]
     assert sbs.paired_ratios(ours, other, "msgs_per_s") == [0.9, 1.2]
+
+
+def test_the_floor_is_taken_from_ours_repeat_by_repeat():
+    """'-hops' is each repeat's latency of ours minus the hops measured in that same repeat; a
+    repeat whose floor run failed (no row, or no figure) gives no difference."""
+    sbs = bench_module("side_by_side")
+    ours = [{"repeat": 0, "lat_p50_us": 300.0, "lat_p99_us": 900.0},
+            {"repeat": 1, "lat_p50_us": 350.0, "lat_p99_us": 700.0},
+            {"repeat": 2, "lat_p50_us": 400.0, "lat_p99_us": 800.0}]
+    floor = [{"repeat": 1, "lat_p50_us": 150.0, "lat_p99_us": 600.0},
+             {"repeat": 0, "lat_p50_us": 120.0, "lat_p99_us": None}]
+    assert sbs.past_floor(ours, floor) == [
+        {"repeat": 0, "lat_p50_us": 180.0}, {"repeat": 1, "lat_p50_us": 200.0,
+                                             "lat_p99_us": 100.0}]
+
+
+def test_the_hops_floor_is_measured_under_our_prefix():
+    """The floor beside a paced case is a real run of bench_zmq_hops.py (three processes, two
+    ipc hops) at the case's rate; a prefix that cannot start it is an error of that row, not a
+    silent missing figure."""
+    sbs = bench_module("side_by_side")
+    spec = sbs.Spec("lat-10k", 0.0)
+    assert spec.floor and not sbs.Spec("lat-half", 1000.0).floor
+    args = sbs.build_parser().parse_args(["--qdrouterd-1x", "/nowhere", "--paced-seconds",
+                                          "0.5"])
+    row = sbs.hop_floor(spec, args, 3)
+    assert row["errors"] == [] and row["router"] == "floor" and row["repeat"] == 3
+    assert row["sent"] == 5000 and row["received"] > 0  # a busy box may drop over the HWM
+    assert 0 < row["lat_p50_us"] <= row["lat_p99_us"]
+    args.ours_prefix = "false"
+    failed = sbs.hop_floor(spec, args, 0)
+    assert failed["errors"] and "lat_p50_us" not in failed
 
 
 def test_a_command_prefix_starts_the_router_under_it(tmp_path):
