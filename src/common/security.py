@@ -109,6 +109,16 @@ def set_protocols(ctx: ssl.SSLContext, protocols: str) -> None:
     ctx.minimum_version, ctx.maximum_version = min(wanted), max(wanted)
 
 
+def set_ciphers_and_protocols(ctx: ssl.SSLContext, profile: dict) -> None:
+    """An sslProfile's ``ciphers`` and ``protocols``, where set, on a Python ``ssl`` context
+    (the http listener's and the auth service client's); ssl.SSLError or ValueError when
+    OpenSSL or set_protocols refuses them."""
+    if profile.get("ciphers"):
+        ctx.set_ciphers(str(profile["ciphers"]))
+    if profile.get("protocols"):
+        set_protocols(ctx, str(profile["protocols"]))
+
+
 def ssl_profile_problem(profile: dict) -> Optional[str]:
     """Why an sslProfile cannot be created (1.19 refuses it too), or None."""
     where = f"sslProfile '{profile.get('name')}'"

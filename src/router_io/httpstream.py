@@ -109,10 +109,7 @@ def tls_context(profile: dict, client_certs: bool = False) -> ssl.SSLContext:
         if client_certs:
             ctx.load_verify_locations(str(profile["caCertFile"]))
             ctx.verify_mode = ssl.CERT_REQUIRED
-        if profile.get("ciphers"):
-            ctx.set_ciphers(str(profile["ciphers"]))
-        if profile.get("protocols"):
-            security.set_protocols(ctx, str(profile["protocols"]))
+        security.set_ciphers_and_protocols(ctx, profile)
     except (OSError, ssl.SSLError, KeyError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
     return ctx

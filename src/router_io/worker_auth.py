@@ -73,10 +73,7 @@ def client_tls_context(profile: dict) -> ssl.SSLContext:
             ctx.load_cert_chain(str(profile["certFile"]),
                                 str(profile.get("privateKeyFile") or "") or None,
                                 security.profile_password(profile))
-        if profile.get("ciphers"):
-            ctx.set_ciphers(str(profile["ciphers"]))
-        if profile.get("protocols"):
-            security.set_protocols(ctx, str(profile["protocols"]))
+        security.set_ciphers_and_protocols(ctx, profile)
     except (OSError, ssl.SSLError, ValueError) as exc:
         raise ValueError(f"{where}: {exc}") from None
     return ctx
