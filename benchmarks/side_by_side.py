@@ -189,7 +189,10 @@ def hop_floor(spec: Spec, args: argparse.Namespace, rep: int) -> dict:
     hops = None
     for line in done.stdout.splitlines():
         if line.startswith("{"):
-            hops = json.loads(line)
+            try:
+                hops = json.loads(line)
+            except ValueError:  # not its JSON line (something the prefix printed)
+                continue
     if done.returncode or hops is None or hops.get("kind") != "zmq-hops/1":
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
         row["errors"] = [f"the hops' floor (bench_zmq_hops.py): {why}"]
