@@ -26,7 +26,7 @@ GENERATED = "build/cython_src"
 # Each compiled module and the pure-Python reference it must agree with.
 EXTENSIONS = {
     "router_core._core": f"{GENERATED}/router_core/_core.py",  # = router_core/core.py + .pxd
-    "router_io._amqpscan": "cython/_amqpscan.pyx",    # reference: router_io/amqpscan.py
+    "common._amqpscan": "cython/_amqpscan.pyx",    # reference: common/amqpscan.py
     "router_io._engine": f"{GENERATED}/router_io/_engine.py",  # = ENGINE_PARTS + .pxd
     "router_core._addrmatch": "cython/_addrmatch.pyx",  # reference: common/addrmatch.py
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py

@@ -15,10 +15,10 @@ from typing import Callable, Dict, List
 
 from proton import Message
 
-from router_io import amqpscan
+from common import amqpscan
 
 try:
-    from router_io import _amqpscan
+    from common import _amqpscan
 except ImportError:         # not built: only the pure-Python figures
     _amqpscan = None
 

@@ -1,13 +1,13 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
-"""Forwarding-path message scanner, compiled build of ``router_io.amqpscan``.
+"""Forwarding-path message scanner, compiled build of ``common.amqpscan``.
 
 Owns nothing new: it implements exactly the rules documented in ``amqpscan`` (the
 reference) on a raw pointer into the message (``bytes`` directly, anything else through the
 buffer protocol), creating Python objects only for the results. Every read is checked against
 the end of the value's container before it happens. Error classes, ``ScanResult`` and ``KEEP``
-come from ``router_io.amqpscan_types`` so both builds share them.
+come from ``common.amqpscan_types`` so both builds share them.
 
-This module must not import proton, zmq, ``amqpscan`` or router_core/agent.
+This module must not import proton, zmq, ``amqpscan`` or any process package.
 """
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -18,7 +18,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
-from router_io.amqpscan_types import KEEP, MessageFormatError, ScanResult
+from common.amqpscan_types import KEEP, MessageFormatError, ScanResult
 
 __all__ = ["scan", "has_annotations", "rewrite_annotations", "subject", "ScanResult", "KEEP",
            "MessageFormatError"]

@@ -74,6 +74,6 @@ import proton
 assert proton.SSL.present(), "python-qpid-proton was built without TLS: is libssl-dev installed?"
 assert proton.SASL.extended(), "python-qpid-proton was built without Cyrus SASL: libsasl2-dev?"
 from router_core.core_select import get_core_class
-from router_io import amqpscan_select
+from common import amqpscan_select
 print(f"installed: core={get_core_class().__module__} scanner={amqpscan_select.IMPLEMENTATION}")
 PYEOF

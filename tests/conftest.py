@@ -197,7 +197,7 @@ def engine_cls(request):
 
 
 COMPILED_MODULES = ("router_core._core", "router_core._addrmatch", "router_core._pathcomp",
-                    "router_io._amqpscan", "router_io._engine", "common._ipccodec",
+                    "common._amqpscan", "router_io._engine", "common._ipccodec",
                     "common._zmqopt")
 
 

@@ -25,7 +25,7 @@ from common.metrics_schema import (  # the record schema, re-exported (noqa: F40
     SCHEMA, DELTA_PREFIX, ROUTER_COUNTERS, ROUTER_GAUGES, ROUTER_BYTES, ADDRESS_COUNTERS,
     ADDRESS_GAUGES, ADDRESS_ATTRS, ADDRESS_BYTES, LINK_COUNTERS, LINK_GAUGES, LINK_ATTRS,
     LINK_BYTES, COMMON_KEYS, FINAL_KEYS, CONNECTION_ATTRS, KINDS, INTERNAL_KEY)
-from router_core.addressing import mobile_text
+from common.addrclass import mobile_text
 
 
 def address_text(key: Optional[str]) -> Optional[str]:

@@ -17,7 +17,7 @@ Owns: the precedence rules of Qpid Dispatch's address parse tree.
 
 Shared by the core (routing, through ``router_core.matcher``, which selects this reference or
 its compiled twin ``router_core._addrmatch``) and the worker's vhost policy
-(``router_io/policy.py``), so it lives in ``common``. Pure and deterministic; must not import
+(``common/policy.py``), so it lives in ``common``. Pure and deterministic; must not import
 zmq, proton, sockets, clocks or logging handlers.
 """
 import re
@@ -83,7 +83,7 @@ def _match(words: list, pattern: list, i: int, j: int) -> Optional[tuple]:
 def match_order(words: list, pattern: list) -> Optional[tuple]:
     """Where ``pattern`` (normalize_words of split_words) matches the address ``words`` in 1.19's
     search order (smaller is found first), or None when it does not match. The public entry of
-    the matcher for code outside the core (router_io/policy.py's address patterns)."""
+    the matcher for code outside the core (common/policy.py's address patterns)."""
     return _match(words, pattern, 0, 0)
 
 

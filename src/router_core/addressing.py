@@ -4,11 +4,14 @@ Owns: turning a wire address (``amqp://host/x``, ``amqp:/_topo/0/R1/x``, ``/x``.
 normalised text and the one-character-class hash key the core, the routing protocol and management
 all use (``M0x``, ``Lx``, ``Tx``, ``R<id>``, ``A<area>``), and the dynamic (temporary) addresses.
 
-Pure functions only: no state, no caching (the core keeps its own bounded cache). Must not import
-zmq, proton, sockets, clocks or logging handlers; it is shared by the core and the agent.
+The key class characters and a mobile key's text are common/addrclass.py's (the agent reads keys
+back to text with it). Pure functions only: no state, no caching (the core keeps its own bounded
+cache). Must not import zmq, proton, sockets, clocks, logging handlers, router_io, agent or
+supervisor.
 """
-from typing import Optional
 
+from common.addrclass import (  # noqa: F401 - the key classes, one definition (the agent's too)
+    CLASS_AREA, CLASS_EDGE, CLASS_LOCAL, CLASS_MOBILE, CLASS_ROUTER, CLASS_TOPOLOGICAL, mobile_text)
 from common.tenant import normalize  # noqa: F401 - one definition, the tenants' too
 
 LOCAL_PREFIX = "_local/"
@@ -16,15 +19,6 @@ TOPO_PREFIX = "_topo/"
 EDGE_PREFIX = "_edge/"   # 1.19: an edge router's own addresses (``_edge/<edge id>/...``)
 TEMP_TARGET_PREFIX = "_$temp."
 
-# Key class characters (first character of every hash key).
-CLASS_LOCAL = "L"
-CLASS_TOPOLOGICAL = "T"
-CLASS_ROUTER = "R"
-CLASS_AREA = "A"
-CLASS_MOBILE = "M"
-# 1.19's "edge summary" class: on an interior router every ``_edge/<edge id>/...`` address is
-# the key ``H<edge id>``, served by that edge's downlink (and advertised like a mobile key)
-CLASS_EDGE = "H"
 # On an edge router, every address that belongs to another router (``_topo/0/<other>/...``,
 # ``_edge/<other>/...``, another area) is this one key: the uplink to the interior router
 EDGE_UPLINK_KEY = "L_edge"
@@ -61,13 +55,6 @@ def address_key(address: str, router_id: str, phase: int = 0, area: str = "0",
                 return CLASS_LOCAL + (parts[2] if len(parts) > 2 else "")
             return EDGE_UPLINK_KEY if edge else CLASS_EDGE + parts[1]
     return CLASS_MOBILE + str(phase) + text
-
-
-def mobile_text(key: str) -> Optional[str]:
-    """The address text of a mobile key (``M0orders`` -> ``orders``), None for other classes."""
-    if len(key) >= 2 and key[0] == CLASS_MOBILE:
-        return key[2:]
-    return None
 
 
 def temp_address(router_id: str, rand: str, target: bool = False, edge: bool = False) -> str:

@@ -29,8 +29,8 @@ key of an exchange, and :class:`ExchangeForwarder`, the treatment of an exchange
 
 Part of the core (functions of the RouterCore ``core``; compiled with the other parts, see
 core.py; the matching and the records stay Python classes, off every other address's path).
-Reads the subject with the router_io scanner (pure bytes parsing, no I/O). Must not import zmq,
-proton, sockets, clocks, logging handlers or agent.
+Reads the subject with the shared scanner (common/amqpscan: pure bytes parsing, no I/O). Must not
+import zmq, proton, sockets, clocks, logging handlers, router_io, agent or supervisor.
 """
 from typing import Any, Optional
 
@@ -39,10 +39,10 @@ from common.exchanges import (
 from common.ipc import DIR_IN, STATE_ACCEPTED, STATE_RELEASED, UpdateIn
 from router_core.addressing import CLASS_MOBILE
 from router_core.corestate import DIST_MULTICAST, DIST_UNAVAILABLE
-from router_io.amqpscan_select import MessageFormatError
-from router_io.amqpscan_select import rewrite_annotations as _rewrite_annotations
-from router_io.amqpscan_select import scan as _scan
-from router_io.amqpscan_select import subject as _subject
+from common.amqpscan_select import MessageFormatError
+from common.amqpscan_select import rewrite_annotations as _rewrite_annotations
+from common.amqpscan_select import scan as _scan
+from common.amqpscan_select import subject as _subject
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, key_of, phased, unref
 from router_core.forwarders import Forwarder

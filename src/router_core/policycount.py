@@ -3,7 +3,7 @@
 Connections are spread over several I/O worker processes, but the limits are router-wide (the
 global ``maxConnections``, a vhost's ``maxConnections``, ``maxConnectionsPerUser``,
 ``maxConnectionsPerHost``). The core sees every ConnOpened, in one thread, so it counts them
-here: the worker resolves the vhost and user group (router_io/policy.py) and hands the limits
+here: the worker resolves the vhost and user group (common/policy.py) and hands the limits
 over with the ConnOpened (``ConnOpened.policy``); the core admits or denies (a denied connection
 is closed with ``amqp:resource-limit-exceeded`` and never registered, so its links are refused).
 Denials a worker decides alone (no vhost, unknown user, remote host, sessions, links, message

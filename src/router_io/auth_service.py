@@ -7,7 +7,7 @@ over AMQP SASL. Once the service's SASL outcome is ok, the router opens an AMQP 
 (a map whose ``sub`` is the user name) and its ``address-authz`` (a map of address to an array
 of permissions, ``send`` and/or ``recv``). :class:`ServiceOpen` is that open exchange,
 :func:`read_grant` reads the properties into an :class:`AuthGrant`, and :func:`grant_settings`
-turns the grant into the link policy the worker applies (router_io/policy.py's GroupSettings):
+turns the grant into the link policy the worker applies (common/policy.py's GroupSettings):
 
 * no ``address-authz`` at all: nothing is restricted;
 * with it (even an empty map): a sender's target must be an address granted ``send``, a
@@ -32,7 +32,7 @@ from proton import symbol
 
 from common import security
 from common.identity import PRODUCT, VERSION
-from router_io import policy as vpolicy
+from common import policy as vpolicy
 
 AUTHZ_CAPABILITY = "ADDRESS-AUTHZ"
 AUTHZ_PROPERTY = "address-authz"

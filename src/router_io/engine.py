@@ -42,7 +42,7 @@ from common.heap import HeapTrimmer
 from common.ipc import (
     Deliver, DeliverChunk, Drained, LinkCredit, RouterDeliver, SettleOut, StreamAck,
     StreamDeliver, UpdateIn)
-from router_io import policy as vpolicy
+from common import policy as vpolicy
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_lifecycle import (
     CA_BEGIN, CA_CLOSE_LOCAL, CA_END, CA_IGNORE, CA_LINK, CA_OPEN, CE_ATTACH, CE_BEGIN,
@@ -123,7 +123,7 @@ class WorkerEngine:
         self.q2_changed: set = set()
         self.policy: dict = {}      # the policy entity (maxMessageSize, enableVhostPolicy...)
         self.vhosts: list = []      # vhost entities
-        self.policy_db = vpolicy.PolicyDb()  # compiled policy + vhosts (router_io/policy.py)
+        self.policy_db = vpolicy.PolicyDb()  # compiled policy + vhosts (common/policy.py)
         # the POLICY log module's lines (the worker binds it; 1.19's wording)
         self.policy_log: Callable[[str, str], None] = lambda level, text: None
         # PROTOCOL trace on: called with (conn id, proton's text of a frame); None: off, and

@@ -16,7 +16,8 @@ import proton
 from cproton_ffi import lib
 
 from common import msglog, security
-from router_io import frameguard, policy as vpolicy
+from common import policy as vpolicy
+from router_io import frameguard
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
     INTER_ROUTER, INTERNAL_ERROR, OUT_BUDGET, PN_NULL, PN_SASL_OK, _condition_text, _key,
@@ -122,7 +123,7 @@ class Connection:
         self.q2_armed_held = False  # what the worker's poller was last told (worker.py)
         # maxMessageSize of this connection (policy, listener, vhost), set when it opens
         self.max_message_size = 0
-        # vhost policy (router_io/policy.py): the user group's settings when the connection is
+        # vhost policy (common/policy.py): the user group's settings when the connection is
         # policed, its vhost, user and remote address; multiTenant: the address space prefix
         self.policy: Optional[vpolicy.GroupSettings] = None
         self.policy_vhost = ""

@@ -19,7 +19,7 @@ from proton import symbol
 
 from common import ipc
 from common import failover
-from router_io import policy as vpolicy
+from common import policy as vpolicy
 from router_io.auth_service import grant_settings
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (

@@ -17,7 +17,8 @@ from cproton_ffi import ffi, lib
 from common import ipc
 from common.ipc import (
     DIR_OUT, STATE_ACCEPTED, STATE_RELEASED, Disposition, RouterTransfer, SettleIn, Transfer)
-from router_io import amqpscan_select as scanner, msgrepr
+from common import amqpscan_select as scanner
+from router_io import msgrepr
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
     EDGE, KIND_WHOLE, SCAN_MA_INGRESS, SCAN_MA_PHASE, SCAN_MA_TO, SCAN_MA_TRACE,

@@ -3,7 +3,7 @@
 At a connection's open (user group, frame size, channel max, multiTenant), at a session's begin
 (session count, window), at a link's attach (counts, addresses, capabilities), on a message of a
 checked link (user-id proxy, anonymous sender's target) and on an oversize delivery. The policy
-data and address rules are router_io/policy.py's; the connection counts are the core's.
+data and address rules are common/policy.py's; the connection counts are the core's.
 
 Functions of the engine: ``self`` is the WorkerEngine (as when they were its methods).
 Part of the compiled engine (setup.py ENGINE_PARTS; see router_io/engine.py).
@@ -15,8 +15,8 @@ from cproton_ffi import ffi, lib
 
 from common import ipc
 from common.tenant import tenant_address
-from router_io import policy as vpolicy
-from router_io.amqpscan import user_id as _message_user_id
+from common import policy as vpolicy
+from common.amqpscan import user_id as _message_user_id
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
     LOCAL_CLOSED, LOCAL_UNINIT, MESSAGE_SIZE_EXCEEDED, OVERSIZE_DESCRIPTION, _int, _text)

@@ -18,7 +18,7 @@ from cproton_ffi import ffi, lib
 from proton import symbol
 
 from common.identity import PRODUCT, VERSION  # the open's product and version properties
-from router_io import amqpscan_select as scanner
+from common import amqpscan_select as scanner
 
 
 # the scanner's per-message calls as module globals: a compiled caller finds a global through

@@ -16,7 +16,7 @@ from cproton_ffi import ffi, lib
 from common.ipc import (
     STATE_REJECTED, STATE_RELEASED, STREAM_WINDOW, SettleIn, StreamAck, StreamTransfer,
     TransferChunk)
-from router_io import amqpscan_select as scanner
+from common import amqpscan_select as scanner
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import STREAM_CHUNK, _fields, _key, _rewrite_annotations, _scan
 from router_io.engine_records import InStream, Link

@@ -30,6 +30,8 @@ from common.schema import (ROUTER_CONFIG_TYPES, EntityType, SchemaError, address
 from common import failover
 from common.exchanges import binding_problem, exchange_problem
 from common import msglog
+from common import policy as vpolicy
+from common.policy import policy_problem
 from common.security import (auth_plugin_problem, connection_problem, ssl_files_problem,
                              ssl_profile_problem)
 
@@ -252,25 +254,6 @@ def _build(sections: list[_RawSection], warnings: list[str] | None = None) -> li
     return ordered
 
 
-def policy_problem(vhosts: list[dict],
-                   warnings: list | None = None) -> tuple[int, str] | None:
-    """The first vhost/policy setting the router would not enforce or 1.19 would refuse, as
-    (index in ``vhosts``, message); None when all are usable. Shared with
-    management CREATE/UPDATE (router_io/policy.py is pure: no proton, zmq or sockets).
-    ``warnings`` receives the ("POLICY", text) lines 1.19 logs for options it ignores."""
-    from router_io import policy as vpolicy
-    db = vpolicy.PolicyDb()
-    for index, attrs in enumerate(vhosts):
-        try:
-            vhost = vpolicy.Vhost({k: v for k, v in attrs.items() if v is not None})
-            db.add(vhost)
-        except vpolicy.PolicyError as exc:
-            return index, str(exc)
-        if warnings is not None:
-            warnings.extend(("POLICY", w) for w in vhost.warnings)
-    return None
-
-
 def _policy_dir_vhosts(built: list[Entity], warnings: list) -> list[Entity]:
     """The vhosts of the policy's ``policyDir`` (1.19's JSON files), as vhost entities at the
     policy section's line. 1.19 loads them after the configuration's own vhosts, so a clash
@@ -278,7 +261,6 @@ def _policy_dir_vhosts(built: list[Entity], warnings: list) -> list[Entity]:
     policy = next((e for e in built if e.short_type == "policy"), None)
     if policy is None or not policy.attributes.get("policyDir"):
         return []
-    from router_io import policy as vpolicy
     try:
         found = vpolicy.load_policy_dir(str(policy.attributes["policyDir"]), warnings)
     except vpolicy.PolicyError as exc:

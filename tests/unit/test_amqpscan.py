@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from proton import UNDESCRIBED, Array, Data, Message, symbol
 
-from router_io import amqpscan
-from router_io.amqpscan_types import KEEP, MessageFormatError, ScanResult
+from common import amqpscan
+from common.amqpscan_types import KEEP, MessageFormatError, ScanResult
 
 try:
-    from router_io import _amqpscan
+    from common import _amqpscan
 except ImportError:         # not built: the compiled param skips
     _amqpscan = None
 
@@ -30,8 +30,8 @@ BUILDS = {"python": amqpscan, "cython": _amqpscan}
 @pytest.fixture(params=sorted(BUILDS))
 def impl(request):
     if BUILDS[request.param] is None:
-        pytest.skip("router_io._amqpscan is not built "
-                    "(ROUTER_ONLY_EXT=router_io._amqpscan python setup.py build_ext --inplace)")
+        pytest.skip("common._amqpscan is not built "
+                    "(ROUTER_ONLY_EXT=common._amqpscan python setup.py build_ext --inplace)")
     return BUILDS[request.param]
 
 

@@ -13,7 +13,7 @@ from proton import Delivery, Message, symbol
 
 import memrouter
 from common import ipc
-from router_io import amqpscan
+from common import amqpscan
 from router_io import engine as engine_py
 
 ROUTER_ID = "Router.A"

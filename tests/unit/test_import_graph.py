@@ -1,7 +1,11 @@
-"""The packages under src/ (and pipelines/) depend one way: no two import each other.
+"""The packages under src/ (and pipelines/) depend one way, in the layers of the design: each
+process package (router_core, router_io, agent, supervisor) and the tools import only common;
+common imports none of them. What two processes share lives in common.
 
 Read from the source (every import statement, at any depth), so a lazy import inside a
-function counts too."""
+function counts too.
+
+Must not import any package under src/ (it reads their text)."""
 from __future__ import annotations
 
 import ast
@@ -9,6 +13,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
+
+# package -> the other packages under src/ it may import (a new package must be added here)
+ALLOWED = {
+    "common": set(),
+    "router_core": {"common"},
+    "router_io": {"common"},
+    "agent": {"common"},
+    "supervisor": {"common"},
+    "tools": {"common"},
+}
 
 
 def _edges(base: Path, packages: set) -> dict:
@@ -36,6 +50,14 @@ def test_no_two_packages_import_each_other():
     both_ways = {(a, b): (sorted(files), sorted(edges[(b, a)]))
                  for (a, b), files in edges.items() if (b, a) in edges and a < b}
     assert not both_ways, both_ways
+
+
+def test_each_package_imports_only_the_layers_below_it():
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(ALLOWED), f"packages not in ALLOWED: {packages ^ set(ALLOWED)}"
+    wrong = {f"{a} -> {b}": sorted(files) for (a, b), files in _edges(SRC, packages).items()
+             if b not in ALLOWED[a]}
+    assert not wrong, wrong
 
 
 def test_the_pipelines_read_the_metrics_schema_from_common_not_the_agent():

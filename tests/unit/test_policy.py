@@ -1,4 +1,4 @@
-"""router_io/policy.py (vhost resolution, groups, remote hosts, link names) and
+"""common/policy.py (vhost resolution, groups, remote hosts, link names) and
 router_core/policycount.py (the core's router-wide counts), pure."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from router_core.policycount import PolicyCounts
-from router_io import policy as p
+from common import policy as p
 
 WORD = st.text("abcdefgh", min_size=1, max_size=6)
 

@@ -22,6 +22,7 @@ from common.exchanges import METHOD_CODES, binding_problem, exchange_problem
 from common.linkroutes import create_problem as link_route_problem
 from common import failover
 from common import msglog
+from common.policy import policy_problem
 from common.security import auth_plugin_problem, connection_problem, ssl_profile_problem
 
 # spec key -> short type name, in the order the configuration applies them
@@ -162,7 +163,7 @@ class ConfigStore:
         problem = reference_problem(etype, entity, self._names)
         if problem:
             raise ManagementError(BAD_REQUEST, problem)
-        if short == "vhost":  # vhost policy the router enforces, or 400 (supervisor/config.py)
+        if short == "vhost":  # vhost policy the router enforces, or 400 (common/policy.py)
             self.check_vhost(entity)
         # TLS/SASL settings the router could not enforce are refused (common/security.py)
         if short == "sslProfile":
@@ -224,7 +225,6 @@ class ConfigStore:
     @staticmethod
     def vhost_warnings(entity: dict) -> list:
         """The ("POLICY", text) warnings 1.19 logs for a (valid) vhost's ignored options."""
-        from supervisor.config import policy_problem
         warnings: list = []
         policy_problem([dict(entity)], warnings)
         return warnings
@@ -272,7 +272,6 @@ class ConfigStore:
         """ManagementError if the vhost conflicts with another vhost's name (400), is invalid,
         conflicts with another's aliases or asks for something this router does not enforce
         (500, as 1.19's policy code fails it)."""
-        from supervisor.config import policy_problem
         long = self.schema.long_name("vhost")
         others = [dict(e) for e in self.of_type(long)
                   if replacing is None or e.get("identity") != replacing.get("identity")]

@@ -20,13 +20,15 @@ Rules both builds follow:
 - Rewriting re-encodes the router keys canonically (str8/str32 strings, the narrowest integer,
   list of strings, map8 when it fits) after the user entries, which are copied unchanged.
 
-This module must not import proton, zmq, the compiled ``_amqpscan`` or router_core/agent.
+Shared by the worker (every delivery) and the core (an exchange reads a message's subject), so
+it lives in ``common``. Must not import proton, zmq, the compiled ``_amqpscan`` or any process
+package (router_core, router_io, agent, supervisor).
 """
 from __future__ import annotations
 
 from typing import List, Optional, Tuple, Union
 
-from router_io.amqpscan_types import KEEP, MessageFormatError, ScanResult
+from common.amqpscan_types import KEEP, MessageFormatError, ScanResult
 
 __all__ = ["scan", "has_annotations", "rewrite_annotations", "subject", "ScanResult", "KEEP",
            "MessageFormatError"]
@@ -490,7 +492,7 @@ def user_id(buf: Buffer, pos: int) -> Optional[bytes]:
     """The ``user-id`` property (properties field 1) of a message already scanned, its
     properties section starting at ``pos`` (``ScanResult.ma_end``: properties follow the
     message annotations); None when there is no properties section or no (or an empty)
-    user-id. Only policed connections that forbid user-id proxying call it (router_io/policy)."""
+    user-id. Only policed connections that forbid user-id proxying call it (common/policy)."""
     end = len(buf)
     if pos + 3 > end or buf[pos] != 0x00:
         return None

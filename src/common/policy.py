@@ -545,6 +545,24 @@ class PolicyDb:
         return self.max_message_size
 
 
+def policy_problem(vhosts: list,
+                   warnings: Optional[list] = None) -> Optional[tuple]:
+    """The first vhost/policy setting the router would not enforce or 1.19 would refuse, as
+    (index in ``vhosts``, message); None when all are usable. The one check of the
+    configuration file (supervisor) and of management CREATE/UPDATE (agent).
+    ``warnings`` receives the ("POLICY", text) lines 1.19 logs for options it ignores."""
+    db = PolicyDb()
+    for index, attrs in enumerate(vhosts):
+        try:
+            vhost = Vhost({k: v for k, v in attrs.items() if v is not None})
+            db.add(vhost)
+        except PolicyError as exc:
+            return index, str(exc)
+        if warnings is not None:
+            warnings.extend(("POLICY", w) for w in vhost.warnings)
+    return None
+
+
 def strip_comment_lines(text: str) -> str:
     """A policy file's JSON: 1.19 blanks every line whose first non-blank character is ``#``
     (its files open with ``##`` licence lines); blanking keeps the line numbers of JSON errors."""

@@ -4,8 +4,8 @@ Owns :class:`MessageFormatError`, :class:`ScanResult` and the :data:`KEEP` senti
 pure-Python reference (``amqpscan``) and the compiled module (``_amqpscan``) raise the same
 exception class and return values that compare equal (they are the *same* classes).
 
-This module must not import proton, zmq, the scanner builds themselves or anything from
-router_core/agent: it is imported by the compiled module at load time.
+This module must not import proton, zmq, the scanner builds themselves or any process
+package: it is imported by the compiled module at load time.
 """
 from __future__ import annotations
 
