@@ -35,7 +35,7 @@ EXTENSIONS = {
 }
 # The parts of the router core, in dependency order (see src/router_core/core.py).
 CORE_PARTS = ["records", "addrkeys", "settlement", "streaming", "transfer", "streamlinks", "relay",
-              "forwarders", "ingress", "linkroute", "lifecycle", "peers", "edge", "edgeserver",
+              "forwarders", "ingress", "linkroute", "linkends", "lifecycle", "peers", "edge", "edgeserver",
               "autolinks", "exchanges", "core"]
 PARTS_BEGIN = ("# --- core parts (the compiled build is one module: setup.py drops these imports)"
                " ---")

@@ -372,8 +372,33 @@ cdef tag_next(RouterCore core, Link link, Link target, dlv_id)
 cdef tag_held(RouterCore core, Link link, dlv_id)
 cdef held_tag_out(RouterCore core, Link target, InDelivery dlv)
 
-# --- lifecycle.py -------------------------------------------------------------------------------
+# --- linkends.py --------------------------------------------------------------------------------
 cdef protocol_error(RouterCore core, text)
+@cython.locals(link=Link)
+cdef attach_endpoint(RouterCore core, Connection conn, link_id, int direction, name, address,
+                     dynamic, presettled, capacity, bint coordinator=*, bint fallback=*)
+@cython.locals(addr=Address)
+cdef bind_endpoint(RouterCore core, Link link, key)
+@cython.locals(link=Link)
+cdef attach_router_link(RouterCore core, Connection conn, link_id, int direction, name,
+                        presettled, capacity, int link_type)
+@cython.locals(link=Link)
+cdef Link open_link(RouterCore core, Connection conn, int direction, name, address, source,
+                    target, settle, owner)
+cdef attached_out(RouterCore core, Link link)
+cdef detached_out(RouterCore core, Link link, error)
+cdef detach_own(RouterCore core, Link link)
+cdef detach_offending(RouterCore core, Link link, text)
+@cython.locals(other=Link)
+cdef detach_partner(RouterCore core, Link link, condition, description, bint closed=*)
+@cython.locals(addr=Address)
+cdef drop_link(RouterCore core, Link link)
+@cython.locals(conn=Connection)
+cdef _drop_router_link(RouterCore core, Link link)
+cdef check_router_up(RouterCore core, Connection conn)
+cdef router_down(RouterCore core, Connection conn)
+
+# --- lifecycle.py -------------------------------------------------------------------------------
 cpdef on_conn_opened(RouterCore core, peer, cmd)
 @cython.locals(conn=Connection)
 cpdef on_conn_closed(RouterCore core, peer, cmd)
@@ -387,37 +412,16 @@ cdef close_connection_of(RouterCore core, peer, cmd, text)
 cpdef on_attach(RouterCore core, peer, cmd)
 cdef _refuse_offending(RouterCore core, peer, link_id, text)
 cdef int link_state(link)
-@cython.locals(link=Link)
-cdef attach_endpoint(RouterCore core, Connection conn, link_id, int direction, name, address,
-                     dynamic, presettled, capacity, bint coordinator=*, bint fallback=*)
-@cython.locals(addr=Address)
-cdef bind_endpoint(RouterCore core, Link link, key)
-@cython.locals(link=Link)
-cdef attach_router_link(RouterCore core, Connection conn, link_id, int direction, name,
-                        presettled, capacity, int link_type)
 cpdef on_detach(RouterCore core, peer, cmd)
 cpdef on_link_lost(RouterCore core, peer, cmd)
 @cython.locals(link=Link)
 cpdef _link_gone(RouterCore core, peer, link_id, bint closed, error, bint lost)
 @cython.locals(link=Link)
-cdef Link open_link(RouterCore core, Connection conn, int direction, name, address, source,
-                    target, settle, owner)
-@cython.locals(link=Link)
 cpdef on_attached(RouterCore core, peer, cmd)
-cdef attached_out(RouterCore core, Link link)
-cdef detached_out(RouterCore core, Link link, error)
-cdef detach_own(RouterCore core, Link link)
-cdef detach_offending(RouterCore core, Link link, text)
-@cython.locals(other=Link)
-cdef detach_partner(RouterCore core, Link link, condition, description, bint closed=*)
-@cython.locals(addr=Address)
-cdef drop_link(RouterCore core, Link link)
-@cython.locals(conn=Connection)
-cdef _drop_router_link(RouterCore core, Link link)
+
+# --- peers.py -----------------------------------------------------------------------------------
 @cython.locals(conn=Connection, addr=Address)
 cpdef on_hello(RouterCore core, peer, cmd)
-cdef check_router_up(RouterCore core, Connection conn)
-cdef router_down(RouterCore core, Connection conn)
 cpdef on_policy_event(RouterCore core, peer, cmd)
 cpdef on_connector_status(RouterCore core, peer, cmd)
 
@@ -429,7 +433,7 @@ cdef _edge_emit(RouterCore core, peer, effect)
 cdef _edge_credit(RouterCore core, Link link, long long credit)
 
 # --- autolinks.py -------------------------------------------------------------------------------
-# (AutoLink stays a Python class: off the per-message path; lifecycle calls its methods)
+# (AutoLink stays a Python class: off the per-message path; linkends calls its methods)
 cdef double FIRST_RETRY, RETRY, NEVER
 cdef dict AL_TRANSITIONS, AL_STATE_NAMES
 cdef auto_link_key(RouterCore core, address, int direction, int phase, bint fallback)

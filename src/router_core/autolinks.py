@@ -21,7 +21,7 @@ see addrkeys.setup_fallback); the router holds that address while the auto-link 
 terminus the container is offered carries ``externalAddress`` if set, else the address. An out
 auto-link is, once attached, a consumer of its key; an in auto-link a producer (credited when the
 key has a destination). The link itself is an ordinary router-attached link
-(lifecycle.open_link); lifecycle calls back through :meth:`AutoLink.attached` and
+(linkends.open_link); linkends calls back through :meth:`AutoLink.attached` and
 :meth:`AutoLink.detached`.
 
 States and events (``AL_TRANSITIONS``; a pair without an entry changes nothing)::
@@ -58,7 +58,7 @@ from router_core.addressing import CLASS_MOBILE
 from common.ipc import DIR_IN, DIR_OUT, TERMINUS_SOURCE, TERMINUS_TARGET, terminus
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import FALLBACK_PHASE, address_of, key_of, unref
-from router_core.lifecycle import bind_endpoint, detach_own, open_link
+from router_core.linkends import bind_endpoint, detach_own, open_link
 from router_core.records import ROLE_ROUTE_CONTAINER
 # --- end core parts ---
 
@@ -133,7 +133,7 @@ class AutoLink:
         self.retries = 0
         self.extra: dict = {}  # connection id -> extra link on another connection
 
-    # lifecycle.attached_out / detached_out call these for a link this auto-link owns
+    # linkends.attached_out / detached_out call these for a link this auto-link owns
     def attached(self, core: Any, link: Any) -> bool:
         terminus_ = link.remote_source if link.direction == DIR_IN else link.remote_target
         address = terminus_.get("address") if isinstance(terminus_, dict) else None

@@ -16,7 +16,8 @@ Dispatch's own seams, one module each, as functions of the core (``f(core, ...)`
   forwarders.py   one forwarder per treatment (closest, balanced, multicast, unavailable)
   ingress.py      where a delivery enters (Transfer, RouterTransfer)
   linkroute.py    link routing: the link-route table, attach routing, routed pairs' credit
-  lifecycle.py    open/close, attach/detach as transition tables; protocol errors
+  linkends.py     a link attached (endpoint, router, the router's own) and dropped; protocol errors
+  lifecycle.py    open/close, attach/detach as transition tables
   edge.py         edge mode: an edge router's uplink, address proxy, heartbeats, lookups
   edgeserver.py   edge mode: an interior router's edge connections (tracking, heartbeats, lookups)
   autolinks.py    auto-links: attached on their route container's connection, operStatus, retries
@@ -101,8 +102,9 @@ from router_core.corestate import DIST_CODES, GONE_MAX, gone_entry, management_s
 from router_core.addrkeys import reapply_rules
 from router_core.ingress import on_router_transfer, on_stream_transfer, on_transfer
 from router_core.lifecycle import (
-    TEST_REFUSALS, close_connection_of, detach_own, on_attach, on_attached, on_conn_closed,
-    on_conn_opened, on_detach, on_link_lost, open_link)
+    TEST_REFUSALS, close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened,
+    on_detach, on_link_lost)
+from router_core.linkends import detach_own, open_link
 from router_core.peers import on_connector_status, on_hello, on_policy_event
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
@@ -211,7 +213,7 @@ class RouterCore:
         # the final view of what was removed lately (corestate.gone_entry; snapshot["gone"])
         self.gone = deque(maxlen=GONE_MAX)
         self.gone_seq = 0
-        # protocol errors of peers (lifecycle.protocol_error), for the core process to log
+        # protocol errors of peers (linkends.protocol_error), for the core process to log
         self.errors = []
         # commands of the current handle_batch handled so far (coreproc: which one failed)
         self.batch_pos = 0
@@ -424,7 +426,7 @@ class RouterCore:
                    source: Optional[dict], target: Optional[dict], settle: list,
                    owner: Any = None) -> Optional[int]:
         """Attach a link from the router's side on connection ``conn_id`` (see
-        lifecycle.open_link); the new link's id, or None if the core has no such connection."""
+        linkends.open_link); the new link's id, or None if the core has no such connection."""
         conn = self.conns.get(conn_id)
         if conn is None:
             return None

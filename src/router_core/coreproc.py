@@ -17,7 +17,7 @@ only looks at the first message of a batch.
 A command the core cannot handle (an unknown type, a malformed field) is logged and the
 connection it concerns closed (``RouterCore.command_failed``); the rest of its batch is handled
 and the process goes on. Protocol errors the core detected itself (``core.errors``, see
-lifecycle.py) are logged once per loop.
+lifecycle.py, linkends.py) are logged once per loop.
 
 Route computation (interior mode) happens here too, off the hot path: the agent's batches (one
 peer index, so one integer comparison per batch) are scanned for its topology messages
@@ -207,7 +207,7 @@ class CoreProcess:
                 entries, core.info_logs = core.info_logs, []
                 for text in corelog.lines(entries):
                     self.log.log("ROUTER_CORE", "info", text)
-            if core.errors:  # peers' protocol errors (router_core/lifecycle.py)
+            if core.errors:  # peers' protocol errors (router_core/linkends.py)
                 for text in core.take_errors():
                     self.log.log("ROUTER_CORE", "error", f"protocol error: {text}")
             if core.lr.logs:  # link routes (de)activated (linkroute.py)

@@ -46,7 +46,8 @@ from common.ipc import (
     LinkFlow, LinkRefuse, UpdateIn, terminus)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, unref
-from router_core.lifecycle import bind_endpoint, detach_own, on_attach, open_link
+from router_core.lifecycle import on_attach
+from router_core.linkends import bind_endpoint, detach_own, open_link
 from router_core.linkroute import RouteAddress, pair, routed_name
 from router_core.records import KEY_MOBILE, ROLE_EDGE, ROLE_INTERNAL, Link
 from router_core.relay import credit_waiting
@@ -291,7 +292,7 @@ class EdgeUplink:
         elif not producer and key in self.outlinks:
             detach_own(core, self.outlinks.pop(key))
 
-    # --- owner of the links it attached (lifecycle.attached_out / detached_out) -------------
+    # --- owner of the links it attached (linkends.attached_out / detached_out) --------------
     def attached(self, core: Any, link: Any) -> bool:
         if link is self.replies:
             source = link.remote_source or {}

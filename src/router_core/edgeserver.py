@@ -18,7 +18,7 @@ from router_core.addrkeys import address_of, key_of
 from router_core.edge import (
     ADDR_LOOKUP, ADDR_TRACKING, HEARTBEAT, HEARTBEAT_CREDIT, HEARTBEAT_INTERVAL,
     HEARTBEAT_THRESHOLD, LOOKUP_CREDIT, _edge_credit, _edge_emit, _edge_log)
-from router_core.lifecycle import bind_endpoint
+from router_core.linkends import bind_endpoint
 from router_core.records import KEY_MOBILE, ROLE_EDGE, Link, set_treatment
 from router_core.relay import reachable
 from router_core.transfer import send_router

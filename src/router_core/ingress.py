@@ -57,7 +57,7 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
                 link.in_unsettled += 1
             link.endpoint.transfer(core, link, dlv_id, settled, payload)
             return
-        if to is None:  # a sender targeted at a topological address (see lifecycle.attach)
+        if to is None:  # a sender targeted at a topological address (see linkends.bind_endpoint)
             to = link.address
         if to is not None:
             key = phase_key(core.rules, key_of(core, to), DIR_IN)

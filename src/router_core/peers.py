@@ -12,7 +12,7 @@ from typing import Any
 
 from common.ipc import RouterLinkUp
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.lifecycle import check_router_up
+from router_core.linkends import check_router_up
 from router_core.linkroute import announce_all
 from router_core.records import KEY_EDGE, KEY_MOBILE, MODE_INTERIOR
 from router_core.relay import announce

@@ -40,7 +40,7 @@ SCRUB_BATCH = 10          # idle links detached per connection per scan at most 
 
 
 class StreamLinkOwner:
-    """The owner of the links this module attaches (lifecycle.attached_out asks it): a
+    """The owner of the links this module attaches (linkends.attached_out asks it): a
     streaming link binds to no address, it carries what the relay puts on it."""
 
     __slots__ = ()

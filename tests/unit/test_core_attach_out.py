@@ -1,4 +1,4 @@
-"""The core's links it attaches itself (lifecycle.open_link: auto-links, link routes), both builds.
+"""The core's links it attaches itself (linkends.open_link: auto-links, link routes), both builds.
 
 Attaching until the peer's LinkAttached; then, by default, a consumer or producer of its address
 like a client's link; refused, detached or lost with its connection without leaving anything

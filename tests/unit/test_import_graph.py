@@ -3,7 +3,7 @@ process package (router_core, router_io, agent, supervisor) and the tools import
 common imports none of them. What two processes share lives in common.
 
 Read from the source (every import statement, at any depth), so a lazy import inside a
-function counts too.
+function counts too. Also: no module under src/ is over MAX_LINES lines.
 
 Must not import any package under src/ (it reads their text)."""
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
+MAX_LINES = 700
 
 # package -> the other packages under src/ it may import (a new package must be added here)
 ALLOWED = {
@@ -58,6 +59,12 @@ def test_each_package_imports_only_the_layers_below_it():
     wrong = {f"{a} -> {b}": sorted(files) for (a, b), files in _edges(SRC, packages).items()
              if b not in ALLOWED[a]}
     assert not wrong, wrong
+
+
+def test_no_module_under_src_is_over_the_size_limit():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text(encoding="utf-8").splitlines())
+             for p in SRC.rglob("*.py")}
+    assert {path: n for path, n in sizes.items() if n > MAX_LINES} == {}
 
 
 def test_the_pipelines_read_the_metrics_schema_from_common_not_the_agent():
