@@ -140,3 +140,34 @@ def test_a_command_prefix_starts_the_router_under_it(tmp_path):
     finally:
         router.log.close()
     assert router.log_path.read_text().strip() == "[0]"
+
+
+def test_dropped_presettled_messages_are_a_figure_not_a_failure(tmp_path, capsys):
+    """A pre-settled run where the router dropped messages (a receiver stopped idle short of its
+    count) reports them as ``lost`` and the script exits 0; the same stop in an unsettled run is
+    an error (an unsettled delivery must never go missing)."""
+    rb = bench_module("run_router_bench")
+    clients = [
+        {"role": "sender", "address": "bench/x/0", "count": 60000, "error": None},
+        {"role": "receiver", "address": "bench/x/0", "count": 40080,
+         "error": "idle for 2.0s after 40080 messages"},
+    ]
+    assert rb.client_errors(clients, presettled=True, shared=False) == []
+    assert rb.client_errors(clients, presettled=False, shared=False) == [
+        "receiver bench/x/0: idle for 2.0s after 40080 messages"]
+    broken = clients + [{"role": "sender", "address": "bench/x/1", "count": 3,
+                         "error": "timeout after 120s"}]
+    assert rb.client_errors(broken, presettled=True, shared=False) == [
+        "sender bench/x/1: timeout after 120s"]
+    args = rb.build_parser().parse_args(["--both", "--direct"])
+    for c in clients:
+        c.update(start_ts=1.0, end_ts=2.0, cpu_user_s=0.1, cpu_sys_s=0.0, lat_p50_us=None,
+                 lat_p99_us=None)
+    row = rb.summarize(args, clients, "r", "presettled", "default", None, None, {}, None,
+                       rb.client_errors(clients, True, False), 0.0)
+    assert (row["sent"], row["received"], row["lost"], row["errors"]) == (60000, 40080, 19920, [])
+    rb.print_table([row])
+    assert "dropped 19920 of 60000 pre-settled messages" in capsys.readouterr().out
+    cmd = rb.client_cmd("receiver", "127.0.0.1:1", "a", args, tmp_path / "o", tmp_path / "r", "r",
+                        presettled=True)
+    assert cmd[cmd.index("--idle-timeout") + 1] == str(rb.PRESETTLED_IDLE_S)
