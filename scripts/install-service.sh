@@ -9,9 +9,12 @@
 #      it (skipped with --no-pip, e.g. when PREFIX/bin/qdrouterd is already there), and links
 #      /usr/local/bin/{qdrouterd,qdstat,qdmanage} to it. The virtualenv must live outside /home
 #      and /root: the unit's ProtectHome=yes hides those from the service;
-#   3. installs conf/qdrouterd.conf as /etc/qpid-dispatch/qdrouterd.conf if that file is absent;
-#   4. installs conf/qdrouterd.service as /etc/systemd/system/qdrouterd.service;
-#   5. runs `systemctl daemon-reload` when systemd is the running init.
+#   3. installs the documentation (README.md and docs/) in PREFIX/share/doc/qdrouter-py, where
+#      the unit's Documentation= and the tools' --help point;
+#   4. installs conf/qdrouterd.conf as /etc/qpid-dispatch/qdrouterd.conf if that file is absent;
+#   5. installs conf/qdrouterd.service as /etc/systemd/system/qdrouterd.service (its
+#      Documentation= paths follow PREFIX);
+#   6. runs `systemctl daemon-reload` when systemd is the running init.
 # Then: systemctl enable --now qdrouterd
 #
 # --dest-root DIR installs the files under DIR instead of / (packaging, tests); it implies
@@ -27,7 +30,7 @@ while [ $# -gt 0 ]; do
         --prefix) prefix="$2"; shift 2 ;;
         --no-pip) pip=0; shift ;;
         --dest-root) root="${2%/}"; pip=0; shift 2 ;;
-        -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "install-service.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
@@ -55,7 +58,6 @@ if [ "$pip" = 1 ]; then
     [ -x "$prefix/bin/python" ] || "$python" -m venv "$prefix"
     "$prefix/bin/pip" install --quiet --upgrade pip
     "$prefix/bin/pip" install --quiet "$here"
-    install -m 0644 "$here/README.md" "$prefix/README.md"
     # the web console (built by scripts/install.sh), where the router looks for it by default
     if [ -f "$here/console/dist/index.html" ]; then
         rm -rf "$prefix/share/qdrouter-py/console"
@@ -68,21 +70,33 @@ for tool in qdrouterd qdstat qdmanage; do
     ln -sfn "$prefix/bin/$tool" "$root/usr/local/bin/$tool"
 done
 
-# 3. configuration (never overwritten)
+# 3. documentation
+docdir="$root$prefix/share/doc/qdrouter-py"
+rm -rf "$docdir"
+install -d "$docdir"
+install -m 0644 "$here/README.md" "$docdir/README.md"
+install -m 0644 "$here"/docs/*.md "$here"/docs/*.png "$docdir/"
+echo "installed the documentation in $prefix/share/doc/qdrouter-py"
+
+# 4. configuration (never overwritten)
 install -d -m 0755 "$root/etc/qpid-dispatch"
 if [ ! -e "$root/etc/qpid-dispatch/qdrouterd.conf" ]; then
     install -m 0644 "$here/conf/qdrouterd.conf" "$root/etc/qpid-dispatch/qdrouterd.conf"
     echo "installed /etc/qpid-dispatch/qdrouterd.conf"
+    echo "WARNING: this configuration accepts AMQP clients on 0.0.0.0:5672 without" \
+         "authentication; see $prefix/share/doc/qdrouter-py/security.md before you start it" >&2
 else
     echo "kept the existing /etc/qpid-dispatch/qdrouterd.conf"
 fi
 
-# 4. unit
+# 5. unit
 install -d "$root/etc/systemd/system"
-install -m 0644 "$here/conf/qdrouterd.service" "$root/etc/systemd/system/qdrouterd.service"
+sed "s|file:///opt/qdrouterd/|file://$prefix/|" "$here/conf/qdrouterd.service" \
+    > "$root/etc/systemd/system/qdrouterd.service"
+chmod 0644 "$root/etc/systemd/system/qdrouterd.service"
 echo "installed /etc/systemd/system/qdrouterd.service"
 
-# 5. systemd
+# 6. systemd
 if [ -z "$root" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
     systemctl daemon-reload
     echo "systemd reloaded; start with: systemctl enable --now qdrouterd"

@@ -14,6 +14,8 @@ import os
 import sys
 from typing import Optional
 
+from common.buildinfo import docs_pointer
+
 DEFAULT_CONFIG = "/etc/qpid-dispatch/qdrouterd.conf"
 
 USAGE = """Usage: qdrouterd [OPTIONS]
@@ -28,11 +30,14 @@ USAGE = """Usage: qdrouterd [OPTIONS]
   -T, --test-hooks           Enable internal system testing features
   -v, --version              Print the version of Qpid Dispatch Router
   -h, --help                 Print this help
+      --build-info           Print this build's own version (qdrouter-py), its Python,
+                             proton and compiled modules, and where its documentation is
 
-Documentation: docs/configuration.md (and README.md) in the qdrouter-py source tree.
+{docs}
 """
 _SHORT = "c:I:dP:U:h:vT"   # 1.19's getopt string: '-h' wants an argument, '--help' does not
-_LONG = ["config=", "include=", "daemon", "pidfile=", "user=", "help", "version", "test-hooks"]
+_LONG = ["config=", "include=", "daemon", "pidfile=", "user=", "help", "version", "test-hooks",
+         "build-info"]   # --build-info is ours: 1.19 has no such option
 
 
 class UsageError(Exception):
@@ -41,7 +46,7 @@ class UsageError(Exception):
 
 def usage_text() -> str:
     return USAGE.format(config=DEFAULT_CONFIG, include=os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))))
+        os.path.abspath(__file__))), docs=docs_pointer("configuration.md"))
 
 
 def _getopt_message(exc: getopt.GetoptError) -> str:
@@ -63,7 +68,8 @@ def _getopt_message(exc: getopt.GetoptError) -> str:
 def parse_args(argv: Optional[list]) -> argparse.Namespace:
     """1.19's command line (getopt_long ``c:I:dP:U:h:vT``); a bad one raises UsageError."""
     args = argparse.Namespace(config=DEFAULT_CONFIG, include=None, daemon=False, pidfile=None,
-                              user=None, test_hooks=False, version=False, help=False)
+                              user=None, test_hooks=False, version=False, help=False,
+                              build_info=False)
     try:
         opts, rest = getopt.gnu_getopt(list(sys.argv[1:] if argv is None else argv), _SHORT,
                                        _LONG)
@@ -86,9 +92,12 @@ def parse_args(argv: Optional[list]) -> argparse.Namespace:
         elif opt in ("-v", "--version"):
             args.version = True
             break
+        elif opt == "--build-info":
+            args.build_info = True
+            break
         elif opt in ("-T", "--test-hooks"):
             args.test_hooks = True
-    if rest and not (args.help or args.version):
+    if rest and not (args.help or args.version or args.build_info):
         raise UsageError("Unexpected arguments: " + " ".join(rest) + "\n")
     return args
 

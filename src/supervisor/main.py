@@ -34,6 +34,7 @@ from supervisor.children import (  # re-exported (__all__)
 from supervisor.cmdline import (  # re-exported (__all__)
     DEFAULT_CONFIG, USAGE, UsageError, _Daemon, parse_args, usage_text)
 from supervisor.config import ConfigError, load_config
+from common.buildinfo import build_info, startup_line
 from common.identity import VERSION
 from supervisor.sizing import Sizing, SizingError
 from common.log import LogConfigError, RouterLog
@@ -57,7 +58,10 @@ def main(argv: Optional[list] = None) -> int:
         sys.stdout.write(usage_text())
         return 0
     if args.version:
-        print(VERSION)
+        print(VERSION)      # 1.19's tools and scripts read this: the build's own is --build-info
+        return 0
+    if args.build_info:
+        sys.stdout.write(build_info())
         return 0
     try:
         config = load_config(args.config)
@@ -85,6 +89,7 @@ def main(argv: Optional[list] = None) -> int:
         daemon.fail(f"configuration error: {exc}")
         print(f"qdrouterd: configuration error: {exc}", file=sys.stderr)
         return 1
+    log.log("SERVER", "notice", startup_line())
     _log_warnings(log, config.warnings)
     if args.user:
         import pwd

@@ -15,12 +15,13 @@ import sys
 from http import HTTPStatus
 from typing import Any, Callable, Optional
 
+from common.buildinfo import docs_pointer
 from proton import Message, ProtonException, SSLDomain, Url
 from proton.utils import BlockingConnection, LinkDetached, SyncRequestResponse
 
 DEFAULT_BUS = "0.0.0.0"
 # the last line of qdstat's and qdmanage's --help
-DOCS = "Documentation: docs/management.md in the qdrouter-py source tree."
+DOCS = docs_pointer("management.md")
 
 
 def status_name(status: int) -> str:

@@ -154,10 +154,41 @@ def test_install_service_script_into_a_dest_root(tmp_path):
     conf = root / "etc/qpid-dispatch/qdrouterd.conf"
     assert conf.read_text() == (REPO / "conf/qdrouterd.conf").read_text()
     assert os.readlink(root / "usr/local/bin/qdrouterd") == "/opt/qdrouterd/bin/qdrouterd"
+    # the documentation the unit's Documentation= lines and the tools' --help point at
+    docs = root / "opt/qdrouterd/share/doc/qdrouter-py"
+    assert {p.name for p in (REPO / "docs").glob("*.md")} | {"README.md"} <= \
+        {p.name for p in docs.iterdir()}
+    links = [line.split("=", 1)[1] for line in conf.parent.parent.joinpath(
+        "systemd/system/qdrouterd.service").read_text().splitlines()
+        if line.startswith("Documentation=")]
+    assert links and all((root / link.removeprefix("file:///")).is_file() for link in links)
+    assert "0.0.0.0:5672 without authentication" in result.stderr
     conf.write_text("# mine\n")  # an existing configuration is never overwritten
     subprocess.run(["bash", str(REPO / "scripts" / "install-service.sh"), "--dest-root",
                     str(root)], capture_output=True, text=True, timeout=60, check=True)
     assert conf.read_text() == "# mine\n"
+
+
+def test_install_service_prefix_reaches_the_units_documentation_links(tmp_path):
+    root = tmp_path / "root"
+    subprocess.run(["bash", str(REPO / "scripts" / "install-service.sh"), "--dest-root",
+                    str(root), "--prefix", "/srv/qdr"], capture_output=True, text=True,
+                   timeout=60, check=True)
+    unit = (root / "etc/systemd/system/qdrouterd.service").read_text()
+    links = [line.split("=", 1)[1] for line in unit.splitlines()
+             if line.startswith("Documentation=")]
+    assert links and all(link.startswith("file:///srv/qdr/share/doc/qdrouter-py/")
+                         for link in links)
+    assert all((root / link.removeprefix("file:///")).is_file() for link in links)
+
+
+def test_the_start_up_log_names_this_build(launch):
+    """The router logs its own build as it starts (the one thing --version cannot say)."""
+    import importlib.metadata
+    proc = launch("router {\n    mode: standalone\n    id: R\n}\n")
+    line = proc.wait_for_line("compatible with Qpid Dispatch Router 1.19.0")
+    assert f"qdrouter-py {importlib.metadata.version('qdrouter-py')}" in line
+    assert "SERVER (notice)" in line
 
 
 # --- 2. sd_notify and the runtime directory -------------------------------------------------------

@@ -142,9 +142,12 @@ def test_help_and_version(capsys):
     out = capsys.readouterr().out
     assert out.startswith("Usage: qdrouterd [OPTIONS]\n\n  -c, --config=PATH (")
     assert "  -T, --test-hooks           Enable internal system testing features\n" in out
-    # 1.19's text, then one line of ours pointing at the documentation
-    assert out.endswith("  -h, --help                 Print this help\n\nDocumentation: "
-                        "docs/configuration.md (and README.md) in the qdrouter-py source tree.\n")
+    # 1.19's text, then our --build-info and a line pointing at the documentation
+    assert "  -h, --help                 Print this help\n      --build-info  " in out
+    docs = out.rstrip("\n").rsplit("\n", 1)[1]
+    pages, where = docs.removeprefix("Documentation: ").split(" in ")
+    for page in pages.split(", "):      # the checkout's docs/: the pages exist
+        assert (Path(where) / page).is_file(), docs
     assert main(["-v"]) == 0 and capsys.readouterr().out == "1.19.0\n"
     assert main(["--version"]) == 0 and capsys.readouterr().out == "1.19.0\n"
 
@@ -169,3 +172,20 @@ def test_test_hooks_option_is_accepted(tmp_path: Path, capsys):
     for flag in ("-T", "--test-hooks"):
         assert main([flag, "-c", str(path)]) == 1      # got as far as the configuration
         assert "configuration error" in capsys.readouterr().err
+
+
+def test_build_info_names_this_build_and_version_stays_1_19(capsys):
+    """--version prints 1.19.0 (1.19's tools parse it); --build-info names the build itself:
+    the installed package's version, its Python and proton, the compiled modules and the
+    documentation directory."""
+    import importlib.metadata
+    assert main(["--build-info"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == f"qdrouter-py {importlib.metadata.version('qdrouter-py')}"
+    assert "compatible with: Qpid Dispatch Router 1.19.0" in out
+    assert any(line.startswith("compiled modules: core ") for line in lines)
+    docs = [line for line in lines if line.startswith("documentation: ")][0]
+    assert (Path(docs.split(": ", 1)[1]) / "configuration.md").is_file()
+    assert main(["--version"]) == 0 and capsys.readouterr().out == "1.19.0\n"
+    assert main(["--bogus-option", "--build-info"]) == 1    # still getopt's rules
