@@ -220,9 +220,24 @@ def test_help_names_a_docs_page_that_exists(command):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     last = done.stdout.rstrip().splitlines()[-1]
-    pages = re.findall(r"docs/[\w-]+\.md", last)
-    assert pages and "qdrouter-py source" in last, last
-    assert all((ROOT / p).is_file() for p in pages), last
+    if command[1].startswith("pipelines."):     # not installed: the source tree's pages
+        pages = re.findall(r"docs/[\w-]+\.md", last)
+        assert pages and "qdrouter-py source" in last, last
+        assert all((ROOT / p).is_file() for p in pages), last
+        return
+    # the router and its tools name the documentation directory: the installed one
+    # (install-service.sh), here the checkout's docs/
+    m = re.fullmatch(r"Documentation: ([\w., -]+\.md) in (\S+)", last)
+    assert m and Path(m.group(2)) == ROOT / "docs", last
+    assert all((ROOT / "docs" / page).is_file() for page in m.group(1).split(", ")), last
+
+
+def test_the_migration_page_is_the_generated_one():
+    """docs/migration.md's entity-type tables are what scripts/gen_migration.py makes of the
+    schema and the configuration checks now: a change to either without the page fails here."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_migration.py"), "--check"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
