@@ -46,7 +46,8 @@ class UsageError(Exception):
 
 def usage_text() -> str:
     return USAGE.format(config=DEFAULT_CONFIG, include=os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__))), docs=docs_pointer("configuration.md"))
+        os.path.abspath(__file__))), docs=docs_pointer("configuration.md", "migration.md",
+                                                       "troubleshooting.md"))
 
 
 def _getopt_message(exc: getopt.GetoptError) -> str:

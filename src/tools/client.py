@@ -21,7 +21,7 @@ from proton.utils import BlockingConnection, LinkDetached, SyncRequestResponse
 
 DEFAULT_BUS = "0.0.0.0"
 # the last line of qdstat's and qdmanage's --help
-DOCS = docs_pointer("management.md")
+DOCS = docs_pointer("management.md", "troubleshooting.md")
 
 
 def status_name(status: int) -> str:
