@@ -32,7 +32,7 @@ pipelines/log4j2.properties) and no console progress bars or web UI unless ``--p
 The driver JVM starts from a class archive (JDK class data sharing, ``-XX:SharedArchiveFile``)
 kept in ``$XDG_CACHE_HOME/qdrouter-py`` (else ``~/.cache/qdrouter-py``), one per Java and
 pyspark install: the first run says so on stderr before its JVM starts and writes it when
-that JVM exits (about 180 MB; that run takes about 50 s on 2 cores, later ones about 15 s: they
+that JVM exits (about 180 MB; that run takes about three times as long as later ones, which
 load Spark's classes from it instead of the jars). ``--no-class-archive`` does without; a JVM that cannot use an archive ignores it.
 The Parquet tables go wherever Spark can write (hdfs://, s3a:// ...); the chart and summary are
 written by the driver, so OUTDIR must also be a local (or mounted) path for those two.
@@ -155,8 +155,9 @@ class ClassArchive:
         self.writing = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         print(f"batch_job: first run with this Java and pyspark: the driver JVM loads Spark's "
               f"classes from the jars and writes a class archive (about 180 MB) to "
-              f"{self.path.parent} when it exits: this run takes about 50 s, later ones about "
-              f"15 s (--no-class-archive: neither)", file=sys.stderr, flush=True)
+              f"{self.path.parent} when it exits; the job takes about three times as long as "
+              f"later runs, which start from the archive (--no-class-archive: neither)",
+              file=sys.stderr, flush=True)
         return f" -XX:ArchiveClassesAtExit={self.writing}{quiet}"
 
     def _remove_stale(self) -> None:
