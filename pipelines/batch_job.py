@@ -253,6 +253,17 @@ class Frames:
             return self.built[name]
 
 
+def keeper(nbytes: Optional[int]) -> Callable[[DataFrame], DataFrame]:
+    """How the job keeps a DataFrame that several outputs read: a small input's frames are
+    checkpointed (computed once, then a leaf: every query built on them is planned over a few
+    hundred rows, not over the whole lineage of reads, windows and joins, which is where a
+    small job's time went); from SMALL_INPUT up (or an unknown size) they are cached, which
+    survives the loss of an executor."""
+    if nbytes is not None and nbytes < SMALL_INPUT:
+        return lambda df: df.localCheckpoint()
+    return lambda df: df.cache()
+
+
 def run(spark: SparkSession, args: argparse.Namespace,
         mark: Callable[[str], None] = lambda phase: None) -> dict:
     """Compute and write every output; return what the summary was made of. ``mark(phase)``
@@ -260,10 +271,12 @@ def run(spark: SparkSession, args: argparse.Namespace,
     window = tf.window_duration(args.window)
     out = args.out.rstrip("/")
     clients = bool(args.loadgen)
+    keep = keeper(input_bytes([f"{args.metrics_dir.rstrip('/')}/{METRICS_GLOB}",
+                               *args.loadgen]))
     loadgen = read_loadgen(spark, args.loadgen) if clients else None
-    metrics = tf.with_counter_deltas(read_metrics(spark, args.metrics_dir)).cache()
-    # the overview first, alone: it fills the metrics cache every other job reads (jobs started
-    # together would each compute it)
+    metrics = tf.with_counter_deltas(read_metrics(spark, args.metrics_dir)).transform(keep)
+    # the overview first, alone: for a large input it fills the metrics cache every other job
+    # reads (jobs started together would each compute it); a small one is checkpointed already
     overview = metrics.agg(
         F.count(F.lit(1)).alias("records"),
         F.sum(F.col("final").cast("int")).alias("finals"),
@@ -277,30 +290,30 @@ def run(spark: SparkSession, args: argparse.Namespace,
 
     def address_tp() -> DataFrame:
         tp = own(tf.address_throughput(metrics, window))
-        return (tf.with_latency(tp, f["client_latency"]) if clients else tp).cache()
+        return (tf.with_latency(tp, f["client_latency"]) if clients else tp).transform(keep)
 
     def router_tp() -> DataFrame:
         tp = tf.router_throughput(metrics, window)
         if clients:
             tp = tf.with_latency(tp, tf.client_latency(f["seconds"], window, by_address=False))
-        return tp.orderBy("window_start", "router_id").cache()
+        return tp.orderBy("window_start", "router_id").transform(keep)
 
     f = Frames({
-        "seconds": lambda: tf.loadgen_seconds(loadgen).cache() if clients else None,
-        "paths": lambda: tf.message_paths(loadgen).cache() if clients else None,
-        "client_latency": lambda: (tf.client_latency(f["seconds"], window).cache()
+        "seconds": lambda: tf.loadgen_seconds(loadgen).transform(keep) if clients else None,
+        "paths": lambda: tf.message_paths(loadgen).transform(keep) if clients else None,
+        "client_latency": lambda: (tf.client_latency(f["seconds"], window).transform(keep)
                                    if clients else None),
         "address_throughput": address_tp,
         "router_throughput": router_tp,
-        "address_totals": lambda: own(tf.counter_totals(metrics, "address")).cache(),
+        "address_totals": lambda: own(tf.counter_totals(metrics, "address")).transform(keep),
         "top_addresses": lambda: tf.top_addresses(f["address_throughput"], args.top,
-                                                  internal=args.internal).cache(),
-        "network_throughput": lambda: tf.network_throughput(f["router_throughput"]).cache(),
-        "transit_hops": lambda: tf.transit_hops(f["address_totals"]).cache(),
+                                                  internal=args.internal).transform(keep),
+        "network_throughput": lambda: tf.network_throughput(f["router_throughput"]).transform(keep),
+        "transit_hops": lambda: tf.transit_hops(f["address_totals"]).transform(keep),
         "reconciliation": lambda: (tf.reconcile(f["address_throughput"], f["seconds"], window)
-                                   .cache() if clients else None),
+                                   .transform(keep) if clients else None),
         "reconciliation_totals": lambda: (tf.reconcile_totals(f["address_totals"],
-                                                              f["seconds"]).cache()
+                                                              f["seconds"]).transform(keep)
                                           if clients else None),
     })
     tables = ["router_throughput", "address_throughput", "address_totals", "top_addresses",
@@ -358,7 +371,7 @@ def run(spark: SparkSession, args: argparse.Namespace,
         for write in writes:
             write.result()
     if facts["paths"]:  # receivers recorded the messages' paths (--record-trace)
-        message_hops = tf.message_hops(f["paths"], f["address_totals"]).cache()
+        message_hops = tf.message_hops(f["paths"], f["address_totals"]).transform(keep)
         f["paths"].write.mode("overwrite").parquet(f"{out}/message_paths")
         message_hops.write.mode("overwrite").parquet(f"{out}/message_hops")
         facts["message_hops"] = message_hops.collect()

@@ -193,3 +193,17 @@ def test_class_archive_written_once_then_used(tmp_path, capsys):
     assert again.options().startswith(f" -XX:SharedArchiveFile={archive.path}")
     assert "first run" not in capsys.readouterr().err
     assert again.writing is None
+
+
+def test_a_small_inputs_shared_frames_are_checkpointed_a_large_ones_cached(spark):
+    """A small job's time went into planning every output over the whole lineage of its shared
+    frames (reads, windows, joins): a small input's shared frames are checkpointed, so what is
+    built on them is planned over a leaf; a large (or unknown-size) input's are cached."""
+    df = spark.range(10).selectExpr("id", "id * 2 AS twice").filter("id > 2")
+    small = batch_job.keeper(1000)(df)
+    analyzed = small._jdf.queryExecution().analyzed()
+    assert analyzed.children().size() == 0 and small.count() == 7       # a leaf, same rows
+    for nbytes in (batch_job.SMALL_INPUT, None):
+        big = batch_job.keeper(nbytes)(df)
+        assert big.is_cached and big._jdf.queryExecution().analyzed().children().size() > 0
+        big.unpersist()
