@@ -24,7 +24,7 @@ DISTRIBUTION = "qdrouter-py"
 # (selector's compiled module, what it is): common.builds.choose picks them at import time
 COMPILED = (("router_core._core", "core"), ("router_core._pathcomp", "route computation"),
             ("router_core._addrmatch", "address matcher"), ("router_io._engine", "engine"),
-            ("router_io._amqpscan", "AMQP scanner"), ("common._ipccodec", "IPC codec"),
+            ("common._amqpscan", "AMQP scanner"), ("common._ipccodec", "IPC codec"),
             ("common._zmqopt", "ZeroMQ options"))
 _CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -189,3 +189,14 @@ def test_build_info_names_this_build_and_version_stays_1_19(capsys):
     assert (Path(docs.split(": ", 1)[1]) / "configuration.md").is_file()
     assert main(["--version"]) == 0 and capsys.readouterr().out == "1.19.0\n"
     assert main(["--bogus-option", "--build-info"]) == 1    # still getopt's rules
+
+
+def test_build_info_names_every_compiled_module_the_router_selects():
+    """--build-info's list is the compiled modules common.builds.choose() picks: a module moved
+    or added under src/ without the list fails here."""
+    import re
+    from common import buildinfo
+    src = Path(__file__).resolve().parents[2] / "src"
+    chosen = {m for p in src.rglob("*.py")
+              for m in re.findall(r'choose\("([\w.]+)"', p.read_text(encoding="utf-8"))}
+    assert chosen == {module for module, _ in buildinfo.COMPILED}
