@@ -19,6 +19,15 @@ Cases (the registry ``CASES``; ``--list`` prints it):
     (``--qdstat 1x``: 1.x's own tool, the default when an install is named, so both routers are
     read by the same client; ``ours``: this project's) with N connections / N addresses / N
     links present; the router's CPU during it and the rows it printed.
+``conns-open``: opening N idle connections: wall time, router CPU per open, memory per
+    connection, and each process's resident memory after.
+``attach``: attaching N receivers on distinct addresses (``--links-per-conn`` on one
+    connection): wall time, attaches a second, router CPU per attach, memory per link.
+``propagate``: N mobile addresses attached on A, in a chain A -> B -> C of interior routers:
+    seconds until C (and B) count them all (``addrCount`` of the router entity, polled every
+    0.5 s: a probe that itself costs what a router read costs), router CPU per address per
+    router, and inter-router bytes per address (what B's and C's inter-router listeners
+    received meanwhile, from the kernel's tcp_info via ``ss``).
 ``read-conn`` / ``read-addr``: one-row management requests on a router holding N connections /
     N addresses (a receiver each), from one in-process AMQP client: the median wall time of a
     READ by identity and of a QUERY with ``count`` 1, and the router's CPU per request.
@@ -38,7 +47,7 @@ VmRSS) and open file descriptors before and after, and per 1,000 entities.
 The client (:class:`RawClients`) writes pre-encoded AMQP frames (SASL ANONYMOUS, open, begin,
 attach) on non-blocking sockets from one epoll loop, ``--in-flight`` connections set up at a
 time, and reads only as much of the answers as it needs (frame types counted). Source addresses
-127.0.0.1, .2, ... (``SOURCES_PER_ADDRESS`` connections each: the ephemeral port range is about
+127.N.0.1, 127.N.1.1, ... (N new for each set-up; ``SOURCES_PER_ADDRESS`` connections each: the ephemeral port range is about
 28,000 per pair of addresses). It raises this process's ``RLIMIT_NOFILE`` (soft, and the hard
 limit when running as root) to what N connections need, and starts the routers with it (they
 inherit it); a router that cannot get the descriptors fails to accept, which the script reports.
@@ -172,8 +181,14 @@ class RawClients:
     """Many AMQP connections from one epoll loop, each sent a pre-encoded byte stream; kept
     open (and never read again) until :meth:`close`."""
 
+    runs = int(time.time()) % 240  # a different source network for each set-up (below)
+
     def __init__(self, port: int) -> None:
         self.port = port
+        # source addresses of their own (127.<net>.x.1): the TIME_WAIT sockets of the previous
+        # run on a source address make bind() search the port range (seconds of kernel CPU)
+        self.net = 10 + RawClients.runs % 240
+        RawClients.runs += 1
         self.socks: list[socket.socket] = []
         self.closed_by_router = 0
 
@@ -192,7 +207,7 @@ class RawClients:
                     index = len(self.socks) + len(active)
                     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                     sock.setblocking(False)
-                    sock.bind((f"127.0.0.{1 + index // SOURCES_PER_ADDRESS}", 0))
+                    sock.bind((f"127.{self.net}.{index // SOURCES_PER_ADDRESS}.1", 0))
                     err = sock.connect_ex(("127.0.0.1", self.port))
                     if err not in (0, errno.EINPROGRESS):
                         sock.close()
@@ -267,6 +282,20 @@ def tree_rss_kb(root: int) -> int:
         except OSError:
             pass
     return total
+
+
+def tree_rss_by_process(root: int) -> dict:
+    """VmRSS (kB) of each process of the router, labelled as RouterCpu labels them."""
+    out: dict[str, int] = {}
+    for pid in rb.process_tree(root):
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+                kb = next((int(x.split()[1]) for x in f if x.startswith("VmRSS:")), 0)
+        except OSError:
+            continue
+        label = rb.proc_label(pid)
+        out[label] = out.get(label, 0) + kb
+    return out
 
 
 def tree_fds(root: int) -> int:
@@ -517,6 +546,113 @@ def case_read_addr(bench: Bench, kind: str, size: int, pop: dict) -> dict:
     """One-row READ / QUERY of an address with N addresses."""
     return one_row_requests(bench, pop["router"], "org.apache.qpid.dispatch.router.address",
                             bench.args.repeat)
+
+
+@case("conns-open", metric="seconds", population="conns")
+def case_conns_open(bench: Bench, kind: str, size: int, pop: dict) -> dict:
+    """Opening N idle connections: wall time, router CPU per open, memory per connection."""
+    return {"seconds": pop["setup_s"], "router_cpu_s": pop["setup_router_cpu_s"],
+            "cpu_us_per_conn": round(pop["setup_router_cpu_s"] / size * 1e6, 1),
+            "kb_per_conn": round(pop["per_1000"]["rss_mb"] * 1024 / 1000, 2),
+            "rss_by_process_kb": tree_rss_by_process(pop["router"].proc.pid)}
+
+
+@case("attach", metric="seconds", population="receivers")
+def case_attach(bench: Bench, kind: str, size: int, pop: dict) -> dict:
+    """Attaching N receivers on distinct addresses (--links-per-conn on one connection)."""
+    return {"seconds": pop["setup_s"], "router_cpu_s": pop["setup_router_cpu_s"],
+            "attaches_per_s": round(size / pop["setup_s"], 1) if pop["setup_s"] else None,
+            "cpu_us_per_attach": round(pop["setup_router_cpu_s"] / size * 1e6, 1),
+            "kb_per_link": round(pop["per_1000"]["rss_mb"] * 1024 / 1000, 2)}
+
+
+def _router_counts(port: int, timeout: float) -> dict:
+    """addrCount and nodeCount of the router entity (one READ-like QUERY row)."""
+    from proton import Message
+    from proton.utils import BlockingConnection, SyncRequestResponse
+    conn = BlockingConnection(f"127.0.0.1:{port}", timeout=timeout)
+    try:
+        rr = SyncRequestResponse(conn, "$management")
+        answer = rr.call(Message(properties={
+            "operation": "QUERY", "type": "org.amqp.management", "name": "self",
+            "entityType": "org.apache.qpid.dispatch.router"},
+            body={"attributeNames": ["addrCount", "nodeCount"]}))
+        addr, nodes = answer.body["results"][0]
+        return {"addr": int(addr or 0), "nodes": int(nodes or 0)}
+    finally:
+        conn.close()
+
+
+def _tcp_bytes_received(port: int) -> int:
+    """Bytes received by the established TCP sockets on local ``port`` (ss's tcp_info)."""
+    out = subprocess.run(["ss", "-tinH", "state", "established", f"( sport = :{port} )"],
+                         capture_output=True, text=True, timeout=10).stdout
+    return sum(int(x.split(":")[1]) for x in out.split() if x.startswith("bytes_received:"))
+
+
+@case("propagate", metric="seconds")
+def case_propagate(bench: Bench, kind: str, size: int, pop: None) -> dict:
+    """N mobile addresses (a receiver each, attached on A) known on B and C, in a chain
+    A -> B -> C of interior routers: seconds until C counts them all, router CPU per address,
+    and the inter-router bytes per address (A to B, B to C: what B's and C's inter-router
+    listeners received meanwhile, tcp_info)."""
+    import bench_network
+    ports = {n: rb.free_port() for n in "ABC"}
+    ir = {n: rb.free_port() for n in "ABC"}
+    routers = {}
+    for name, peer in (("C", None), ("B", "C"), ("A", "B")):  # each connector finds its peer
+        connect = [(ir[peer], 1, peer)] if peer else []
+        conf = bench_network.interior_conf(f"Router.{name}", ports[name], ir[name],
+                                           bench.args.workers, connect)
+        routers[name] = bench.start_router(kind, conf=conf, port=ports[name], name=name)
+    deadline = time.monotonic() + 60
+    while True:  # the three routers know each other
+        counts = {n: _router_counts(ports[n], bench.args.timeout) for n in "BC"}
+        if all(c["nodes"] >= 2 for c in counts.values()):  # the other two
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the chain did not form in 60 s: {counts}")
+        time.sleep(0.5)
+    time.sleep(2.0)  # addresses of the routers themselves settle
+    base = {n: _router_counts(ports[n], bench.args.timeout)["addr"] for n in "BC"}
+    bytes0 = {n: _tcp_bytes_received(ir[n]) for n in "BC"}
+    meter = rb.RouterCpu([r.proc.pid for r in routers.values()], list(routers))
+    meter.start()
+    t0 = time.monotonic()
+    per = bench.args.links_per_conn
+    tag = uuid.uuid4().hex[:8]
+    streams = []
+    for c in range(0, size, per):
+        n = min(per, size - c)
+        out = conn_preamble(f"prop-{tag}-{c // per}") + b"".join(
+            attach_receiver(h, f"prop.{c // per}.{h}") for h in range(n))
+        streams.append((out, {ATTACH: n}))
+    clients = RawClients(ports["A"])
+    bench.clients.append(clients)
+    clients.open(streams, bench.args.in_flight, bench.args.setup_timeout)
+    attached = time.monotonic() - t0
+    seen: dict[str, float] = {}
+    deadline = t0 + bench.args.setup_timeout
+    while len(seen) < 2:
+        for n in "BC":
+            if n not in seen and (_router_counts(ports[n], bench.args.timeout)["addr"]
+                                  >= base[n] + size):
+                seen[n] = time.monotonic() - t0
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"not propagated in {bench.args.setup_timeout:g} s: {seen}")
+        if len(seen) < 2:
+            time.sleep(0.5)
+    cpu, by_label = meter.stop()
+    sent = {n: _tcp_bytes_received(ir[n]) - bytes0[n] for n in "BC"}
+    by_router: dict[str, float] = {}
+    for label, sec in by_label.items():
+        by_router[label.split(":")[0]] = by_router.get(label.split(":")[0], 0.0) + sec
+    return {"seconds": round(seen["C"], 3), "known_on_b_s": round(seen["B"], 3),
+            "attached_on_a_s": round(attached, 3), "router_cpu_s": round(cpu, 3),
+            "cpu_us_per_address": {n: round(v / size * 1e6, 1) for n, v in by_router.items()},
+            "bytes_per_address": {"A->B": round(sent["B"] / size, 1),
+                                  "B->C": round(sent["C"] / size, 1)},
+            "cpu_by_process_s": {k: round(v, 3) for k, v in by_label.items()}}
 
 
 # --------------------------------------------------------------------------- runner
