@@ -604,6 +604,11 @@ def case_propagate(bench: Bench, kind: str, size: int, pop: None) -> dict:
         connect = [(ir[peer], 1, peer)] if peer else []
         conf = bench_network.interior_conf(f"Router.{name}", ports[name], ir[name],
                                            bench.args.workers, connect)
+        # the clients send no heartbeats: idle connections must not time out (conf_text)
+        conf = conf.replace("    saslMechanisms: ANONYMOUS\n}\nlistener",
+                            "    saslMechanisms: ANONYMOUS\n    idleTimeoutSeconds: 0\n}\n"
+                            "listener", 1)
+        assert "idleTimeoutSeconds: 0" in conf, conf
         routers[name] = bench.start_router(kind, conf=conf, port=ports[name], name=name)
     deadline = time.monotonic() + 60
     while True:  # the three routers know each other
