@@ -49,18 +49,22 @@ fi
 PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip setuptools wheel
-# python-qpid-proton, built from its source distribution with our fix for two crashes on SASL
-# frames a client must not send (scripts/patches/; the router's own guard cannot see them inside
-# TLS). Rebuilt only when the patch changes (a marker in the venv names it).
+# python-qpid-proton, built from its source distribution with our fixes (scripts/patches/,
+# applied in name order): two crashes on SASL frames a client must not send (the router's own
+# guard cannot see them inside TLS), and attaches in constant time per link (a session's links
+# indexed by name, its handles allocated without a scan). Rebuilt only when a patch changes (a
+# marker in the venv names them).
 PROTON_VERSION=0.40.0
-proton_patch=scripts/patches/python-qpid-proton-$PROTON_VERSION-sasl-frames.patch
-proton_marker=.venv/proton-$PROTON_VERSION-$(sha256sum "$proton_patch" | cut -c1-16)
+proton_patches=$(ls scripts/patches/python-qpid-proton-$PROTON_VERSION-*.patch | sort)
+proton_marker=.venv/proton-$PROTON_VERSION-$(cat $proton_patches | sha256sum | cut -c1-16)
 if [ ! -f "$proton_marker" ]; then
     src=$(mktemp -d)
     .venv/bin/python -m pip download -q --no-deps --no-binary :all: \
         "python-qpid-proton==$PROTON_VERSION" -d "$src"
     tar -xzf "$src"/python_qpid_proton-$PROTON_VERSION.tar.gz -C "$src"
-    patch -s -d "$src/python_qpid_proton-$PROTON_VERSION" -p1 < "$proton_patch"
+    for proton_patch in $proton_patches; do
+        patch -s -d "$src/python_qpid_proton-$PROTON_VERSION" -p1 < "$proton_patch"
+    done
     .venv/bin/python -m pip install -q --no-deps --force-reinstall \
         "$src/python_qpid_proton-$PROTON_VERSION"
     rm -rf "$src"

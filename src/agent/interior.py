@@ -50,7 +50,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, Hashable, List, Mapping, Optional
 
-from proton import Data, Message
+from proton import Data, DataException, Message
+
+from agent import amqpvalue
+from agent.management.protocol import encode_value
 
 from agent.routing import (Log, RemoteAddressAdded, RemoteAddressRemoved, RoutingEngine, Send,
                            Topology)
@@ -76,7 +79,18 @@ _LOG_MODULE = {"HELLO": "ROUTER_HELLO", "RA": "ROUTER_LS", "LSR": "ROUTER_LS", "
 
 
 def encode_control(to: str, properties: Mapping[Any, Any], body: Any) -> bytes:
-    """The raw AMQP message bytes of one control message (properties, app-properties, body)."""
+    """The raw AMQP message bytes of one control message (properties, app-properties, body).
+
+    proton encodes it, as 1.x's routers expect it; a body proton cannot hold (more than 65,535
+    nodes: a MAU or MAR answer of ~65,000 addresses) is encoded by ``encode_value``."""
+    try:
+        return _encode_control(to, properties, body, body_by_proton=True)
+    except DataException:
+        return _encode_control(to, properties, body, body_by_proton=False)
+
+
+def _encode_control(to: str, properties: Mapping[Any, Any], body: Any,
+                    body_by_proton: bool) -> bytes:
     data = Data()
     data.put_described()
     data.enter()
@@ -93,6 +107,8 @@ def encode_control(to: str, properties: Mapping[Any, Any], body: Any) -> bytes:
     data.put_ulong(_APPLICATION_PROPERTIES)
     data.put_object(dict(properties))
     data.exit()
+    if not body_by_proton:
+        return data.encode() + b"\x00\x53" + bytes([_AMQP_VALUE]) + encode_value(body)
     data.put_described()
     data.enter()
     data.put_ulong(_AMQP_VALUE)
@@ -101,23 +117,46 @@ def encode_control(to: str, properties: Mapping[Any, Any], body: Any) -> bytes:
     return data.encode()
 
 
+_PROTON_SAFE_BYTES = 65535  # every node takes a byte at least: fewer bytes, fewer nodes
+
+
 def decode_control(payload: Any) -> tuple:
     """``(opcode, body, to)`` of raw control-message bytes; raise ValueError if it is not one.
 
     The ``opcode`` application property is found by the text of its key (string or symbol)."""
-    msg = Message()
-    try:
-        msg.decode(bytes(payload))
-    except Exception as exc:  # proton raises several types for garbage bytes
-        raise ValueError(f"not an AMQP message: {exc}") from exc
+    if len(payload) > _PROTON_SAFE_BYTES:
+        # proton holds 65,535 nodes at most and silently drops the rest of a larger body (a
+        # MAU or MAR answer of ~65,000 addresses or more): such bytes are read here instead
+        try:
+            app_properties, body, to = _decode_large(payload)
+        except amqpvalue.AmqpDecodeError as exc:
+            raise ValueError(f"not an AMQP message: {exc}") from exc
+    else:
+        msg = Message()
+        try:
+            msg.decode(bytes(payload))
+        except Exception as exc:  # proton raises several types for garbage bytes
+            raise ValueError(f"not an AMQP message: {exc}") from exc
+        app_properties, body, to = msg.properties, msg.body, msg.address
     opcode = None
-    for key, value in (msg.properties or {}).items():
+    for key, value in (app_properties or {}).items():
         if isinstance(key, str) and str(key) == "opcode":
             opcode = value
             break
     if not isinstance(opcode, str) or not opcode:
         raise ValueError("no opcode application property")
-    return str(opcode), msg.body, msg.address
+    return str(opcode), body, to
+
+
+def _decode_large(payload: Any) -> tuple:
+    """(application properties, body, to) read without proton (amqpvalue)."""
+    sections = amqpvalue.decode_sections(payload)
+    props = sections.get(amqpvalue.MESSAGE_PROPERTIES)
+    to = props[2] if isinstance(props, list) and len(props) > 2 else None
+    app = sections.get(amqpvalue.APPLICATION_PROPERTIES)
+    if not isinstance(app, dict):
+        raise amqpvalue.AmqpDecodeError("no application properties")
+    return app, sections.get(amqpvalue.AMQP_VALUE), to
 
 
 def _int_or(value: Any, default: int = -1) -> int:

@@ -21,6 +21,7 @@ import struct
 FILE_NAME = "conncount"
 SLOTS = 512  # peers a runtime directory can hold (workers are far fewer)
 _SLOT = struct.Struct("=q")
+_ALL = struct.Struct(f"={SLOTS}q")  # every slot in one C call: admit() runs per accept
 
 
 class SharedConnectionCount:
@@ -43,7 +44,7 @@ class SharedConnectionCount:
 
     def total(self) -> int:
         """Accepted connections of every worker now."""
-        return sum(v for (v,) in _SLOT.iter_unpack(self._map))
+        return sum(_ALL.unpack_from(self._map))
 
     def admit(self, limit: int) -> int:
         """Count one more connection if the router holds fewer than ``limit``: returns -1 when
