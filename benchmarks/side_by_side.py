@@ -69,6 +69,9 @@ DEFAULT_CASES = "1r-unsettled,1r-presettled,2r-unsettled,lat-10k,lat-half"
 def env_1x(prefix: Path) -> dict[str, str]:
     """PYTHONPATH for a 1.x install prefix: its own modules, then Debian's proton binding."""
     parts = sorted(glob.glob(str(prefix / "lib" / "python3*" / "site-packages" / "*.egg")))
+    # Debian's layout of a prefix install: PREFIX/local/lib/python3.X/dist-packages
+    parts += sorted(glob.glob(str(prefix / "local" / "lib" / "python3*" / "dist-packages"
+                                  / "*.egg")))
     parts += sorted(glob.glob(str(prefix / "lib" / "python3*" / "site-packages")))
     parts += [str(prefix / "lib" / "qpid-dispatch" / "python"), "/usr/lib/python3/dist-packages"]
     return {"PYTHONPATH": os.pathsep.join(p for p in parts if os.path.exists(p))}

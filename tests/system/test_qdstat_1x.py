@@ -56,7 +56,8 @@ def _python_with_proton() -> str:
 def qdstat_1x(router, *args: str) -> subprocess.CompletedProcess:
     """Run 1.x's qdstat with its own Python packages."""
     paths = glob.glob(f"{ROOT}/lib/python3*/site-packages/*.egg") + glob.glob(
-        f"{ROOT}/lib/python3*/site-packages") + [f"{ROOT}/lib/qpid-dispatch/python"]
+        f"{ROOT}/lib/python3*/site-packages") + glob.glob(
+        f"{ROOT}/local/lib/python3*/dist-packages/*.egg") + [f"{ROOT}/lib/qpid-dispatch/python"]
     python = _python_with_proton()
     if python == "/usr/bin/python3":
         paths.append("/usr/lib/python3/dist-packages")
