@@ -240,7 +240,8 @@ class ManagementAgent:
             self.log_gather.start(request_id, now)
             self.send_control(ipc.LogQuery(request_id))
         else:
-            self.send_control(ipc.CoreQuery(request_id, "snapshot"))
+            self.send_control(ipc.CoreQuery(request_id, operations.core_query(
+                request, self.store.schema)))
 
     def on_log_report(self, fx: ipc.LogReport, now: float) -> None:
         if self.log_gather.add(fx.request_id, fx.peer, fx.report):
