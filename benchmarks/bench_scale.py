@@ -429,6 +429,10 @@ def _setup(bench: Bench, router: rb.Router, streams: list, size: int, what: str)
 @population("conns")
 def populate_conns(bench: Bench, router: rb.Router, size: int) -> dict:
     """N idle connections, each open with one session."""
+    limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if size + 500 > limit:  # the client and the router each hold one descriptor a connection
+        raise RuntimeError(f"{size} connections need more than RLIMIT_NOFILE {limit} "
+                           "descriptors (raising the hard limit needs CAP_SYS_RESOURCE)")
     tag = uuid.uuid4().hex[:8]
     streams = [(conn_preamble(f"scale-{tag}-{i}"), {BEGIN: 1}) for i in range(size)]
     return _setup(bench, router, streams, size, "conns")

@@ -43,6 +43,7 @@ from router_io.engine_select import get_engine_class
 from router_io.connectors import Connector, ConnectorsMixin
 from router_io.conncount import SharedConnectionCount
 from router_io.httpstream import HttpStream
+from router_io.sockpoll import SocketPoller
 from router_io.worker_auth import AuthMixin
 from router_io.worker_http import HttpMixin
 
@@ -84,7 +85,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         self.core.setsockopt(zmq.RCVHWM, 0)
         self.core.connect(core_endpoint(ipc_dir))
         self.status = status_socket(self.ctx, ipc_dir)
-        self.poller = zmq.Poller()
+        self.poller = SocketPoller()  # a wake-up costs the ready sockets (sockpoll.py)
         self.poller.register(self.core, POLLIN)
         self.wake: Optional[SignalWake] = None  # main(): procutil.watch_sigterm
         self.listeners: dict[int, tuple[socket.socket, dict]] = {}
