@@ -415,7 +415,8 @@ class Bench:
             done = subprocess.run(cmd, capture_output=True, text=True, env=env,
                                   timeout=self.args.timeout + 30)
             wall = time.monotonic() - t0
-            ok, err = done.returncode == 0, done.stderr.strip()[-300:]
+            ok = done.returncode == 0
+            err = (done.stderr.strip() or done.stdout.strip())[-300:]
             lines = done.stdout.splitlines()
         except subprocess.TimeoutExpired:
             wall, ok, err, lines = time.monotonic() - t0, False, "timed out", []
@@ -764,7 +765,8 @@ def plot(rows: list[dict], outdir: Path) -> list[Path]:
             points: dict[int, list[float]] = {}
             for row in case_rows:
                 value = row.get(metric)
-                if row["router"] == kind and isinstance(value, (int, float)) and value > 0:
+                if row["router"] == kind and row.get("ok", True) and \
+                        isinstance(value, (int, float)) and value > 0:
                     points.setdefault(row["size"], []).append(value)
             if points:
                 xs = sorted(points)

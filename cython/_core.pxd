@@ -487,6 +487,7 @@ cdef class RouterCore:
     cdef public int default_distribution
     cdef readonly object rules
     cdef readonly dict peers, conns, links, addrs, in_unsettled, out_unsettled, streams, stream_outs
+    cdef readonly dict internal_conns
     cdef readonly long long presettled, dropped_presettled, accepted, rejected, released
     cdef readonly long long modified, ingress, egress, transit, ingress_container
     cdef readonly long long egress_container, redirected, delayed_1sec, delayed_10sec, stuck

@@ -147,6 +147,7 @@ class RouterCore:
         self.rules = AddressRules(addresses)
         self.peers = {}          # peer index -> kind
         self.conns = {}          # conn_id -> Connection
+        self.internal_conns = {}  # conn_id -> Connection of the agent's own (role internal)
         self.links = {}          # link_id -> Link
         self.addrs = {}          # key -> Address
         self.in_unsettled = {}   # inbound dlv_id -> InDelivery (unsettled, not yet final)

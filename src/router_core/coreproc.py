@@ -40,7 +40,8 @@ import zmq
 
 from common import ipc, listenfds, zmqcalls
 from common.log import RouterLog
-from router_core import corelog
+from router_core import corelog, corepage
+from router_core.corestate import router_view
 from common.procutil import (SignalWake, child_start, core_endpoint, run_profiled, status_socket,
                              steady_gc, watch_sigterm)
 from router_core.core_select import get_core_class
@@ -75,6 +76,7 @@ class CoreProcess:
                              test_hooks=bool(spec.get("testHooks")),
                              allow_resumable_link_route=router.get("allowResumableLinkRoute",
                                                                    True) is not False)
+        self.pager = corepage.Pager(self.core)  # scoped management answers
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -335,6 +337,11 @@ class CoreProcess:
     def _query(self, what: str) -> dict:
         if what == "snapshot":
             return self._completed(self.core.snapshot())
+        scoped = corepage.parse(what) if isinstance(what, str) else None
+        if scoped is not None:  # a page or one entity of one kind (corepage.py)
+            pager = self.pager
+            state = pager.answer(scoped, router_view(self.core, len(pager.controls())))
+            return self._completed(state, full=False)
         if what.startswith(GONE_QUERY):  # the metrics sink: removed entities it has not seen
             try:
                 return self._completed(self.core.snapshot(int(what[len(GONE_QUERY):])))
@@ -342,9 +349,10 @@ class CoreProcess:
                 pass
         return {"error": f"unknown query '{what}'"}
 
-    def _completed(self, state: dict) -> dict:
+    def _completed(self, state: dict, full: bool = True) -> dict:
         """The route table's ``router.node`` rows as ``nodes`` (interior mode only), and the
-        connections' enableProtocolTrace as management last set it."""
+        connections' enableProtocolTrace as management last set it (``full``: the state has
+        every connection, so the closed ones are forgotten)."""
         if self.routes is not None:
             state["nodes"] = self.routes.view()
         traced = self.traced
@@ -354,7 +362,7 @@ class CoreProcess:
                 conn_id = int(conn.get("identity") or 0)
                 open_ids.add(conn_id)
                 conn["enableProtocolTrace"] = traced.get(conn_id, False)
-            for conn_id in [c for c in traced if c not in open_ids]:
+            for conn_id in [c for c in traced if full and c not in open_ids]:
                 del traced[conn_id]  # closed since: forgotten
         return state
 

@@ -254,6 +254,17 @@ def gone_view(entry: tuple) -> dict:
     return view
 
 
+def router_view(core: Any, controls: int) -> dict:
+    """The snapshot's ``router`` section: identity, mode, counts and counters (O(1));
+    ``controls``: how many routing-protocol addresses it lists."""
+    router = {"id": core.router_id, "area": core.area, "mode": MODE_NAMES[core.mode],
+              "addrCount": len(core.addrs) + len(core.lr.addrs) + controls,
+              "linkCount": len(core.links),
+              "connectionCount": len(core.conns)}
+    router.update(core.counters)
+    return router
+
+
 def management_snapshot(core: Any, gone_after: Any = None) -> dict:
     """One consistent view of ``core`` (call it between batches, never during one).
 
@@ -263,11 +274,7 @@ def management_snapshot(core: Any, gone_after: Any = None) -> dict:
     ``goneSeq``: the newest seq (lower than a reader's last one: the core restarted)."""
     lr = core.lr
     control = control_address_views(core) if MODE_NAMES[core.mode] == "interior" else []
-    router = {"id": core.router_id, "area": core.area, "mode": MODE_NAMES[core.mode],
-              "addrCount": len(core.addrs) + len(lr.addrs) + len(control),
-              "linkCount": len(core.links),
-              "connectionCount": len(core.conns)}
-    router.update(core.counters)
+    router = router_view(core, len(control))
     tracked = tracked_deliveries(core)
     return {
         "router": router,

@@ -151,6 +151,8 @@ def on_conn_opened(core: Any, peer: Any, cmd: Any) -> None:
     conn.opened_at = core.now
     conn.streaming_links = role == ROLE_INTER_ROUTER and bool(cmd[12])
     core.conns[conn_id] = conn
+    if role == ROLE_INTERNAL:  # management hides them and finds them without a scan
+        core.internal_conns[conn_id] = conn
     if core.log_info:
         core.info_logs.append((LOG_CONN_OPENED, conn, None, None))
     if role == ROLE_ROUTE_CONTAINER:
@@ -177,6 +179,7 @@ def _close(core: Any, conn: Connection, lost: bool = False) -> None:
     or sender), the agent hears RouterLinkDown, its policy counts are released."""
     core.policy_counts.release(conn.conn_id)
     del core.conns[conn.conn_id]
+    core.internal_conns.pop(conn.conn_id, None)
     if conn.direction == "out" and conn.listener in core.connector_status:
         # a connector's connection: as 1.19, its connectionMsg stays the Connection Opened text
         # until an attempt fails (the worker's report after this keeps it, see below)

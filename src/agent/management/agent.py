@@ -8,7 +8,9 @@ anonymous sender (DIR_IN) for the replies, used only while the core has given it
 bounded queue holds replies otherwise).
 
 A request arrives as a Deliver with the raw message bytes: it is settled (ACCEPTED), parsed, and
-answered from ONE core snapshot (CoreQuery -> CoreState). In interior mode that snapshot also
+answered from ONE core snapshot (CoreQuery -> CoreState): the whole state, or where the answer
+needs no more a page or one entity of one kind, or the router's counts
+(``operations.core_query``, router_core/corepage.py). In interior mode that snapshot also
 carries the core's node table (``nodes``: the core process computes the routes), from which
 ``router.node``, ``nodeCount`` and GET-MGMT-NODES come; without it (standalone) the router knows
 no other router, as in Qpid Dispatch 1.x. A change other processes must apply
@@ -240,7 +242,8 @@ class ManagementAgent:
             self.log_gather.start(request_id, now)
             self.send_control(ipc.LogQuery(request_id))
         else:
-            self.send_control(ipc.CoreQuery(request_id, "snapshot"))
+            self.send_control(ipc.CoreQuery(request_id, operations.core_query(
+                request, self.store.schema)))
 
     def on_log_report(self, fx: ipc.LogReport, now: float) -> None:
         if self.log_gather.add(fx.request_id, fx.peer, fx.report):

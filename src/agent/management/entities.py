@@ -279,13 +279,17 @@ class View:
         counters.pop("mode", None)  # the configured mode is the truth, not the core's default
         config.update(counters)
         store = self.store
+        # a scoped answer (router_core/corepage.py "counts") has the numbers, not the rows
+        counts = self.snapshot.get("counts") or {
+            "addresses": len(self.snapshot.get("addresses", [])),
+            "links": len(self._links()), "connections": len(self._connections())}
         config.update({
             "identity": config.get("identity") or f"router/{self.router_id}",
             "version": self.version,
             "uptimeSeconds": int(self.now - self.started),
-            "addrCount": len(self.snapshot.get("addresses", [])),
-            "linkCount": len(self._links()),
-            "connectionCount": len(self._connections()),
+            "addrCount": counts["addresses"],
+            "linkCount": counts["links"],
+            "connectionCount": counts["connections"],
             "nodeCount": len(self.known_routers()[1:]),  # other routers; standalone: none
             "linkRouteCount": len(store.of_type(PREFIX + "router.config.linkRoute")),
             "autoLinkCount": len(store.of_type(PREFIX + "router.config.autoLink")),

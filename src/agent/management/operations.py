@@ -129,6 +129,43 @@ def _not_implemented(op: str, etype: EntityType) -> str:
     return f"Operation '{op}' not implemented for '{etype.long_name}' {list(etype.operations)}"
 
 
+# --- what to ask the core ---------------------------------------------------------------------
+_SCOPED = ("connection", "router.link", "router.address")
+
+
+def core_query(request: Request, schema: Any) -> str:
+    """The CoreQuery ``what`` a request is answered from: a page or one entity of one kind
+    (router_core/corepage.py) where the answer needs no more, so its cost follows what it
+    returns; the router's own entity from counts; else the whole ``snapshot``."""
+    op = request.operation
+    try:
+        if op == "QUERY" and request.entity_type:
+            etype = schemaops.resolve_type(schema, request.entity_type)
+            if etype.short_name == "router":
+                return "counts"
+            if etype.short_name in _SCOPED and [t for t in schema.concrete_types()
+                                                if t.extends_type(etype.short_name)] == [etype]:
+                offset = request.int_prop("offset", 0) or 0
+                count = request.int_prop("count")
+                return f"page {etype.short_name} {offset} {'-' if count is None else count}"
+        elif op == "READ" and request.type and request.type not in MANAGEMENT_NODE_TYPES:
+            etype = schemaops.resolve_type(schema, request.type)
+            short = etype.short_name
+            if short == "router":
+                return "counts"
+            identity = request.identity
+            if short == "router.address":
+                if identity is not None and str(identity).startswith("router.address/"):
+                    return f"one {short} {str(identity)[len('router.address/'):]}"
+                if identity is None and request.name is not None:
+                    return f"one {short} {request.name}"
+            elif short in _SCOPED and identity is not None and str(identity).isdigit():
+                return f"one {short} {identity}"
+    except ManagementError:  # answered (with its error) from the whole snapshot
+        pass
+    return "snapshot"
+
+
 # --- QUERY ------------------------------------------------------------------------------------
 def query_rows(entities: list[dict], names: list[str], offset: int,
                count: Optional[int]) -> list[list]:
@@ -159,6 +196,9 @@ def _query(request: Request, view: View) -> Reply:
         names = []
         for etype in types:
             names.extend(n for n in schemaops.query_columns(etype) if n not in names)
+    scope = view.snapshot.get("scope")
+    if scope and scope[0] == "page":  # the core paged already (core_query)
+        offset = 0
     return Reply(OK, {"attributeNames": names,
                       "results": query_rows(entities, names, offset, count)})
 
