@@ -129,7 +129,7 @@ class HttpStream:
         self.out = bytearray()
         self.eof = False
         self.last = time.monotonic()
-        self.fetch: Optional[AgentFetch] = None  # the agent request under way, if any
+        self.fetch: Optional[AgentFetch] = None  # the agent answer it waits for, if any
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -214,14 +214,15 @@ class HttpStream:
             self.flush()
         except Exception:  # noqa: BLE001 - best effort: the socket closes below
             pass
-        if self.fetch is not None:
-            self.fetch.close()
-            self.fetch = None
+        self.fetch = None  # the fetch is shared: the worker closes it (worker_http.py)
         self.sock.close()
 
 
 class AgentFetch:
-    """One ``GET /metrics`` or ``/healthz`` asked of the agent over its Unix socket (bounded).
+    """One ``GET /metrics`` or ``/healthz`` asked of the agent over its Unix socket (bounded),
+    answered to every request that waits for it (``waiters``: the worker makes one fetch per
+    path at a time and the requests that come while it is under way share its answer, so the
+    number of clients never decides how many connections the agent sees).
 
     An agent that is not listening yet (the router is starting, or the agent restarts) does
     not make the request fail: it is held (``connected`` false) and ``retry`` connects again
@@ -232,10 +233,12 @@ class AgentFetch:
 
     def __init__(self, ipc_dir: str, path: str) -> None:
         self.path = os.path.join(ipc_dir, AGENT_SOCKET)
+        self.path_asked = path
         self.request = (f"GET {path} HTTP/1.1\r\nHost: agent\r\nConnection: close\r\n\r\n"
                         .encode("ascii"))
         self.deadline = time.monotonic() + AGENT_TIMEOUT
         self.buf = bytearray()
+        self.waiters: list = []  # the HttpStreams whose request this answers
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.connected = False
         self.retry()

@@ -107,7 +107,8 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         self.next_tick = 0.0
         self.http: dict[int, HttpStream] = {}      # http-listener sockets still speaking HTTP
         self.ws: dict[int, tuple] = {}             # upgraded ones: fd -> (HttpStream, Connection)
-        self.fetches: dict[int, tuple] = {}        # fd -> (AgentFetch, HttpStream)
+        self.fetches: dict[int, Any] = {}          # fd -> AgentFetch (connected to the agent)
+        self.agent_fetches: dict[str, Any] = {}    # path -> the AgentFetch under way for it
         self.tls_contexts: dict[tuple, Any] = {}
         self._auth_setup(spec.get("authServicePlugins"))
 
@@ -610,7 +611,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
             self.engine.dirty.add(conn)
         if self.relays:  # SASL relays to an authentication service: their deadlines
             deadline = min(deadline, self._relay_tick(now))
-        if self.http or self.fetches:
+        if self.http or self.agent_fetches:
             deadline = min(deadline, self._http_tick(now))
         self.engine.release_memory(now)  # also when idle: process_events looks rarely
         self.next_tick = min(deadline, self._service_connectors(now))

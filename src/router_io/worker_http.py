@@ -85,18 +85,29 @@ class HttpMixin:
         path, settings = request.path, stream.settings
         if (path in ("/metrics", "/healthz") and settings.get(path[1:], True) is not False
                 and request.method in ("GET", "HEAD")):
+            self._ask_agent(stream, path)
+            return
+        status, body, ctype, headers = static_response(http_root(settings), request.method, path)
+        stream.proto.respond(status, body, ctype, headers)
+
+    def _ask_agent(self, stream: HttpStream, path: str) -> None:
+        """Wait for the agent's answer for ``path``: the fetch under way if there is one
+        (its answer is given to every request waiting for it), else a new one. So a worker
+        holds at most one connection to the agent per path, however many clients ask."""
+        fetch = self.agent_fetches.get(path)
+        if fetch is None:
             try:
                 fetch = AgentFetch(self.ipc_dir, path)
             except OSError as exc:
                 stream.proto.respond(503, f"the router's agent is not reachable: {exc}\n"
                                      .encode())
                 return
-            stream.fetch = fetch
+            self.agent_fetches[path] = fetch
             if fetch.connected:
-                self._fetch_started(fetch, stream)
-            return  # else held: _http_tick connects again (the agent is starting)
-        status, body, ctype, headers = static_response(http_root(settings), request.method, path)
-        stream.proto.respond(status, body, ctype, headers)
+                self._fetch_started(fetch)
+            # else held: _http_tick connects again (the agent is starting)
+        fetch.waiters.append(stream)
+        stream.fetch = fetch
 
     def _http_respond(self, stream: HttpStream, status: int, body: bytes,
                       ctype: str = "text/plain; charset=utf-8") -> None:
@@ -123,63 +134,66 @@ class HttpMixin:
         stream = self.http.pop(fd, None)
         if stream is None:
             return
-        if stream.fetch is not None:
-            self._fetch_done(stream.fetch)
+        fetch = stream.fetch
+        if fetch is not None and stream in fetch.waiters:
+            fetch.waiters.remove(stream)  # the fetch goes on for the others (and ends bounded)
         try:
             self.poller.unregister(stream)
         except KeyError:
             pass
         stream.close()
 
-    def _fetch_started(self, fetch: AgentFetch, stream: HttpStream) -> None:
-        self.fetches[fetch.fileno()] = (fetch, stream)
+    def _fetch_started(self, fetch: AgentFetch) -> None:
+        self.fetches[fetch.fileno()] = fetch
         self.poller.register(fetch, POLLIN)
 
-    def _fetch_done(self, fetch: AgentFetch) -> None:
-        entry = self.fetches.pop(fetch.fileno(), None)
-        try:
-            self.poller.unregister(fetch)
-        except KeyError:
-            pass
+    def _fetch_done(self, fetch: AgentFetch, answer: tuple) -> None:
+        """The fetch is over: its socket closes and every request waiting for it is answered."""
+        if self.agent_fetches.get(fetch.path_asked) is fetch:
+            del self.agent_fetches[fetch.path_asked]
+        if self.fetches.get(fetch.fileno()) is fetch:
+            del self.fetches[fetch.fileno()]
+            try:
+                self.poller.unregister(fetch)
+            except KeyError:
+                pass
         fetch.close()
-        if entry is not None:
-            entry[1].fetch = None
+        waiters, fetch.waiters = fetch.waiters, []
+        for stream in waiters:
+            stream.fetch = None
+            if self.http.get(stream.fileno()) is stream:
+                self._http_respond(stream, *answer)
 
     def _fetch_event(self, fd: int) -> None:
-        fetch, stream = self.fetches[fd]
+        fetch = self.fetches[fd]
         answer = fetch.read()
-        if answer is None:
-            return
-        self._fetch_done(fetch)
-        if self.http.get(stream.fileno()) is stream:
-            self._http_respond(stream, *answer)
+        if answer is not None:
+            self._fetch_done(fetch, answer)
 
     def _http_tick(self, now: float) -> float:
-        """Time-outs, and the requests held for an agent not listening yet; returns when to
-        tick again."""
-        for fetch, stream in list(self.fetches.values()):
-            if now >= fetch.deadline:
-                self._fetch_done(fetch)
-                self._http_respond(stream, 503, b"the router's agent did not answer in time\n")
+        """Time-outs (agent answers, idle connections), and the fetches held for an agent not
+        listening yet; returns when to tick again."""
         held = False
+        for fetch in list(self.agent_fetches.values()):
+            if fetch.connected:
+                if now >= fetch.deadline:
+                    self._fetch_done(fetch, (503, b"the router's agent did not answer in time\n"))
+                continue
+            try:
+                if fetch.retry():
+                    self._fetch_started(fetch)
+                    continue
+            except OSError as exc:
+                reason = f"the router's agent is not reachable: {exc}\n"
+            else:
+                if now < fetch.deadline:
+                    held = True
+                    continue
+                reason = "the router's agent is not reachable: it did not start in time\n"
+            self._fetch_done(fetch, (503, reason.encode()))
         for fd, stream in list(self.http.items()):
-            fetch = stream.fetch
-            if fetch is not None and not fetch.connected:
-                try:
-                    if fetch.retry():
-                        self._fetch_started(fetch, stream)
-                        continue
-                except OSError as exc:
-                    reason = f"the router's agent is not reachable: {exc}\n"
-                else:
-                    if now < fetch.deadline:
-                        held = True
-                        continue
-                    reason = "the router's agent is not reachable: it did not start in time\n"
-                fetch.close()
-                stream.fetch = None
-                self._http_respond(stream, 503, reason.encode())
-            elif not stream.proto.busy and now - stream.last > IDLE_TIMEOUT:
+            if stream.fetch is None and not stream.proto.busy \
+                    and now - stream.last > IDLE_TIMEOUT:
                 self._http_close(fd)
         return now + (AGENT_RETRY if held else 1.0)
 
