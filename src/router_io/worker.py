@@ -529,6 +529,12 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         while True:
             n = conn.output(wbuf)
             if n <= 0:
+                if n < 0 and not conn.reported_open:
+                    # proton has said all it will (e.g. after a protocol header it does not
+                    # speak, with no header to answer) before any AMQP open: nothing the peer
+                    # sends can make a session of it, so its input is closed too and the
+                    # socket with it (1.19 closes it at once; proton closed only its output)
+                    conn.close_input()
                 break
             try:
                 sent = sock.send(memoryview(wbuf)[:n])

@@ -43,16 +43,21 @@ def web(router_of_kind):
     def make(kind: str = "ours", more: str = "", **kwargs):
         port = free_port()
         router = router_of_kind(kind, http_listener(port, more), **kwargs)
-        deadline = time.monotonic() + TIMEOUT
-        while time.monotonic() < deadline:  # 1.x binds its http listener after "Operational"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
+        wait_accepting(port)
         return router, port
 
     return make
+
+
+def wait_accepting(port: int) -> None:
+    """1.x binds its http listener after it logs "Operational"."""
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.1)
 
 
 def _no_deaths(router) -> None:
@@ -88,3 +93,124 @@ def test_healthz_503_for_every_client_while_the_core_is_stopped(web):
     summary = bench.hammer(port, ("/healthz",), clients=50, seconds=60.0, max_requests=50,
                            timeout=30.0)
     assert summary["by_status"] == {"200": 50}, summary
+
+
+# --- helpers: raw sockets, WebSocket by hand ---------------------------------------------------
+def ending(sock: socket.socket, timeout: float = TIMEOUT) -> tuple:
+    """Read until the router ends the connection or ``timeout``: (bytes, "eof" | "reset" |
+    "open")."""
+    out = b""
+    deadline = time.monotonic() + timeout
+    sock.settimeout(0.2)
+    while time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            continue
+        except ConnectionResetError:
+            return out, "reset"
+        if not chunk:
+            return out, "eof"
+        out += chunk
+    return out, "open"
+
+
+def raw_request(port: int, data: bytes, timeout: float = TIMEOUT) -> tuple:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+        sock.sendall(data)
+        return ending(sock, timeout)
+
+
+def upgrade_request(path: str = "/", key: str = WS_KEY, version: str = "13",
+                    extra: str = "") -> bytes:
+    return (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+            f"Sec-WebSocket-Version: {version}\r\nSec-WebSocket-Protocol: amqp\r\n{extra}\r\n"
+            ).encode("latin-1")
+
+
+def ws_open(port: int) -> socket.socket:
+    """A socket after a successful upgrade (the 101 head read)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    sock.sendall(upgrade_request())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)
+        assert chunk, head
+        head += chunk
+    assert head.startswith(b"HTTP/1.1 101"), head
+    return sock
+
+
+def ws_frame(payload: bytes, opcode: int = 2, declared: int | None = None) -> bytes:
+    """A masked client frame; ``declared``: the length its header claims (default: the
+    payload's)."""
+    length = len(payload) if declared is None else declared
+    head = bytes([0x80 | opcode])
+    if length < 126:
+        head += bytes([0x80 | length])
+    elif length < 1 << 16:
+        head += bytes([0x80 | 126]) + length.to_bytes(2, "big")
+    else:
+        head += bytes([0x80 | 127]) + length.to_bytes(8, "big")
+    mask = b"\x01\x02\x03\x04"
+    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def ws_close_code(data: bytes):
+    """The status code of the first close frame (server frames are not masked) in ``data``."""
+    pos = 0
+    while pos + 2 <= len(data):
+        opcode, length = data[pos] & 0x0F, data[pos + 1] & 0x7F
+        pos += 2
+        if length == 126:
+            length, pos = int.from_bytes(data[pos:pos + 2], "big"), pos + 2
+        elif length == 127:
+            length, pos = int.from_bytes(data[pos:pos + 8], "big"), pos + 8
+        if opcode == 8:
+            return int.from_bytes(data[pos:pos + 2], "big") if length >= 2 else None
+        pos += length
+    return None
+
+
+def amqp_bytes(data: bytes) -> bytes:
+    """The payloads of the binary frames (unmasked, from the router) in ``data``."""
+    out, pos = b"", 0
+    while pos + 2 <= len(data):
+        opcode, length = data[pos] & 0x0F, data[pos + 1] & 0x7F
+        pos += 2
+        if length == 126:
+            length, pos = int.from_bytes(data[pos:pos + 2], "big"), pos + 2
+        elif length == 127:
+            length, pos = int.from_bytes(data[pos:pos + 8], "big"), pos + 8
+        if opcode in (0, 2):
+            out += data[pos:pos + length]
+        pos += length
+    return out
+
+
+def amqp_socket(kind_of_port: str, router, http_port: int) -> socket.socket:
+    if kind_of_port == "ws":
+        return ws_open(http_port)
+    return socket.create_connection(("127.0.0.1", router.port), timeout=TIMEOUT)
+
+
+def send_amqp(sock: socket.socket, kind_of_port: str, data: bytes) -> None:
+    sock.sendall(ws_frame(data) if kind_of_port == "ws" else data)
+
+
+# --- 2. a protocol header the router does not speak: closed at once ----------------------------
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+@pytest.mark.parametrize("port_kind", ["plain", "ws"])
+def test_a_wrong_protocol_header_is_closed_at_once(web, kind, port_kind):
+    router, http_port = web(kind)
+    for header in (b"AMQP\x02\x01\x00\x00", b"AMQP\x01\x01\x00\x00"):
+        with amqp_socket(port_kind, router, http_port) as sock:
+            send_amqp(sock, port_kind, header)
+            data, how = ending(sock)
+        assert how in ("eof", "reset"), (header, data)
+        received = amqp_bytes(data) if port_kind == "ws" else data
+        # the router's answer, if any, is a protocol header it speaks, then nothing usable
+        assert received == b"" or received.startswith(b"AMQP\x00\x01\x00\x00"), received
+    if kind == "ours":
+        _no_deaths(router)

@@ -45,6 +45,9 @@ def one_x_pythonpath(prefix: str) -> str:
     """What the 1.x router and tools need on PYTHONPATH, found under its install prefix."""
     parts = sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages", "*.egg")))
     parts += sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages")))
+    # a Debian-style install puts the egg under local/lib/python3.X/dist-packages
+    parts += sorted(glob.glob(os.path.join(prefix, "local", "lib", "python3*", "dist-packages",
+                                           "*.egg")))
     parts.append(os.path.join(prefix, "lib", "qpid-dispatch", "python"))
     return os.pathsep.join(p for p in parts if os.path.exists(p))
 
