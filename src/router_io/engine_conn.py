@@ -210,11 +210,13 @@ class Connection:
     def _ignore_push(self, data: bytes | bytearray | memoryview, size: int) -> None:
         """Input after a failed SASL exchange: dropped (the transport is closing)."""
 
-    def refuse(self, condition: str, description: str) -> None:
-        """Close the transport at once (no AMQP close possible or wanted) with a condition."""
+    def refuse(self, condition: str, description: str, log: bool = True) -> None:
+        """Close the transport at once (no AMQP close possible or wanted) with a condition;
+        ``log``: say so at warning (else only the worker's line when the socket closes)."""
         self.refused = True
-        self.engine.log("warning", f"[C{self.conn_id}] closing connection from {self.host}: "
-                                   f"{condition}: {description}")
+        if log:
+            self.engine.log("warning", f"[C{self.conn_id}] closing connection from "
+                                       f"{self.host}: {condition}: {description}")
         cond = lib.pn_transport_condition(self.t_ptr)
         if not lib.pn_condition_is_set(cond):
             cproton.pn_condition_set_name(cond, condition)

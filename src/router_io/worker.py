@@ -55,7 +55,11 @@ _MAX_BATCHES_PER_LOOP = 256
 # time-out closes a connection that only waits for a slow receiver (1.19 never stops reading a
 # connection: its Q2 holds the delivery). Bounds what a held connection takes to ~4 KB/s.
 _Q2_TRICKLE = 4096
-_MANAGEMENT = (ipc.ConfigChange, ipc.LogQuery)  # batches the core sends apart from effects
+_MANAGEMENT = (ipc.ConfigChange, ipc.LogQuery)
+# a listener's initialHandshakeTimeoutSeconds when it is 0 (its default): the seconds from
+# accept to the peer's AMQP open (TLS, SASL included); real clients take milliseconds
+HANDSHAKE_TIMEOUT = 30
+HANDSHAKE_TIMED_OUT = "Timeout waiting for initial handshake"  # batches the core sends apart from effects
 
 
 class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
@@ -102,6 +106,9 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         self.max_connections = int((spec.get("policy") or {}).get("maxConnections", 65535))
         self.conn_count = SharedConnectionCount(ipc_dir, index)
         self.counted: set = set()  # ids of this worker's connections in conn_count
+        # accepted connections whose peer has not sent its AMQP open yet -> the time by which
+        # it must (the listener's initialHandshakeTimeoutSeconds; _expire_handshakes)
+        self.handshakes: dict[Connection, float] = {}
         self.rbuf = bytearray(_READ_SIZE)
         self.wbuf = bytearray(_READ_SIZE)
         self.next_tick = 0.0
@@ -427,6 +434,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
             self.poller.register(sock, POLLIN)
             self._log_server("info", f"[C{conn.conn_id}] Accepted connection to "
                                      f"{settings.get('host')}:{settings.get('port')} from {host}")
+            self._handshake_deadline(conn, settings)
             if settings.get("saslPlugin"):  # its SASL goes to the service (worker_auth.py)
                 self._relay_accept(sock, conn, settings)
 
@@ -561,7 +569,32 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         if conn.is_closed():
             self._close_socket(sock, conn)
 
+    def _handshake_deadline(self, conn: Connection, settings: dict) -> None:
+        """An accepted connection must send its AMQP open (after its TLS and SASL) within the
+        listener's initialHandshakeTimeoutSeconds; 0 (the default) is HANDSHAKE_TIMEOUT here,
+        where 1.19 has no limit (a socket that never finishes its handshake would hold a slot
+        of maxConnections for ever)."""
+        seconds = int(settings.get("initialHandshakeTimeoutSeconds") or 0) or HANDSHAKE_TIMEOUT
+        self.handshakes[conn] = time.monotonic() + seconds
+
+    def _expire_handshakes(self, now: float) -> float:
+        """Close the connections past their handshake deadline as 1.19 does: amqp:not-allowed,
+        its ERROR line, no "failed" line; returns the next deadline."""
+        nxt = now + 1.0
+        for conn, deadline in list(self.handshakes.items()):
+            if conn.reported_open or conn.closed or conn.refused:
+                del self.handshakes[conn]
+            elif now >= deadline:
+                del self.handshakes[conn]
+                conn.refuse("amqp:not-allowed", HANDSHAKE_TIMED_OUT, log=False)
+                self.force_closed.add(conn.conn_id)  # its line is this one (as 1.19)
+                self.log_sink.log("ERROR", "error", f"Run Time: {HANDSHAKE_TIMED_OUT}")
+            else:
+                nxt = min(nxt, deadline)
+        return nxt
+
     def _close_socket(self, sock: socket.socket, conn: Connection) -> None:
+        self.handshakes.pop(conn, None)
         if self.relays:
             self._relay_drop(conn)
         fd = sock.fileno()
@@ -617,6 +650,8 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
             self.engine.dirty.add(conn)
         if self.relays:  # SASL relays to an authentication service: their deadlines
             deadline = min(deadline, self._relay_tick(now))
+        if self.handshakes:
+            deadline = min(deadline, self._expire_handshakes(now))
         if self.http or self.agent_fetches:
             deadline = min(deadline, self._http_tick(now))
         self.engine.release_memory(now)  # also when idle: process_events looks rarely

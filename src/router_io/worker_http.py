@@ -216,6 +216,7 @@ class HttpMixin:
         self._log_server("info", f"[C{conn.conn_id}] Accepted WebSocket connection to "
                                  f"{stream.settings.get('host')}:{stream.settings.get('port')} "
                                  f"from {stream.peer}")
+        self._handshake_deadline(conn, stream.settings)
         self._flush_one(stream, conn)  # the 101 answer
         if stream.amqp_in or stream.eof:
             self._read(stream, conn)

@@ -214,3 +214,31 @@ def test_a_wrong_protocol_header_is_closed_at_once(web, kind, port_kind):
         assert received == b"" or received.startswith(b"AMQP\x00\x01\x00\x00"), received
     if kind == "ours":
         _no_deaths(router)
+
+
+# --- 3. a handshake that never completes: closed at initialHandshakeTimeoutSeconds ----------------
+HANDSHAKE_LINE = "ERROR (error) Run Time: Timeout waiting for initial handshake"  # 1.19's
+
+
+# 1.19 applies the setting to AMQP ports only: over a WebSocket it holds the socket for ever
+@pytest.mark.parametrize("kind,port_kind", [("ours", "plain"), ("ours", "ws"), ("1.x", "plain")])
+def test_an_incomplete_handshake_is_closed_at_its_deadline(router_of_kind, kind, port_kind):
+    http_port, plain_port = free_port(), free_port()
+    more = "    initialHandshakeTimeoutSeconds: 2\n"
+    plain = (f"\nlistener {{\n    host: 127.0.0.1\n    port: {plain_port}\n"
+             f"    authenticatePeer: no\n    saslMechanisms: ANONYMOUS\n{more}}}\n")
+    router = router_of_kind(kind, http_listener(http_port, more) + plain)
+    wait_accepting(http_port)
+    for partial in (b"AMQ", b"AMQP\x03\x01\x00\x00", b"AMQP\x00\x01\x00\x00"):
+        if port_kind == "ws":
+            sock = ws_open(http_port)
+        else:
+            sock = socket.create_connection(("127.0.0.1", plain_port), timeout=TIMEOUT)
+        with sock:
+            send_amqp(sock, port_kind, partial)
+            _, how = ending(sock, timeout=20.0)
+        assert how in ("eof", "reset"), partial
+    deadline = time.monotonic() + TIMEOUT
+    while router.proc.output().count(HANDSHAKE_LINE) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert router.proc.output().count(HANDSHAKE_LINE) == 3, router.proc.output()
