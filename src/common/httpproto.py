@@ -30,14 +30,23 @@ from http import HTTPStatus
 from dataclasses import dataclass
 from typing import Optional
 
+import binascii
+
 import h11
 from wsproto.connection import Connection as WsConnection, ConnectionType
-from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
-from wsproto.utilities import generate_accept_token
+from wsproto.events import (AcceptConnection, BytesMessage, CloseConnection, Ping,
+                            RejectConnection, TextMessage)
+from wsproto.extensions import Extension
+from wsproto.frame_protocol import CloseReason, RsvBits
+from wsproto.handshake import H11Handshake
+from wsproto.utilities import RemoteProtocolError as WsRemoteProtocolError
 
 SERVER = "qdrouterd"
-MAX_HEADER_BYTES = 16384
+MAX_HEADER_BYTES = 16384    # a request head (h11's max_incomplete_event_size: 431 beyond)
 MAX_PIPELINED_BYTES = 4 * MAX_HEADER_BYTES  # read ahead while a request waits for its answer
+MAX_BODY_BYTES = 65536      # a request body (nothing here wants one): 413 beyond
+WS_MAX_FRAME = 16 << 20     # a WebSocket frame declaring more is closed with 1009
+WS_PATHS_REFUSED = ("/metrics", "/healthz")  # HTTP endpoints, never upgraded
 WS_SUBPROTOCOLS = ("amqp", "binary")  # "binary": 1.19's alias for clients made for a ws proxy
 TEXT = "text/plain; charset=utf-8"
 
@@ -68,6 +77,28 @@ class Closed:
     reason: str
 
 
+class FrameLimit(Extension):
+    """wsproto's hook on every frame header it reads (an extension that is always on, never
+    negotiated): a frame that declares more than ``limit`` bytes fails the parse with 1009
+    (message too big) before any of its payload is waited for."""
+
+    name = "x-qdrouter-frame-limit"
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+
+    def enabled(self) -> bool:
+        return True
+
+    def offer(self) -> bool:
+        return False
+
+    def frame_inbound_header(self, proto, opcode, rsv, payload_length):
+        if payload_length > self.limit:
+            return CloseReason.MESSAGE_TOO_BIG
+        return RsvBits(False, False, False)
+
+
 class HttpProtocol:
     """One accepted connection: TLS (optional) -> HTTP/1.1 -> (optional) WebSocket."""
 
@@ -89,6 +120,8 @@ class HttpProtocol:
         self._eof = False
         self._head = False  # the request being answered is a HEAD: no body goes out
         self._upgrade_request: Optional[Request] = None
+        self._upgrade_event: Optional[h11.Request] = None
+        self.ws_max_frame = WS_MAX_FRAME
 
     # --- input ----------------------------------------------------------------------------------
     def receive_data(self, data: bytes) -> list:
@@ -185,10 +218,17 @@ class HttpProtocol:
                 events.append(self._closed_event("HTTP version not supported"))
                 break
             if isinstance(event, h11.Request):
+                problem = _request_problem(event)
+                if problem is not None:
+                    self._error_response(*problem)
+                    events.append(self._closed_event(f"bad HTTP request: {problem[1]}"))
+                    break
                 request = Request(event.method.decode("ascii", "replace"),
-                                  event.target.decode("ascii", "replace"), _headers(event.headers))
+                                  _origin_form(event.target).decode("ascii", "replace"),
+                                  _headers(event.headers))
                 if request.headers.get("upgrade", "").lower() == "websocket":
                     self._upgrade_request = request  # answered once the request has ended
+                    self._upgrade_event = event
                     continue
                 self.busy = True
                 self._head = request.method == "HEAD"
@@ -206,37 +246,45 @@ class HttpProtocol:
 
     # --- WebSocket --------------------------------------------------------------------------------
     def _upgrade(self, request: Request) -> list:
-        offered = [p.strip() for p in request.headers.get("sec-websocket-protocol", "").split(",")
-                   if p.strip()]
+        """RFC 6455's opening handshake: wsproto checks it (GET, Connection: Upgrade,
+        Upgrade: websocket, Host, Sec-WebSocket-Version 13 else 426, a key) and writes the
+        101; the key's form (base64 of 16 bytes, once), the subprotocol and the path are
+        checked here."""
+        event, self._upgrade_event = self._upgrade_event, None
+        assert event is not None
+        handshake = H11Handshake(ConnectionType.SERVER)
+        offered: list = []
+        problem: Optional[tuple] = None
+        try:
+            handshake.initiate_upgrade_connection(event.headers, event.target)
+            offered = next(iter(handshake.events())).subprotocols
+        except WsRemoteProtocolError as exc:
+            hint = exc.event_hint if isinstance(exc.event_hint, RejectConnection) else None
+            problem = (hint.status_code if hint else 400, str(exc),
+                       {k.decode(): v.decode() for k, v in (hint.headers if hint else [])})
+        keys = [v for k, v in event.headers if k.lower() == b"sec-websocket-key"]
         chosen = next((p for p in offered if p in WS_SUBPROTOCOLS), None)
-        key = request.headers.get("sec-websocket-key", "")
-        version = request.headers.get("sec-websocket-version", "")
         if not self.websockets:
-            problem = (404, "websockets are disabled on this listener")
-        elif request.method != "GET":
-            problem = (400, "a WebSocket upgrade must be a GET")
-        elif version != "13":
-            problem = (400, "Sec-WebSocket-Version 13 is required")
-        elif "upgrade" not in _tokens(request.headers.get("connection", "")):
-            problem = (400, "a WebSocket upgrade needs Connection: Upgrade")
-        elif not key:
-            problem = (400, "Sec-WebSocket-Key is missing")
+            problem = (404, "websockets are disabled on this listener", {})
+        elif problem is not None:
+            pass
+        elif len(keys) != 1 or not _valid_key(keys[0]):
+            problem = (400, "Sec-WebSocket-Key must be one base64 value of 16 bytes", {})
+        elif request.path in WS_PATHS_REFUSED:
+            problem = (400, f"{request.path} is not a WebSocket endpoint", {})
         elif chosen is None:
-            problem = (400, "no supported WebSocket subprotocol offered (amqp or binary)")
-        else:
-            problem = None
+            problem = (400, "no supported WebSocket subprotocol offered (amqp or binary)", {})
         if problem is not None:
             self.busy = True  # answer it like any request; a refused upgrade is not kept alive
             self._head = False
             self.must_close = True
-            self.respond(problem[0], f"{problem[1]}\n".encode(), headers={"Connection": "close"})
+            self.respond(problem[0], f"{problem[1]}\n".encode(),
+                         headers={"Connection": "close", **problem[2]})
             return [self._closed_event(problem[1])]
-        self._send_http(h11.InformationalResponse(status_code=101, headers=[
-            ("Upgrade", "websocket"), ("Connection", "Upgrade"),
-            ("Sec-WebSocket-Accept", generate_accept_token(key.encode("ascii", "replace"))),
-            ("Sec-WebSocket-Protocol", chosen), ("Server", SERVER)]))
+        self._write(handshake.send(AcceptConnection(subprotocol=chosen,
+                                                    extra_headers=[(b"Server", SERVER.encode())])))
         trailing, _ = self.http.trailing_data
-        self.ws = WsConnection(ConnectionType.SERVER)
+        self.ws = WsConnection(ConnectionType.SERVER, extensions=[FrameLimit(self.ws_max_frame)])
         return [Upgraded(chosen)] + (self._ws_receive(trailing) if trailing else [])
 
     def _ws_receive(self, data: bytes) -> list:
@@ -251,10 +299,12 @@ class HttpProtocol:
                 elif isinstance(event, Ping):
                     self._out_ws(event.response())
                 elif isinstance(event, CloseConnection):
+                    # a close from the peer, or one wsproto made of a frame it refused (1002,
+                    # 1007, 1009: FrameLimit): answered with the same code either way
                     if self.ws.state.name not in ("CLOSED", "LOCAL_CLOSING"):
                         self._out_ws(event.response())
-                    events.append(self._closed_event(f"WebSocket closed by the peer "
-                                                     f"({event.code})"))
+                    events.append(self._closed_event(f"WebSocket closed ({event.code}"
+                                                     f"{': ' + event.reason if event.reason else ''})"))
                     break
                 elif isinstance(event, TextMessage):
                     self._ws_close(1003, "AMQP travels in binary messages only")
@@ -360,15 +410,43 @@ class HttpProtocol:
         return len(self._out)
 
 
+def _request_problem(event: h11.Request) -> Optional[tuple]:
+    """(status, text) for a request h11 parsed but RFC 9112 says to refuse, else None."""
+    target = event.target
+    if not (target.startswith(b"/") or target.lower().startswith((b"http://", b"https://"))
+            or (target == b"*" and event.method == b"OPTIONS")):
+        return 400, "the request target must be a path starting with /"
+    lengths = [v for k, v in event.headers if k == b"content-length"]
+    if lengths:
+        length = int(lengths[0])  # h11 checked the digits and that repeats agree
+        if length >= 1 << 63:
+            return 400, "invalid Content-Length"
+        if length > MAX_BODY_BYTES:
+            return 413, "request body too large"
+    return None
+
+
+def _origin_form(target: bytes) -> bytes:
+    """The path (and query) of an absolute-form target; an origin-form one as it is."""
+    if target.startswith(b"/"):
+        return target
+    rest = target.split(b"://", 1)[-1]
+    slash = rest.find(b"/")
+    return rest[slash:] if slash >= 0 else b"/"
+
+
+def _valid_key(key: bytes) -> bool:
+    try:
+        return len(binascii.a2b_base64(key.strip())) == 16 and len(key.strip()) == 24
+    except binascii.Error:
+        return False
+
+
 def _reason(status: int) -> bytes:
     try:
         return HTTPStatus(status).phrase.encode("ascii")
     except ValueError:
         return b""
-
-
-def _tokens(value: str) -> set:
-    return {t.strip().lower() for t in value.split(",")}
 
 
 def _headers(raw) -> dict:

@@ -242,3 +242,56 @@ def test_an_incomplete_handshake_is_closed_at_its_deadline(router_of_kind, kind,
     while router.proc.output().count(HANDSHAKE_LINE) < 3 and time.monotonic() < deadline:
         time.sleep(0.1)
     assert router.proc.output().count(HANDSHAKE_LINE) == 3, router.proc.output()
+
+
+# --- 4. an oversize WebSocket frame: 1009 at once ----------------------------------------------
+def test_a_websocket_frame_over_the_limit_is_closed_with_1009(web):
+    from common.httpproto import WS_MAX_FRAME
+    router, port = web()
+    for declared in (1 << 62, WS_MAX_FRAME + 1):
+        with ws_open(port) as sock:
+            sock.sendall(ws_frame(b"AMQP", declared=declared))
+            data, how = ending(sock)
+        assert how in ("eof", "reset") and ws_close_code(data) == 1009, (declared, data, how)
+    _no_deaths(router)
+
+
+# --- 8. RFC 9112 and RFC 6455 refusals -------------------------------------------------------------
+BIG = str(1 << 64)
+
+
+REFUSED = [
+    (upgrade_request(key="abc"), 400),                             # not base64 of 16 bytes
+    (upgrade_request(key=WS_KEY + "=="), 400),
+    (upgrade_request(extra=f"Sec-WebSocket-Key: {WS_KEY}\r\n"), 400),  # two keys
+    (upgrade_request(version="8"), 426),
+    (upgrade_request(version="14"), 426),
+    (upgrade_request(path="/metrics"), 400),                       # not a WebSocket endpoint
+    (upgrade_request(path="/healthz"), 400),
+    (b"GET index.html HTTP/1.1\r\nHost: x\r\n\r\n", 400),           # target without a /
+    (f"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: {BIG}\r\n\r\n".encode(), 400),
+    (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n", 413),
+]
+
+
+def test_bad_requests_and_handshakes_are_refused(web):
+    router, port = web()
+    for request_bytes, status in REFUSED:
+        data, how = raw_request(port, request_bytes)
+        assert data.startswith(f"HTTP/1.1 {status} ".encode()), (request_bytes, data)
+        assert how in ("eof", "reset"), request_bytes
+        if status == 426:
+            assert b"sec-websocket-version: 13\r\n" in data.lower()
+    _no_deaths(router)
+
+
+def test_an_upgrade_on_the_websocket_endpoint_still_works(web):
+    router, port = web()
+    with ws_open(port) as sock:
+        send_amqp(sock, "ws", b"AMQP\x03\x01\x00\x00")
+        sock.settimeout(TIMEOUT)
+        data = b""
+        while b"AMQP\x03\x01\x00\x00" not in amqp_bytes(data):
+            chunk = sock.recv(65536)
+            assert chunk
+            data += chunk

@@ -151,7 +151,7 @@ def test_bytes_sent_with_the_upgrade_request_are_kept():
 @pytest.mark.parametrize("headers,status", [
     ({}, 400),                                                   # no subprotocol
     ({"Sec-WebSocket-Protocol": "mqtt"}, 400),
-    ({"Sec-WebSocket-Protocol": "amqp", "Sec-WebSocket-Version": "8"}, 400),
+    ({"Sec-WebSocket-Protocol": "amqp", "Sec-WebSocket-Version": "8"}, 426),
     ({"Sec-WebSocket-Protocol": "amqp", "Connection": "keep-alive"}, 400),
     ({"Sec-WebSocket-Protocol": "amqp", "Sec-WebSocket-Key": ""}, 400),
 ])
@@ -295,3 +295,56 @@ def test_random_input_never_raises(chunks, upgrade_first):
             if type(event) is Request:
                 proto.respond(404, b"")
         proto.data_to_send()
+
+
+# --- RFC 9112 request targets and lengths, RFC 6455 handshakes and frame limits ----------------
+_KEY = "dGhlIHNhbXBsZSBub25jZQ=="
+
+
+def _upgrade_head(path: str = "/", key_lines: str = f"Sec-WebSocket-Key: {_KEY}\r\n",
+                  version: str = "13") -> bytes:
+    return (f"GET {path} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            f"{key_lines}Sec-WebSocket-Version: {version}\r\nSec-WebSocket-Protocol: amqp\r\n"
+            f"\r\n").encode()
+
+
+@pytest.mark.parametrize("data,status", [
+    (_upgrade_head(key_lines="Sec-WebSocket-Key: abc\r\n"), 400),
+    (_upgrade_head(key_lines=f"Sec-WebSocket-Key: {_KEY}==\r\n"), 400),
+    (_upgrade_head(key_lines=f"Sec-WebSocket-Key: {_KEY}\r\nSec-WebSocket-Key: {_KEY}\r\n"), 400),
+    (_upgrade_head(version="12"), 426),
+    (_upgrade_head(path="/metrics"), 400),
+    (_upgrade_head(path="/healthz?x"), 400),
+    (b"GET index.html HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    (b"GET * HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+    (f"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: {1 << 64}\r\n\r\n".encode(), 400),
+    (b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 65537\r\n\r\n", 413),
+])
+def test_refused_with_a_status(data, status):
+    proto = HttpProtocol()
+    events = proto.receive_data(data)
+    assert type(events[-1]) is Closed and proto.ws is None and proto.must_close
+    out = proto.data_to_send()
+    assert out.startswith(f"HTTP/1.1 {status} ".encode()), out
+    if status == 426:
+        assert b"sec-websocket-version: 13\r\n" in out.lower()
+
+
+def test_absolute_form_target_is_served_by_its_path():
+    proto = HttpProtocol()
+    events = proto.receive_data(b"GET http://x:5672/healthz?a HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert [e.path for e in events] == ["/healthz"]
+
+
+def test_a_websocket_frame_over_the_limit_closes_with_1009():
+    proto = HttpProtocol()
+    events = proto.receive_data(_upgrade_head())
+    assert events == [Upgraded("amqp")]
+    proto.data_to_send()
+    mask = b"\x01\x02\x03\x04"
+    frame = b"\x82\xff" + (1 << 62).to_bytes(8, "big") + mask + bytes(
+        b ^ mask[i] for i, b in enumerate(b"AMQP"))
+    events = proto.receive_data(frame)
+    assert type(events[-1]) is Closed and "1009" in events[-1].reason
+    out = bytes(proto.data_to_send())
+    assert out[0] == 0x88 and int.from_bytes(out[2:4], "big") == 1009  # a close, 1009
