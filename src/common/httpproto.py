@@ -45,6 +45,7 @@ SERVER = "qdrouterd"
 MAX_HEADER_BYTES = 16384    # a request head (h11's max_incomplete_event_size: 431 beyond)
 MAX_PIPELINED_BYTES = 4 * MAX_HEADER_BYTES  # read ahead while a request waits for its answer
 MAX_BODY_BYTES = 65536      # a request body (nothing here wants one): 413 beyond
+MAX_OUTPUT_BYTES = 1 << 20  # answers the client has not read: no more requests are read
 WS_MAX_FRAME = 16 << 20     # a WebSocket frame declaring more is closed with 1009
 WS_PATHS_REFUSED = ("/metrics", "/healthz")  # HTTP endpoints, never upgraded
 WS_SUBPROTOCOLS = ("amqp", "binary")  # "binary": 1.19's alias for clients made for a ws proxy
@@ -142,10 +143,31 @@ class HttpProtocol:
             data = plain
         if self.ws is not None:
             return self._ws_receive(data)
-        if self.busy and len(self.http.trailing_data[0]) + len(data) > MAX_PIPELINED_BYTES:
-            return self._close("too much pipelined input while a request is answered")
         self.http.receive_data(data)
         return self._http_events()
+
+    def wants_input(self) -> bool:
+        """False while the owner should not read: enough pipelined requests wait behind the
+        one being answered, or the client has not read enough answers (back-pressure: the
+        socket is left unread, nothing is refused)."""
+        if self.closed:
+            return False
+        if self.ws is not None:
+            return True
+        return not ((self.busy and len(self.http.trailing_data[0]) >= MAX_PIPELINED_BYTES)
+                    or len(self._out) >= MAX_OUTPUT_BYTES)
+
+    def request_timed_out(self) -> list:
+        """The owner's deadline for the request being read passed: 408, then closed."""
+        self._error_response(408, "the request was not complete in time")
+        return [self._closed_event("request not complete in time")]
+
+    def reading_request(self) -> bool:
+        """A request has begun and is not complete yet (its head, or its body): the owner
+        bounds the time it may take (a client sending a byte now and then)."""
+        if self.closed or self.busy or self.ws is not None:
+            return False
+        return bool(self.http.trailing_data[0]) or self.http.their_state is h11.SEND_BODY
 
     def resume(self) -> list:
         """After :meth:`respond`: the events of requests that were already read (pipelined)."""

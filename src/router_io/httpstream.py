@@ -31,6 +31,7 @@ from common.httpproto import TEXT, AmqpData, Closed, HttpProtocol
 _READ_SIZE = 65536
 OUTPUT_HIGH_WATER = 1 << 20   # bytes queued for the socket before the engine is held back
 IDLE_TIMEOUT = 30.0           # an HTTP connection (not a WebSocket) waiting for a request
+REQUEST_TIMEOUT = 10.0        # from a request's first byte to its end (head and body): else 408
 AGENT_TIMEOUT = 10.0          # /metrics, /healthz: the agent answers within this (else 503)
 AGENT_RETRY = 0.05            # a request held for an agent not listening yet: connect again
 MAX_FILE_BYTES = 16 << 20       # static files are read whole, in the worker loop
@@ -130,6 +131,7 @@ class HttpStream:
         self.eof = False
         self.last = time.monotonic()
         self.fetch: Optional[AgentFetch] = None  # the agent answer it waits for, if any
+        self.request_started: Optional[float] = None  # a request is being read since then
 
     def fileno(self) -> int:
         return self.sock.fileno()

@@ -17,8 +17,8 @@ from typing import Any
 import zmq
 
 from common.httpproto import AmqpData, Closed, Request, Upgraded
-from router_io.httpstream import (AGENT_RETRY, IDLE_TIMEOUT, AgentFetch, HttpStream, http_root,
-                                  static_response, tls_context)
+from router_io.httpstream import (AGENT_RETRY, IDLE_TIMEOUT, REQUEST_TIMEOUT, AgentFetch,
+                                  HttpStream, http_root, static_response, tls_context)
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
 
@@ -127,8 +127,11 @@ class HttpMixin:
                 and not stream.proto.busy:
             self._http_close(fd)
             return
-        # after the client's end of stream the socket stays readable: stop polling for input
-        self.poller.modify(stream, (0 if stream.eof else POLLIN) | (0 if done else POLLOUT))
+        # after the client's end of stream the socket stays readable: stop polling for input;
+        # so too while the protocol holds enough unanswered input or unread answers (its
+        # back-pressure: pipelined requests wait in the socket, none is refused)
+        readable = not stream.eof and stream.proto.wants_input()
+        self.poller.modify(stream, (POLLIN if readable else 0) | (0 if done else POLLOUT))
 
     def _http_close(self, fd: int) -> None:
         stream = self.http.pop(fd, None)
@@ -192,6 +195,18 @@ class HttpMixin:
                 reason = "the router's agent is not reachable: it did not start in time\n"
             self._fetch_done(fetch, (503, reason.encode()))
         for fd, stream in list(self.http.items()):
+            if stream.proto.reading_request():
+                # a deadline for the whole request, however slowly its bytes come (the idle
+                # time restarts at each byte)
+                if stream.request_started is None:
+                    stream.request_started = now
+                elif now - stream.request_started > REQUEST_TIMEOUT:
+                    self._log_server("info", f"HTTP connection from {stream.peer} closed: "
+                                             "request not complete in time")
+                    stream.proto.request_timed_out()
+                    self._http_flush(fd, stream)
+                continue
+            stream.request_started = None
             if stream.fetch is None and not stream.proto.busy \
                     and now - stream.last > IDLE_TIMEOUT:
                 self._http_close(fd)

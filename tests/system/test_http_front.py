@@ -256,6 +256,56 @@ def test_a_websocket_frame_over_the_limit_is_closed_with_1009(web):
     _no_deaths(router)
 
 
+# --- 5. pipelined requests: all answered, in order ---------------------------------------------
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_2000_pipelined_requests_are_all_answered(web, kind):
+    router, port = web(kind)
+    count = 2000
+    request = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+    with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
+        sock.sendall(request * (count - 1) + request.replace(b"\r\n\r\n",
+                                                               b"\r\nConnection: close\r\n\r\n"))
+        data, how = ending(sock, timeout=60.0)
+    assert how == "eof"
+    assert data.count(b"HTTP/1.1 200 ") == count, data[-300:]
+
+
+# --- 6. a request head sent a byte at a time: closed at the request deadline ---------------------
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_slow_request_heads_are_closed_and_healthz_still_answers(web, kind):
+    router, port = web(kind)
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) for _ in range(30)]
+    try:
+        for sock in socks:
+            sock.setblocking(False)
+        closed: set = set()
+        deadline = time.monotonic() + 40.0
+        for i in range(len(head)):
+            if len(closed) == len(socks) or time.monotonic() > deadline:
+                break
+            for n, sock in enumerate(socks):
+                if n in closed:
+                    continue
+                try:
+                    sock.send(head[i:i + 1])
+                    if sock.recv(65536) == b"":
+                        closed.add(n)
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    closed.add(n)
+            if i % 5 == 0:
+                summary = bench.hammer(port, ("/healthz",), clients=1, seconds=10.0,
+                                       max_requests=1, timeout=10.0)
+                assert summary["by_status"] == {"200": 1}, summary
+            time.sleep(1.0)
+        assert len(closed) == len(socks)
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 # --- 8. RFC 9112 and RFC 6455 refusals -------------------------------------------------------------
 BIG = str(1 << 64)
 

@@ -55,15 +55,51 @@ def test_keep_alive_rules(version, connection, closes):
     assert (b"connection: close" in proto.data_to_send().lower()) is closes
 
 
-def test_pipelined_flood_while_busy_closes():
+def test_pipelined_flood_while_busy_holds_input_and_answers_all_in_order():
+    """RFC 9112 9.3.2: pipelined requests are answered in order; past the read-ahead the owner
+    stops reading (wants_input) instead of the connection being closed."""
     proto = HttpProtocol()
-    assert len(proto.receive_data(_get("/slow"))) == 1
-    events = []
-    for _ in range(100):
-        events += proto.receive_data(_get("/more") * 50)
-        if events:
-            break
+    assert len(proto.receive_data(_get("/r0"))) == 1
+    sent = 1
+    while proto.wants_input():
+        assert proto.receive_data(b"".join(_get(f"/r{sent + i}") for i in range(50))) == []
+        sent += 50
+    assert sent > 50 and not proto.must_close
+    answered = []
+    events: list = [Request("GET", "/r0", {})]
+    while events:
+        for event in events:
+            assert type(event) is Request
+            answered.append(event.target)
+            proto.respond(200, b"ok")
+        events = proto.resume()
+    assert answered == [f"/r{i}" for i in range(sent)]
+    assert proto.data_to_send().count(b"HTTP/1.1 200") == sent
+    assert proto.wants_input() and not proto.must_close
+
+
+def test_a_request_being_read_has_a_deadline_answered_408():
+    proto = HttpProtocol()
+    assert not proto.reading_request()
+    assert proto.receive_data(b"GET /healthz HT") == []
+    assert proto.reading_request()  # the owner times it (router_io: REQUEST_TIMEOUT)
+    events = proto.request_timed_out()
     assert type(events[-1]) is Closed and proto.must_close
+    assert proto.data_to_send().startswith(b"HTTP/1.1 408 ")
+    proto = HttpProtocol()  # a body still coming counts as the request being read
+    proto.receive_data(b"GET / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n01")
+    proto.respond(200, b"ok")  # answered at its head
+    assert proto.reading_request()
+
+
+def test_unread_answers_hold_the_input():
+    proto = HttpProtocol()
+    big = b"x" * (1 << 20)
+    proto.receive_data(_get("/a") + _get("/b"))
+    proto.respond(200, big)
+    assert not proto.wants_input()  # the client reads no answers: its requests wait unread
+    proto.data_to_send()
+    assert proto.wants_input() and [e.target for e in proto.resume()] == ["/b"]
 
 
 def test_head_has_no_body_and_request_bodies_are_skipped():
