@@ -101,11 +101,14 @@ def _on_session_open(self, ssn: Any) -> None:
                                     f"limit. user: {conn.policy_user}, rhost: "
                                     f"{conn.policy_rhost}, vhost: {conn.policy_hostname}")
             self.outbox.append(ipc.PolicyEvent(conn.policy_vhost, "session", 1))
-            _set_condition(lib.pn_session_condition(ssn),
-                           vpolicy.RESOURCE_LIMIT_EXCEEDED, vpolicy.SESSION_DISALLOWED)
-            lib.pn_session_open(ssn)
-            lib.pn_session_close(ssn)
-            self.dirty.add(conn)
+            # The open announced channel-max maxSessions - 1 (_policy_open), so a session past
+            # the count came on a channel above it: a client that pipelined its begins before
+            # the router's open arrived. A framing violation: the connection is closed, as
+            # proton closes one whose begin is above the listener's channel-max (refusing the
+            # session alone left the client's attach on it unanswered and the connection open).
+            _refuse_connection(self, conn, "amqp:connection:framing-error",
+                               f"remote channel is above negotiated channel_max "
+                               f"{settings.max_sessions - 1}")
             return
         conn.n_sessions += 1
         if settings.max_session_window:

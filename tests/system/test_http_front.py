@@ -345,3 +345,57 @@ def test_an_upgrade_on_the_websocket_endpoint_still_works(web):
             chunk = sock.recv(65536)
             assert chunk
             data += chunk
+
+
+# --- 7. begins pipelined past the channel-max a vhost policy sets: a framing error ---------------
+VHOST_TWO_SESSIONS = """
+policy {
+    enableVhostPolicy: true
+    defaultVhost: $default
+}
+vhost {
+    hostname: $default
+    allowUnknownUser: true
+    groups: {
+        "$default": {
+            "remoteHosts": "*",
+            "sources": "*",
+            "targets": "*",
+            "maxSessions": 2
+        }
+    }
+}
+"""
+
+
+def pipelined_begins(sessions: int) -> bytes:
+    """What a proton client sends before any answer: header, open, ``sessions`` begins and an
+    attach on the last session."""
+    import proton
+    transport = proton.Transport(proton.Transport.CLIENT)
+    conn = proton.Connection()
+    conn.container = "pipeliner"
+    transport.bind(conn)
+    conn.open()
+    opened = [conn.session() for _ in range(sessions)]
+    for ssn in opened:
+        ssn.open()
+    sender = opened[-1].sender("pipelined")
+    sender.target.address = "q"
+    sender.open()
+    out = b""
+    while transport.pending() > 0:
+        chunk = transport.peek(transport.pending())
+        out += chunk
+        transport.pop(len(chunk))
+    return out
+
+
+def test_begins_past_the_policy_channel_max_close_the_connection(router_of_kind):
+    """(1.19 refuses the extra session and leaves the connection open, its attach unanswered.)"""
+    router = router_of_kind("ours", VHOST_TWO_SESSIONS)
+    with socket.create_connection(("127.0.0.1", router.port), timeout=TIMEOUT) as sock:
+        sock.sendall(b"AMQP\x00\x01\x00\x00" + pipelined_begins(3)[8:])
+        data, how = ending(sock)
+    assert how in ("eof", "reset"), data
+    assert b"amqp:connection:framing-error" in data, data  # the condition of its close
