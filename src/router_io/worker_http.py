@@ -131,7 +131,11 @@ class HttpMixin:
         # so too while the protocol holds enough unanswered input or unread answers (its
         # back-pressure: pipelined requests wait in the socket, none is refused)
         readable = not stream.eof and stream.proto.wants_input()
-        self.poller.modify(stream, (POLLIN if readable else 0) | (0 if done else POLLOUT))
+        mask = (POLLIN if readable else 0) | (0 if done else POLLOUT)
+        try:
+            self.poller.modify(stream, mask)  # (mask 0 unregisters it until the next one)
+        except KeyError:  # unregistered already by an earlier mask 0
+            pass
 
     def _http_close(self, fd: int) -> None:
         stream = self.http.pop(fd, None)
