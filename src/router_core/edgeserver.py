@@ -19,7 +19,7 @@ from router_core.edge import (
     ADDR_LOOKUP, ADDR_TRACKING, HEARTBEAT, HEARTBEAT_CREDIT, HEARTBEAT_INTERVAL,
     HEARTBEAT_THRESHOLD, LOOKUP_CREDIT, _edge_credit, _edge_emit, _edge_log)
 from router_core.linkends import bind_endpoint
-from router_core.records import KEY_MOBILE, ROLE_EDGE, Link, set_treatment
+from router_core.records import KEY_MOBILE, LINK_EDGE_DOWNLINK, ROLE_EDGE, Link, set_treatment
 from router_core.relay import reachable
 from router_core.transfer import send_router
 # --- end core parts ---
@@ -63,6 +63,7 @@ class EdgeServer:
                 has_capability(source.get("capabilities"), EDGE_DOWNLINK_CAPABILITY):
             link = self._link(core, conn, link_id, direction, name, address, presettled,
                               capacity)
+            link.link_type = LINK_EDGE_DOWNLINK  # (1.19's router.link linkType for it)
             key = CLASS_EDGE + address
             new = key not in core.addrs
             addr = address_of(core, key)

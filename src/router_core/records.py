@@ -51,9 +51,12 @@ LOG_LINK_BLOCKED = 6  # the link found blocked with zero credit (settlement.scan
 LINK_ENDPOINT = 0
 LINK_CONTROL = 1
 LINK_DATA = 2
+# an interior's downlink to an edge (edgeserver.py): never asked for by a worker, named only
+LINK_EDGE_DOWNLINK = 3
 LINK_TYPE_CODES = {"endpoint": LINK_ENDPOINT, "router-control": LINK_CONTROL,
                    "inter-router": LINK_DATA}
 LINK_TYPE_NAMES = {code: name for name, code in LINK_TYPE_CODES.items()}
+LINK_TYPE_NAMES[LINK_EDGE_DOWNLINK] = "edge-downlink"
 
 # A targeted sender's stall (transfer.stall; 1.19's drain when its address has no path):
 # none; stalled (drain flag set, no credit given back); restoring (the address has a

@@ -1,0 +1,83 @@
+"""Details of edge mode as 1.19 has them, each checked the same way on our routers and on
+real Qpid Dispatch 1.19 routers (``QDROUTERD_1X``, see test_mixed_1x.py; the 1.19 cases
+are skipped without it).
+
+``E ==> I``: edge router E with its uplink to interior router I's ``role: edge`` listener;
+``kind`` says whose both routers are (``ours`` or ``1x``).
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import free_port
+from test_edge import TIMEOUT
+from test_edge_mixed_1x import MixedEdges, edge_connector, edge_listener
+from test_link_routes import Mgmt
+from test_mixed_1x import ONE_X
+
+KINDS = ["ours", pytest.param("1x", marks=pytest.mark.skipif(
+    not ONE_X, reason="set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare"))]
+
+
+@pytest.fixture
+def routers(router_factory, tmp_path):
+    net = MixedEdges(router_factory, tmp_path)
+    yield net
+    net.stop()
+
+
+def start(routers, kind: str, router_id: str, mode: str, extra: str = ""):
+    if kind == "ours":
+        return routers.ours(router_id, mode, extra)
+    return routers.one_x(router_id, mode, extra)
+
+
+def edge_pair(routers, kind: str, interior_extra: str = "", edge_extra: str = "") -> tuple:
+    """E ==> I, both of ``kind``; (edge, interior) once I lists E's connection."""
+    port = free_port()
+    interior = start(routers, kind, "Router.I", "interior", edge_listener(port) + interior_extra)
+    edge = start(routers, kind, "Edge.E", "edge", edge_connector(port) + edge_extra)
+    wait_edge_connection(interior)
+    return edge, interior
+
+
+def query(router, entity: str, names: list) -> list:
+    client = Mgmt(router.url)
+    try:
+        return client.query(entity, names)
+    finally:
+        client.close()
+
+
+def wait_edge_connection(interior) -> int:
+    """The identity of the interior's (only) edge connection, once it is there."""
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        rows = [r for r in query(interior, "connection", ["role", "identity"])
+                if r["role"] == "edge"]
+        if rows:
+            return rows[0]["identity"]
+        assert time.monotonic() < deadline, "no edge connection"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_interiors_downlink_is_an_edge_downlink(routers, kind):
+    """router.link on I: the link down to E (its downlink, outgoing) is ``edge-downlink``;
+    the other links on the edge connection stay ``endpoint``."""
+    _, interior = edge_pair(routers, kind)
+    conn_id = str(wait_edge_connection(interior))
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        rows = [r for r in query(interior, "router.link",
+                                 ["linkType", "linkDir", "connectionId", "owningAddr"])
+                if str(r["connectionId"]) == conn_id]
+        downlinks = [(r["linkType"], r["linkDir"]) for r in rows
+                     if r["linkType"] == "edge-downlink"]
+        if downlinks or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert downlinks == [("edge-downlink", "out")], rows
+    assert {r["linkType"] for r in rows} == {"edge-downlink", "endpoint"}, rows
