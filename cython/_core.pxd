@@ -495,7 +495,7 @@ cdef class RouterCore:
     cdef public double stuck_interval, stuck_age, stuck_next_scan
     cdef public dict auto_links
     cdef readonly dict exchanges, bindings
-    cdef public object edge
+    cdef public object edge, heartbeats
     cdef public double al_next_retry, sl_next_scrub
     cdef public list al_logs
     cdef public bint log_info

@@ -71,6 +71,7 @@ def temp_address(router_id: str, rand: str, target: bool = False, edge: bool = F
 
 FALLBACK_CAPABILITY = b"qd.fallback"
 EDGE_DOWNLINK_CAPABILITY = b"qd.router-edge-downlink"
+HEARTBEAT_ADDRESS = "_$qd.edge_heartbeat"  # 1.19's heartbeat server (every router mode)
 
 
 def has_capability(encoded: object, name: bytes) -> bool:

@@ -110,7 +110,7 @@ from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
     delete_link_route, on_delivery_tag, on_in_drained, on_sender_state)
 from router_core.edge import EdgeUplink
-from router_core.edgeserver import EdgeServer
+from router_core.edgeserver import EdgeServer, HeartbeatServer
 from router_core.records import MODE_CODES, MODE_EDGE, MODE_INTERIOR, STALL_NONE, Link
 from router_core.relay import on_control_send, on_remote_address, on_route_update
 from router_core.settlement import (
@@ -250,6 +250,7 @@ class RouterCore:
         # edge mode (edge.py): an edge router's uplink, or an interior router's service of
         # its edge connections; None in standalone mode
         self.edge = None
+        self.heartbeats = HeartbeatServer(self)  # every mode, as 1.19's (edgeserver.py)
         if self.mode == MODE_EDGE:
             self.edge = EdgeUplink(self)
         elif self.mode == MODE_INTERIOR:
@@ -314,8 +315,9 @@ class RouterCore:
             self.stuck_next_scan = now + self.stuck_interval
             scan_stuck(self, self.stuck_age)
             scan_blocked(self, self.stuck_age)
-        if self.edge is not None:  # heartbeats sent (edge) or watched (interior): edge.py
+        if self.edge is not None:  # heartbeats sent (edge): edge.py
             self.edge.tick(self, now)
+        self.heartbeats.tick(self, now)
         if now >= self.sl_next_scrub:
             self.sl_next_scrub = now + SCRUB_INTERVAL
             for link in idle_surplus(self):

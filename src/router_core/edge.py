@@ -40,7 +40,7 @@ from typing import Any
 
 from router_core import edgemsg
 from router_core.edgeroutes import LinkRouteProxy
-from router_core.addressing import EDGE_DOWNLINK_CAPABILITY, EDGE_UPLINK_KEY
+from router_core.addressing import EDGE_DOWNLINK_CAPABILITY, EDGE_UPLINK_KEY, HEARTBEAT_ADDRESS
 from common.ipc import (
     DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_REJECTED, TERMINUS_SOURCE, TERMINUS_TARGET,
     LinkFlow, LinkRefuse, UpdateIn, terminus)
@@ -55,7 +55,7 @@ from router_core.transfer import on_flow, release_held, release_queue, send_rout
 # --- end core parts ---
 
 ADDR_TRACKING = "_$qd.edge_addr_tracking"
-HEARTBEAT = "_$qd.edge_heartbeat"
+HEARTBEAT = HEARTBEAT_ADDRESS
 ADDR_LOOKUP = "_$qd.addr_lookup"
 MANAGEMENT = "$management"
 LOOKUP_CREDIT = 32     # 1.19's address lookup server window

@@ -12,7 +12,8 @@ from router_core import edgemsg
 from router_core.addressing import CLASS_EDGE, EDGE_DOWNLINK_CAPABILITY, has_capability
 from router_core.corestate import DIST_BALANCED
 from common.ipc import (
-    DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_REJECTED, CloseConnection, LinkOpen, UpdateIn)
+    DIR_IN, DIR_OUT, STATE_ACCEPTED, STATE_REJECTED, CloseConnection, LinkOpen, LinkRefuse,
+    UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.addrkeys import address_of, key_of
 from router_core.edge import (
@@ -38,14 +39,13 @@ def _streaming_from(core: Any, conn: Any) -> bool:
 
 
 class EdgeServer:
-    """The interior router's side: edge connections' downlinks, tracking and heartbeats."""
+    """The interior router's side: edge connections' downlinks, tracking and lookups (their
+    heartbeats: HeartbeatServer below, as on any connection)."""
 
     def __init__(self, core: Any) -> None:
         self.trackers = {}   # edge connection id -> its tracking link (router -> edge)
         self.senders = {}    # mobile key -> {edge connection id: targeted senders}
         self.sent = {}       # (connection id, key) -> the last update sent
-        self.heartbeats = {}  # heartbeat link id -> core time of its last heartbeat
-        self.next_check = 0.0
 
     def conn_opened(self, core: Any, conn: Any) -> None:
         return
@@ -58,7 +58,7 @@ class EdgeServer:
     def attach(self, core: Any, conn: Any, link_id: Any, direction: int, name: str,
                address: Any, presettled: Any, capacity: int, source: Any) -> bool:
         """An edge connection's link this module serves: True when it attached it (the
-        downlink, the tracking receiver, a heartbeat sender); False: an ordinary endpoint."""
+        downlink, the tracking receiver, a lookup sender); False: an ordinary endpoint."""
         if direction == DIR_OUT and address is not None and source is not None and \
                 has_capability(source.get("capabilities"), EDGE_DOWNLINK_CAPABILITY):
             link = self._link(core, conn, link_id, direction, name, address, presettled,
@@ -82,62 +82,30 @@ class EdgeServer:
                     if addr is not None:
                         self.update(core, conn.conn_id, key, can_send(core, addr, conn))
             return True
-        if direction == DIR_IN and (address == HEARTBEAT or address == ADDR_LOOKUP):
-            link = self._link(core, conn, link_id, direction, name, address, presettled,
-                              capacity)
+        if direction == DIR_IN and address == ADDR_LOOKUP:
+            link = _served_link(core, conn, link_id, direction, name, address, presettled,
+                                capacity)
             link.endpoint = self
             link.credited = True
-            _edge_credit(core, link, HEARTBEAT_CREDIT if address == HEARTBEAT else LOOKUP_CREDIT)
-            if address == HEARTBEAT:
-                self.heartbeats[link_id] = core.now
+            _edge_credit(core, link, LOOKUP_CREDIT)
             return True
         return False
 
     @staticmethod
     def _link(core: Any, conn: Any, link_id: Any, direction: int, name: str, address: Any,
               presettled: Any, capacity: int) -> Any:
-        link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
-        link.rate_at = link.zero_at = core.now
-        core.links[link_id] = link
-        conn.links[link_id] = link
-        _edge_emit(core, conn.peer, LinkOpen(link_id, address))
-        return link
+        return _served_link(core, conn, link_id, direction, name, address, presettled, capacity)
 
     def transfer(self, core: Any, link: Any, dlv_id: Any, settled: bool, payload: Any) -> None:
-        """A heartbeat (accepted and dropped) or an address lookup request (answered);
-        its credit back."""
-        state = STATE_ACCEPTED
-        if link.address == ADDR_LOOKUP:
-            state = lookup(core, link, payload)
-        elif link.link_id in self.heartbeats:
-            self.heartbeats[link.link_id] = core.now
+        """An address lookup request (answered); its credit back."""
+        state = lookup(core, link, payload)
         if not settled:
             link.in_unsettled -= 1
             _edge_emit(core, link.peer, UpdateIn(dlv_id, state, True, None))
         _edge_credit(core, link, 1)
 
     def tick(self, core: Any, now: float) -> None:
-        """1.19's heartbeat server: every 2 s, an edge whose heartbeat sender has been silent
-        for more than 8 s has its connection closed."""
-        if now < self.next_check or not self.heartbeats:
-            return
-        self.next_check = now + HEARTBEAT_INTERVAL
-        for link_id, last in list(self.heartbeats.items()):
-            link = core.links.get(link_id)
-            if link is None or link.closed:
-                del self.heartbeats[link_id]
-            elif now - last > HEARTBEAT_THRESHOLD:
-                conn = link.conn
-                if _streaming_from(core, conn):
-                    # a worker may have stopped reading one end (a streamed message past its
-                    # window, Q2): the heartbeats (or the credit for them) wait behind that
-                    # message's bytes. 1.19 never stops reading a connection.
-                    self.heartbeats[link_id] = now
-                    continue
-                del self.heartbeats[link_id]
-                _edge_log(core, f"[C{conn.conn_id}] Lost heartbeat from container "
-                                f"{conn.container}, closing connection")
-                _edge_emit(core, conn.peer, CloseConnection(conn.conn_id, "", ""))
+        return  # (heartbeats: HeartbeatServer, every mode)
 
     def producer_bound(self, core: Any, link: Any, addr: Any) -> None:
         conn = link.conn
@@ -189,6 +157,77 @@ class EdgeServer:
             send_router(core, link, None, True, payload, None, -1)
         else:
             link.queue.append(payload)  # sent as credit comes (transfer.drain_queue)
+
+
+def _served_link(core: Any, conn: Any, link_id: Any, direction: int, name: str, address: Any,
+                 presettled: Any, capacity: int) -> Any:
+    """A link the core itself serves on ``conn``, attached."""
+    link = Link(link_id, conn, direction, name, address, bool(presettled), capacity)
+    link.rate_at = link.zero_at = core.now
+    core.links[link_id] = link
+    conn.links[link_id] = link
+    _edge_emit(core, conn.peer, LinkOpen(link_id, address))
+    return link
+
+
+class HeartbeatServer:
+    """1.19's heartbeat server, bound to ``_$qd.edge_heartbeat`` in every router mode (an
+    edge's uplink sends there; so may any client): a sender gets a window of 2 and each
+    heartbeat is accepted and dropped; a receiver is refused; a connection whose heartbeat
+    sender has been silent for more than 8 s is closed (checked every 2 s)."""
+
+    def __init__(self, core: Any) -> None:
+        self.heartbeats = {}  # heartbeat link id -> core time of its last heartbeat
+        self.next_check = 0.0
+        addr = address_of(core, key_of(core, HEARTBEAT))  # listed as 1.19 lists it
+        set_treatment(addr, DIST_BALANCED, -1)
+        addr.refs += 1  # held for the router's life
+
+    def attach(self, core: Any, conn: Any, link_id: Any, direction: int, name: str,
+               presettled: Any, capacity: int) -> None:
+        who = f"(container={conn.container})"
+        if direction == DIR_OUT:
+            _edge_log(core, f"Attempt to attach to heartbeat server rejected {who}")
+            _edge_emit(core, conn.peer, LinkRefuse(
+                link_id, "amqp:not-allowed", f"{HEARTBEAT} takes heartbeats: no receivers"))
+            return
+        link = _served_link(core, conn, link_id, direction, name, HEARTBEAT, presettled,
+                            capacity)
+        link.endpoint = self
+        link.credited = True
+        _edge_credit(core, link, HEARTBEAT_CREDIT)
+        self.heartbeats[link_id] = core.now
+        _edge_log(core, f"[C{conn.conn_id}] Client attached to heartbeat server {who}")
+
+    def transfer(self, core: Any, link: Any, dlv_id: Any, settled: bool, payload: Any) -> None:
+        """A heartbeat: accepted and dropped, its credit back."""
+        if link.link_id in self.heartbeats:
+            self.heartbeats[link.link_id] = core.now
+        if not settled:
+            link.in_unsettled -= 1
+            _edge_emit(core, link.peer, UpdateIn(dlv_id, STATE_ACCEPTED, True, None))
+        _edge_credit(core, link, 1)
+
+    def tick(self, core: Any, now: float) -> None:
+        if now < self.next_check or not self.heartbeats:
+            return
+        self.next_check = now + HEARTBEAT_INTERVAL
+        for link_id, last in list(self.heartbeats.items()):
+            link = core.links.get(link_id)
+            if link is None or link.closed:
+                del self.heartbeats[link_id]
+            elif now - last > HEARTBEAT_THRESHOLD:
+                conn = link.conn
+                if _streaming_from(core, conn):
+                    # a worker may have stopped reading one end (a streamed message past its
+                    # window, Q2): the heartbeats (or the credit for them) wait behind that
+                    # message's bytes. 1.19 never stops reading a connection.
+                    self.heartbeats[link_id] = now
+                    continue
+                del self.heartbeats[link_id]
+                _edge_log(core, f"[C{conn.conn_id}] Lost heartbeat from container "
+                                f"{conn.container}, closing connection")
+                _edge_emit(core, conn.peer, CloseConnection(conn.conn_id, "", ""))
 
 
 def can_send(core: Any, addr: Any, conn: Any) -> bool:

@@ -18,7 +18,7 @@ supervisor.
 """
 from typing import Any
 
-from router_core.addressing import FALLBACK_CAPABILITY, has_capability
+from router_core.addressing import FALLBACK_CAPABILITY, HEARTBEAT_ADDRESS, has_capability
 from common.ipc import DIR_IN, TERMINUS_COORDINATOR, CloseConnection, DetachLink, LinkRefuse
 from router_core.corelog import opened_text
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
@@ -272,6 +272,9 @@ def on_attach(core: Any, peer: Any, cmd: Any) -> None:
     action = ATTACH_RULES.get((conn.role, type_code, core.mode == MODE_INTERIOR), 0)
     if action == A_ATTACH_ENDPOINT and conn.role == ROLE_EDGE and core.mode != MODE_EDGE:
         action = A_REFUSE_ROLE  # a standalone router has no edge connections (1.19)
+    if address == HEARTBEAT_ADDRESS and (action == A_ATTACH_ENDPOINT or action == A_ATTACH_EDGE):
+        core.heartbeats.attach(core, conn, link_id, direction, name, presettled, capacity)
+        return  # 1.19's heartbeat server, bound in every mode (edgeserver.py)
     if action == A_ATTACH_EDGE:
         if core.edge is not None and core.edge.attach(core, conn, link_id, direction, name,
                                                       address, presettled, capacity, source):

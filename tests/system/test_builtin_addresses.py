@@ -10,8 +10,8 @@ assertions hold for both, which is how the rows were compared):
 * a dynamic (temporary) address is balanced, and the agent's replies to it count as
   from-process deliveries (``deliveriesFromContainer``), not ingress.
 
-Not listed here (1.19 has them for edge routers, which this router does not support):
-``_$qd.edge_heartbeat``, ``_$qd.addr_lookup``, ``_$qd.edge_addr_tracking``.
+Not listed here: ``_$qd.edge_heartbeat`` (every mode; test_edge_fidelity.py),
+``_$qd.addr_lookup`` and ``_$qd.edge_addr_tracking`` (edge mode).
 """
 from __future__ import annotations
 

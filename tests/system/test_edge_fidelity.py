@@ -81,3 +81,44 @@ def test_the_interiors_downlink_is_an_edge_downlink(routers, kind):
         time.sleep(0.2)
     assert downlinks == [("edge-downlink", "out")], rows
     assert {r["linkType"] for r in rows} == {"edge-downlink", "endpoint"}, rows
+
+
+HEARTBEAT = "_$qd.edge_heartbeat"
+
+
+@pytest.mark.parametrize("mode", ["standalone", "edge"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_heartbeat_address_served_in_every_mode(routers, kind, mode):
+    """1.19's heartbeat server on a client connection, whatever the router's mode: a receiver
+    is refused, a sender gets a window of 2 and its heartbeat is accepted, the address is
+    listed (mobile, balanced); a connection whose heartbeat sender falls silent is closed."""
+    from proton import Message
+    from proton import ConnectionException
+    from proton.utils import BlockingConnection, LinkDetached
+    router = start(routers, kind, "Router.H", mode)
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        with pytest.raises(LinkDetached):
+            conn.create_receiver(HEARTBEAT)
+    finally:
+        conn.close()
+    rows = {r["key"]: r["distribution"]
+            for r in query(router, "router.address", ["key", "distribution"])}
+    assert rows.get("M0" + HEARTBEAT) == "balanced", rows
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        snd = conn.create_sender(HEARTBEAT)
+        conn.wait(lambda: snd.link.credit > 0, timeout=TIMEOUT)
+        assert snd.link.credit == 2
+        dlv = snd.send(Message(body="beat"))
+        assert dlv.remote_state == dlv.ACCEPTED
+        # then silence: the router closes the connection (8 s without a heartbeat)
+        # (1.19 drops the socket, ours closes the connection: the client raises for either;
+        # a Timeout would be a failure)
+        with pytest.raises(ConnectionException):
+            conn.wait(lambda: conn.conn.state & conn.conn.REMOTE_CLOSED, timeout=TIMEOUT)
+    finally:
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 - closed by the router already
+            pass
