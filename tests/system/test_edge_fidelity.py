@@ -122,3 +122,38 @@ def test_heartbeat_address_served_in_every_mode(routers, kind, mode):
             conn.close()
         except Exception:  # noqa: BLE001 - closed by the router already
             pass
+
+
+def answering_routers(router, rounds: int = 6, count: int = 8) -> list:
+    """The router id in each answer to router QUERYs sent on one ``$management`` sender of
+    one client connection, ``count`` at a time (paced over a few seconds: long enough for an
+    edge's proxy of the address, if it made one, to be attached on its uplink)."""
+    from proton import Message
+    from proton.utils import BlockingConnection
+    conn = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        reply = conn.create_receiver(None, dynamic=True, credit=count)
+        snd = conn.create_sender("$management")
+        ids = []
+        for _ in range(rounds):
+            for _ in range(count):
+                snd.send(Message(reply_to=reply.remote_source.address,
+                                 properties={"operation": "QUERY", "type": "org.amqp.management",
+                                             "entityType": "org.apache.qpid.dispatch.router"},
+                                 body={"attributeNames": ["id"]}))
+            for _ in range(count):
+                answer = reply.receive(timeout=TIMEOUT)
+                assert answer.properties["statusCode"] == 200
+                ids.append(answer.body["results"][0][0])
+            time.sleep(0.5)
+        return ids
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_management_requests_on_an_edge_reach_the_edge(routers, kind):
+    """E ==> I, a client of E sends management requests to ``$management``: every one is
+    answered by E's own agent (the address its agent serves is not proxied to I)."""
+    edge, _ = edge_pair(routers, kind)
+    assert answering_routers(edge) == ["Edge.E"] * 48
