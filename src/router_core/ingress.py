@@ -48,6 +48,7 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
         core.ingress_container += 1
     addr = link.addr
     key = None
+    uplink = None  # an edge's anonymous multicast: the uplink's sender gets a copy too
     if addr is None:
         if link.endpoint is not None:  # a core endpoint's (edge.py): it takes the message
             if settled:
@@ -62,11 +63,13 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
         if to is not None:
             key = phase_key(core.rules, key_of(core, to), DIR_IN)
             addr = core.addrs.get(key)
-            if (core.mode == MODE_EDGE and link.conn.role != ROLE_EDGE
-                    and (addr is None or (not addr.consumers and addr.dist != DIST_MULTICAST))):
-                # 1.19's edge router: an anonymous delivery for an address with no
-                # destination here goes up the uplink (the interior knows the network)
-                addr = core.edge.edge_addr
+            if core.mode == MODE_EDGE and link.conn.role != ROLE_EDGE:
+                if addr is None or (not addr.consumers and addr.dist != DIST_MULTICAST):
+                    # 1.19's edge router: an anonymous delivery for an address with no
+                    # destination here goes up the uplink (the interior knows the network)
+                    addr = core.edge.edge_addr
+                elif addr.dist == DIST_MULTICAST:
+                    uplink = core.edge.edge_addr  # (1.19: and a multicast one goes up too)
     if settled:
         link.presettled_count += 1
         if not own:
@@ -84,6 +87,9 @@ def on_transfer(core: Any, peer: Any, cmd: Any) -> None:
             to_fallback(core, link, dlv_id, settled, priority, payload, addr, None, None)
         elif link.conn.role == ROLE_EDGE:
             forward_no_echo(core, link, dlv_id, settled, priority, payload, addr)
+        elif uplink is not None and uplink.consumers and uplink is not addr:
+            forward_with_uplink(core, link, dlv_id, settled, priority, payload, addr,
+                                uplink.consumers[0])
         else:
             addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
     elif key is not None and unavailable(core, key):
@@ -140,6 +146,23 @@ def forward_no_echo(core: Any, link: Any, dlv_id: Any, settled: bool, priority: 
         addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
         return
     addr.consumers = [c for c in consumers if c.conn is not conn]
+    try:
+        addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
+    finally:  # (forwarding attaches nothing: the list is as it was)
+        addr.consumers = consumers
+
+
+def forward_with_uplink(core: Any, link: Any, dlv_id: Any, settled: bool, priority: int,
+                        payload: Any, addr: Any, up: Any) -> None:
+    """An anonymous delivery on an edge for a multicast address: its consumers here and the
+    uplink's anonymous sender ``up`` (the interior's receivers), as 1.19 sends it; unless a
+    proxy of the address on the uplink is a consumer already (it carries the copy)."""
+    consumers = addr.consumers
+    for consumer in consumers:
+        if consumer.conn is up.conn:
+            addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
+            return
+    addr.consumers = consumers + [up]
     try:
         addr.fwd.forward(core, link, dlv_id, settled, priority, payload, addr, None, None)
     finally:  # (forwarding attaches nothing: the list is as it was)

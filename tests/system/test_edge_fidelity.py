@@ -157,3 +157,42 @@ def test_management_requests_on_an_edge_reach_the_edge(routers, kind):
     answered by E's own agent (the address its agent serves is not proxied to I)."""
     edge, _ = edge_pair(routers, kind)
     assert answering_routers(edge) == ["Edge.E"] * 48
+
+
+def settle_all(taken: list) -> list:
+    for _msg, dlv in taken:
+        dlv.settle()
+    return taken
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_anonymous_multicast_on_an_edge_goes_up_too(routers, kind):
+    """E ==> I, receivers of ``multicast.both`` on E and on I, an anonymous sender on E: each
+    message reaches both receivers (1.19 sends a copy up the uplink as well as the local
+    one)."""
+    from proton import Message
+    from clients import collect, take
+    from test_edge import clients
+    edge, interior = edge_pair(routers, kind)
+    with clients(edge, interior) as (ce, ci):
+        rcv_e = ce.create_receiver("multicast.both", credit=100)
+        rcv_i = ci.create_receiver("multicast.both", credit=100)
+        anon = ce.create_sender(None)
+        deadline = time.monotonic() + TIMEOUT
+        up = False  # probes until one reached I (the uplink's sender is attached)
+        while not up:
+            assert time.monotonic() < deadline, "no probe reached the interior"
+            if anon.link.credit > 0:
+                anon.link.send(Message(address="multicast.both", body="probe")).settle()
+            for _ in range(20):
+                for c in (ce, ci):
+                    c.container.timeout = 0.01
+                    c.container.process()
+            up = bool(settle_all(take(rcv_i)))
+        time.sleep(0.5)
+        settle_all(take(rcv_e) + take(rcv_i))
+        for i in range(3):
+            anon.link.send(Message(address="multicast.both", body=f"m{i}")).settle()
+        got = collect([ce, ci], [rcv_e, rcv_i], expect=None, idle=2.0, timeout=TIMEOUT)
+        got = [[b for b in bodies if b != "probe"] for bodies in got]
+        assert got == [["m0", "m1", "m2"]] * 2, got
