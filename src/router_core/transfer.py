@@ -19,7 +19,8 @@ from common.ipc import (
     LinkStall, RouterDeliver, UpdateIn)
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.records import (
-    LINK_CONTROL, LINK_DATA, ROLE_EDGE, ROLE_INTERNAL, STALL_NONE, STALL_ON, STALL_RESTORING,
+    LINK_CONTROL, LINK_DATA, ROLE_EDGE, ROLE_INTER_ROUTER, ROLE_INTERNAL, STALL_NONE, STALL_ON,
+    STALL_RESTORING,
     Address, InDelivery, Link, OutDelivery, _effect, _fields, _held_queues, _in_delivery,
     _out_delivery, _own)
 from router_core.linkroute import held_tag_out, mirror_credit, routed_sent, tag_held, tag_next
@@ -47,7 +48,10 @@ def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
     addr = link.addr
     if not link.fallback:  # (1.19: a fallback store is not egress)
         addr.egress += 1
-        if link.conn.role != ROLE_INTERNAL:  # (1.19: its agent takes them in-process)
+        role = link.conn.role
+        if role == ROLE_INTER_ROUTER:  # a link-routed link toward another router (1.19)
+            core.transit += 1
+        elif role != ROLE_INTERNAL:  # (1.19: its agent takes them in-process)
             core.egress += 1
     if link.to_container:
         addr.to_container += 1

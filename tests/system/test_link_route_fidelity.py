@@ -321,3 +321,41 @@ def test_routed_links_owning_addr_in_1_19(mixed, tag_container):
     x = mixed.add_1x("X", extra=routes(port))
     wait_active(x)
     assert routed_owning_addrs(x.url) == ["M0tagq.owning", "M0tagq.owning"]
+
+
+COUNTERS = ["deliveriesIngress", "deliveriesEgress", "deliveriesTransit"]
+
+
+def counters(router) -> list:
+    client = Mgmt(router.url)
+    try:
+        row = client.query("router", COUNTERS)[0]
+    finally:
+        client.close()
+    return [row[name] for name in COUNTERS]
+
+
+@pytest.mark.parametrize("kind", ["ours", pytest.param("1x", marks=pytest.mark.skipif(
+    not ONE_X, reason="set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix"))])
+def test_routed_deliveries_between_routers_count_as_transit(mixed, tag_container, kind):
+    """client ── A ── B ── container: a link-routed delivery that leaves a router on an
+    inter-router connection is transit there (1.19), not egress; arriving on one it is
+    ingress. Each router's counters move by the same amounts on ours and on 1.19."""
+    port, container = tag_container
+    if kind == "ours":
+        mixed.add("B", extra=routes(port))
+        a = mixed.add("A", connect_to=(("B", 1),))
+        b = mixed["B"]
+    else:
+        b = mixed.add_1x("X", extra=routes(port))
+        a = mixed.add_1x("Y", connect_to=(("X", 1),))
+    wait_remote(a)
+    before = counters(a), counters(b)
+    check(a.url, container)
+    after = counters(a), counters(b)
+    moved = [[n - m for n, m in zip(x, y)] for x, y in zip(after, before)]
+    # A: the client's 3 (its fourth is refused, tag too long) on to B (transit), B's 2 to
+    # the client (egress); B: A's 3 to the container (egress), the container's 2 on to A
+    # (transit). Each router also counts one management request (ingress) and its answer
+    # (egress) between the two readings.
+    assert moved == [[6, 3, 3], [6, 4, 2]]
