@@ -33,6 +33,7 @@ from router_core.records import (
 from router_core.linkends import (
     PROTOCOL_ERROR, attach_endpoint, attach_router_link, attached_out, detach_offending,
     detach_partner, detached_out, drop_link, protocol_error, router_down)
+from router_core.streaming import drop_stream_link
 # --- end core parts ---
 
 # qdrouterd -T: 1.19's test endpoints refuse these attaches (qd:forbidden) from clients; key ->
@@ -362,6 +363,8 @@ def _link_gone(core: Any, peer: Any, link_id: Any, closed: bool, error: str,
     if action == A_DETACH:
         link.closed = True
         if link.peer_link is not None and not lost:  # link-routed: the other side gets it
+            if core.streams:  # a message still arriving is aborted before the detach (1.19)
+                drop_stream_link(core, link)
             condition, description = split_condition(error)
             detach_partner(core, link, condition, description, closed)
         drop_link(core, link)
