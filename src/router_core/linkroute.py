@@ -552,10 +552,17 @@ def on_sender_state(core: Any, peer: Any, cmd: Any) -> None:
     transactional send, received, an extension state): the delivery forwarded for it gets the
     same state (DeliverState), as 1.19 moves it. A delivery the core still holds (no credit
     yet, or queued toward another router) keeps the state until it is sent
-    (:func:`routed_sent`); the latest state given wins. Multicast copies get none (1.19
-    neither)."""
+    (:func:`routed_sent`); the latest state given wins. Every multicast copy gets it too (a
+    copy still queued when it is sent: :func:`copy_sent`), as 1.19 passes it on."""
     dlv = core.in_unsettled.get(cmd[0])
-    if dlv is None or dlv.multicast:
+    if dlv is None:
+        return
+    if dlv.multicast:
+        for out in dlv.copies or ():
+            if out is not None:
+                core._emit(out.link.peer, DeliverState(out.out_id, cmd[1], cmd[2]))
+        if dlv.pending:  # (forgotten when its last queued copy is sent: copy_unqueued)
+            core.lr.held_states[dlv.dlv_id] = (cmd[1], cmd[2])
         return
     out = dlv.out
     if out is None:
@@ -571,6 +578,14 @@ def routed_sent(core: Any, dlv: Any) -> None:
     state = core.lr.held_states.pop(dlv.dlv_id, None)
     if state is not None and dlv.out is not None:
         core._emit(dlv.out.link.peer, DeliverState(dlv.out.out_id, state[0], state[1]))
+
+
+def copy_sent(core: Any, dlv: Any, out: Any) -> None:
+    """A multicast copy that waited in the core was sent: the state its sender gave the
+    delivery meanwhile follows it (DeliverState)."""
+    state = core.lr.held_states.get(dlv.dlv_id)
+    if state is not None and out is not None:
+        core._emit(out.link.peer, DeliverState(out.out_id, state[0], state[1]))
 
 
 def on_delivery_tag(core: Any, peer: Any, cmd: Any) -> None:

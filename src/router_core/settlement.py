@@ -202,6 +202,8 @@ def copy_unqueued(core: Any, dlv: InDelivery) -> None:
     """One queued multicast copy left its queue (sent or dropped)."""
     dlv.pending -= 1
     if dlv.pending == 0:
+        if core.lr.held_states:  # its sender's state, kept for the queued copies
+            core.lr.held_states.pop(dlv.dlv_id, None)
         stop_holding(core, dlv)
 
 

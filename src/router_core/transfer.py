@@ -23,7 +23,8 @@ from router_core.records import (
     STALL_RESTORING,
     Address, InDelivery, Link, OutDelivery, _effect, _fields, _held_queues, _in_delivery,
     _out_delivery, _own)
-from router_core.linkroute import held_tag_out, mirror_credit, routed_sent, tag_held, tag_next
+from router_core.linkroute import (
+    copy_sent, held_tag_out, mirror_credit, routed_sent, tag_held, tag_next)
 from router_core.settlement import (
     copy_done, copy_unqueued, count_outcome, credit_seen, forget_out, release_waiting, settle_in,
     unhold)
@@ -354,6 +355,8 @@ def drain_queue(core: Any, link: Link) -> None:
         if dlv.multicast:
             if not dlv.settled:
                 dlv.copies.append(sent)
+                if core.lr.held_states:
+                    copy_sent(core, dlv, sent)  # its sender's state, given while it waited
             copy_unqueued(core, dlv)
         else:
             if not dlv.settled:
