@@ -183,9 +183,11 @@ def test_inter_router_links_classified_with_priorities(core_cls):
             v = views[link_id]
             assert (v["linkType"], v["linkDir"], v["priority"]) == ("inter-router", direction, p)
             assert v["owningAddr"] is None
-    # no address but the routing protocol's own (1.19's built-in rows, corestate)
+    # no address but the routing protocol's own (1.19's built-in rows, corestate) and the
+    # heartbeat server's (every mode)
     assert sorted(a["key"] for a in snap["addresses"]) == [
-        "Lqdhello", "Lqdrouter", "Lqdrouter.ma", "Tqdrouter", "Tqdrouter.ma"]
+        "Lqdhello", "Lqdrouter", "Lqdrouter.ma", "M0_$qd.edge_heartbeat", "Tqdrouter",
+        "Tqdrouter.ma"]
 
 
 def test_inter_router_deliveries_reach_local_consumers(core_cls):
@@ -698,11 +700,12 @@ def test_settle_in_while_held_frees_credit(h):
 
 def test_addresses_come_and_go_with_links(h):
     h.conn(1).receiver(20, 1, "q").sender(10, 1, "q")
-    assert h.snap()["router"]["addrCount"] == 1
+    # (1 more: the heartbeat server's address, held for the router's life)
+    assert h.snap()["router"]["addrCount"] == 2
     h.do(LinkDetach(20, True, ""))
     assert h.addr("M0q")["subscriberCount"] == 0
     h.do(LinkDetach(10, True, ""))
-    assert h.snap()["router"]["addrCount"] == 0
+    assert h.snap()["router"]["addrCount"] == 1
 
 
 def test_transfer_on_unknown_link_is_released(h):
