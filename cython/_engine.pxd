@@ -281,7 +281,7 @@ cdef inline object _cdata(str ctype, size_t ptr):
 cdef class Link:
     cdef public object link_id, ptr, key, conn, direction, anonymous, sent, flow, open, local
     cdef public object link_type, router, queued, drain_after, max_size, check, capped, awaiting
-    cdef public object draining, routed, settle_for_receiver, stream, out_stream, waiting
+    cdef public object draining, routed, settle_for_receiver, stream, out_stream, waiting, half
 
 
 # Connection: a final cdef class that keeps a __dict__ (most of its attributes, and the push

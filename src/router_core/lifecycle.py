@@ -24,7 +24,8 @@ from router_core.corelog import opened_text
 from router_core.policycount import RESOURCE_LIMIT_EXCEEDED
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
 from router_core.linkroute import (
-    container_closed, container_opened, drop_conn_routes, route_attach, split_condition)
+    answer_detach, answers_lost, await_answer, container_closed, container_opened,
+    drop_conn_routes, route_attach, split_condition)
 from router_core.records import (
     LINK_CONTROL, LINK_DATA, LINK_ENDPOINT, LINK_TYPE_CODES, LINK_TYPE_NAMES, LOG_CONN_CLOSED,
     LOG_CONN_OPENED, LOG_LINK_ATTACHED, LOG_LINK_DETACHED, LOG_LINK_LOST, MODE_EDGE, MODE_INTERIOR,
@@ -200,6 +201,8 @@ def _close(core: Any, conn: Connection, lost: bool = False) -> None:
     router_down(core, conn)
     if core.lr.conn_routes:
         drop_conn_routes(core, conn)
+    if core.lr.answers:
+        answers_lost(core, conn)
     if conn.role == ROLE_ROUTE_CONTAINER:
         container_closed(core, conn)
     if core.edge is not None:
@@ -365,6 +368,7 @@ def _link_gone(core: Any, peer: Any, link_id: Any, closed: bool, error: str,
         if link.peer_link is not None and not lost:  # link-routed: the other side gets it
             if core.streams:  # a message still arriving is aborted before the detach (1.19)
                 drop_stream_link(core, link)
+            await_answer(core, link, link.peer_link)  # (answered with the partner's answer)
             condition, description = split_condition(error)
             detach_partner(core, link, condition, description, closed)
         drop_link(core, link)
@@ -374,6 +378,8 @@ def _link_gone(core: Any, peer: Any, link_id: Any, closed: bool, error: str,
         if link.owner is not None:
             detached_out(core, link, error)
     elif action == A_IGNORE:
+        if core.lr.answers and answer_detach(core, link_id, closed, error, lost):
+            return  # the answer to a detach passed on to it (linkroute.await_answer)
         if core.mode == MODE_EDGE:  # a client's attach may still wait for a lookup (edge.py)
             core.edge.cancel(link_id)
     else:

@@ -29,8 +29,8 @@ core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router
 from typing import Any, Optional
 
 from common.ipc import (
-    DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, DeliverState, DeliverTag, Drained, LinkDrain,
-    LinkOpen, LinkRefuse, LocalAddress)
+    DIR_IN, DIR_OUT, TERMINUS_COORDINATOR, DeliverState, DeliverTag, DetachLink, Drained,
+    LinkDrain, LinkOpen, LinkRefuse, LocalAddress)
 from common.linkroutes import KEY_DIRECTION, route_key, route_pattern
 from router_core.addressing import normalize as normalize_address
 from router_core.corestate import DIST_CLOSEST
@@ -108,7 +108,7 @@ class LinkRouteTable:
     """Every link route and route address of one core, and the matchers per direction."""
 
     __slots__ = ("routes", "addrs", "matchers", "by_rule", "logs", "conn_routes", "held_states",
-                 "held_tags")
+                 "held_tags", "answers")
 
     def __init__(self) -> None:
         self.logs = []              # (level, text) for the core process's log (take_logs)
@@ -121,6 +121,9 @@ class LinkRouteTable:
         # the client's tag of a routed delivery the core holds: in dlv_id -> tag, passed on
         # when it is sent (routed_sent), gone with unhold
         self.held_tags = {}
+        # a routed link its peer detached, whose answer is its partner's peer's answer
+        # (await_answer): partner link_id -> (peer, link_id, partner's conn_id)
+        self.answers = {}
         self.addrs = {}             # key -> RouteAddress
         self.matchers = [None, None]  # DIR_IN / DIR_OUT -> AddressRules over the patterns
         self.by_rule = [[], []]     # DIR_* -> RouteAddress of each rule, by rule order
@@ -586,6 +589,36 @@ def copy_sent(core: Any, dlv: Any, out: Any) -> None:
     state = core.lr.held_states.get(dlv.dlv_id)
     if state is not None and out is not None:
         core._emit(out.link.peer, DeliverState(out.out_id, state[0], state[1]))
+
+
+def await_answer(core: Any, link: Link, partner: Link) -> None:
+    """``link``'s peer detached it; its worker answers only when told (DetachLink): with what
+    ``partner``'s peer answers to the detach passed on to it, as 1.19 relays it."""
+    if not partner.closed:
+        core.lr.answers[partner.link_id] = (link.peer, link.link_id, partner.conn.conn_id)
+
+
+def answer_detach(core: Any, link_id: Any, closed: bool, error: str, lost: bool) -> bool:
+    """The peer's answer (LinkDetach, or LinkLost) for a partner detached by
+    :func:`await_answer`: passed on to the link that waits for it. False: none waits."""
+    entry = core.lr.answers.pop(link_id, None)
+    if entry is None:
+        return False
+    if lost:
+        condition, description, closed = ROUTED_LINK_LOST[0], ROUTED_LINK_LOST[1], True
+    else:
+        condition, description = split_condition(error)
+    core._emit(entry[0], DetachLink(entry[1], condition, description, closed))
+    return True
+
+
+def answers_lost(core: Any, conn: Any) -> None:
+    """``conn`` closed: the links waiting for an answer from it get qd:routed-link-lost."""
+    for link_id, entry in list(core.lr.answers.items()):
+        if entry[2] == conn.conn_id:
+            del core.lr.answers[link_id]
+            core._emit(entry[0], DetachLink(entry[1], ROUTED_LINK_LOST[0], ROUTED_LINK_LOST[1],
+                                            True))
 
 
 def on_delivery_tag(core: Any, peer: Any, cmd: Any) -> None:

@@ -192,15 +192,29 @@ def _on_attach_answer(self, link: Link) -> None:
         _on_flow(self, link.key)  # credit may have come with the attach
 
 
+# A link-routed link's detach is answered with what the other end answers (1.19): the peer's
+# detach goes to the core and waits for the core's DetachLink (HALF_REMOTE); the core's detach
+# keeps the link until the peer answers it, and that answer goes to the core (HALF_LOCAL).
+HALF_NONE = 0
+HALF_REMOTE = 1
+HALF_LOCAL = 2
+
+
 def _on_link_close(self, l_ptr: Any, closed: bool) -> None:
     link = self.link_ptrs.get(_key(l_ptr))
     if link is None:
         return
     conn = link.conn
     error = _condition_text(lib.pn_link_remote_condition(l_ptr))
+    if link.routed and link.half == HALF_NONE:
+        link.half = HALF_REMOTE  # answered at the core's DetachLink (_fx_detach_link)
+        self.outbox.append(ipc.LinkDetach(link.link_id, closed, error))
+        return
     _forget_link(self, link)
     del conn.links[l_ptr]
     self.outbox.append(ipc.LinkDetach(link.link_id, closed, error))
+    if link.half == HALF_LOCAL:
+        return  # the peer's answer to the router's detach
     if closed:
         lib.pn_link_close(l_ptr)
     else:
@@ -396,6 +410,10 @@ def _fx_detach_link(self, fx: ipc.DetachLink) -> None:
         lib.pn_link_close(link.ptr)
     else:  # a link route's partner detached without closing
         lib.pn_link_detach(link.ptr)
+    if link.routed and link.half == HALF_NONE:
+        link.half = HALF_LOCAL  # kept until the peer answers (_on_link_close)
+        self.dirty.add(link.conn)
+        return
     _forget_link(self, link)
     link.conn.links.pop(link.ptr, None)
     self.dirty.add(link.conn)

@@ -22,7 +22,7 @@ class Link:
     __slots__ = ("link_id", "ptr", "key", "conn", "direction", "anonymous", "sent", "flow",
                  "open", "local", "link_type", "router", "queued", "drain_after", "max_size",
                  "check", "capped", "awaiting", "draining", "routed", "settle_for_receiver",
-                 "stream", "out_stream", "waiting")
+                 "stream", "out_stream", "waiting", "half")
 
     def __init__(self, link_id: int, ptr: Any, conn: "Connection", direction: int,
                  anonymous: bool) -> None:
@@ -48,6 +48,9 @@ class Link:
         self.draining = False    # inbound: the core asked the sender to drain (LinkDrain)
         self.routed = False      # a client's link-routed link (LinkOpen with the far end's
         # termini): its senders' delivery states go to the core (SenderState)
+        # a routed link detached by one end only (HALF_*, engine_links.py): the other end's
+        # answer is the partner's, as 1.19 relays it
+        self.half = 0
         self.link_type = "endpoint"
         # an inter-router link (control or data) on an inter-router connection: its deliveries
         # go to the core as RouterTransfer (set once at attach; the per-delivery check)

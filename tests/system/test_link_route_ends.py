@@ -171,3 +171,52 @@ def test_sender_detached_mid_delivery_across_two_routers(router_factory, tmp_pat
         if broker is not None:
             broker.close()
         net.stop_all()
+
+
+def _link_ends(peer: bigmsg.Peer) -> list:
+    """The detach/close events of links ``peer`` has seen since last asked, in order:
+    "detach" (closed=false) or "close"."""
+    seen = []
+    collector = peer.collector
+    while True:
+        event = collector.peek()
+        if event is None:
+            return seen
+        if event.type == proton.Event.LINK_REMOTE_DETACH:
+            seen.append("detach")
+        elif event.type == proton.Event.LINK_REMOTE_CLOSE:
+            seen.append("close")
+        collector.pop()
+
+
+def test_the_brokers_close_answers_the_clients_detach(routed):
+    """The client detaches its routed link without closing it; the broker answers with a
+    close: the client gets that close (1.19 relays the broker's answer; it does not answer the
+    client's detach itself)."""
+    broker = routed.broker
+    broker.collector = proton.Collector()
+    broker.conn.collect(broker.collector)
+    cp = bigmsg.Peer(routed.port, "client")
+    cp.collector = proton.Collector()
+    cp.conn.collect(cp.collector)
+    snd = cp.session.sender("detaching")
+    snd.target.address = "lr.detach"
+    snd.open()
+    link = _answer_attach(broker, [cp])
+    bigmsg.pump([cp, broker], lambda: snd.state & proton.Endpoint.REMOTE_ACTIVE, TIMEOUT)
+    _link_ends(cp), _link_ends(broker)
+    at_broker, at_client = [], []
+
+    def seen() -> bool:
+        at_broker.extend(_link_ends(broker))
+        at_client.extend(_link_ends(cp))
+        return bool(at_broker)
+
+    snd.detach()
+    bigmsg.pump([cp, broker], seen, 30)
+    assert at_broker == ["detach"]
+    assert at_client == []  # nothing yet: the answer is the broker's
+    link.close()
+    bigmsg.pump([cp, broker], seen and (lambda: seen() and bool(at_client)), 30)
+    assert at_client == ["close"]
+    cp.close()
