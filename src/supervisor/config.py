@@ -137,8 +137,10 @@ def router_id_problem(router_id: str) -> str | None:
                 f"({ROUTER_ID_MAX_LEN} characters)")
     for ch in router_id:
         if unicodedata.category(ch)[0] in "CZ":
-            return (f"Router id attribute containing character '{ch}' in id '{router_id}' is "
-                    f"disallowed.")
+            # 1.19 raises this one as an AttributeError and prints the exception's name;
+            # start-up scripts grep for "AttributeError: Router id attribute".
+            return (f"AttributeError: Router id attribute containing character '{ch}' in id "
+                    f"'{router_id}' is disallowed.")
     return None
 
 

@@ -103,5 +103,22 @@ def test_router_id_value_is_json_decoded(tmp_path, which):
         assert router.proc.wait(TIMEOUT) == 1
     finally:
         router.stop()
-    assert ("Router id attribute containing character '\b' in id 'abc\bdef' is disallowed."
-            in router.output())
+    assert ("AttributeError: Router id attribute containing character '\b' in id 'abc\bdef' "
+            "is disallowed." in router.output())
+
+
+@pytest.mark.parametrize("which", BUILDS)
+@pytest.mark.parametrize("rid", ["bad id", "tab\\tx", "ctl\\u0001x"])
+def test_router_id_refusal_names_the_exception_as_1_19(tmp_path, which, rid):
+    """Start-up scripts grep 1.19's output for the exception it names."""
+    conf = tmp_path / "bad.conf"
+    conf.write_text(f"router {{\n    mode: standalone\n    id: {rid}\n}}\n")
+    router = start(which, conf)
+    try:
+        assert router.proc.wait(TIMEOUT) == 1
+    finally:
+        router.stop()
+    shown = json.loads(f'"{rid}"')
+    bad = next(ch for ch in shown if not ch.isalnum())
+    assert (f"AttributeError: Router id attribute containing character '{bad}' in id "
+            f"'{shown}' is disallowed." in router.output())

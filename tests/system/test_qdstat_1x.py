@@ -4,7 +4,6 @@ packages); skipped with the reason otherwise. The management answers these rely 
 without the 1.x install in tests/unit/test_management_1x.py."""
 from __future__ import annotations
 
-import glob
 import os
 import subprocess
 import sys
@@ -55,9 +54,8 @@ def _python_with_proton() -> str:
 
 def qdstat_1x(router, *args: str) -> subprocess.CompletedProcess:
     """Run 1.x's qdstat with its own Python packages."""
-    paths = glob.glob(f"{ROOT}/lib/python3*/site-packages/*.egg") + glob.glob(
-        f"{ROOT}/lib/python3*/site-packages") + glob.glob(
-        f"{ROOT}/local/lib/python3*/dist-packages/*.egg") + [f"{ROOT}/lib/qpid-dispatch/python"]
+    from test_mixed_1x import one_x_pythonpath  # noqa: PLC0415 - the shared 1.x paths
+    paths = one_x_pythonpath(ROOT).split(os.pathsep)
     python = _python_with_proton()
     if python == "/usr/bin/python3":
         paths.append("/usr/lib/python3/dist-packages")

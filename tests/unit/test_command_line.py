@@ -32,8 +32,8 @@ def test_router_id_with_white_space_or_control_characters_is_refused(char):
     text = json.dumps([["router", {"mode": "standalone", "id": rid}]])
     with pytest.raises(ConfigError) as info:
         parse_config(text, "r.json")
-    assert info.value.message == (f"Router id attribute containing character '{char}' in id "
-                                  f"'{rid}' is disallowed.")
+    assert info.value.message == (f"AttributeError: Router id attribute containing character "
+                                  f"'{char}' in id '{rid}' is disallowed.")
 
 
 @pytest.mark.parametrize("rid", ["R1", "a/b", "é", "a.b-c_d", "x" * 127])
@@ -45,9 +45,9 @@ def test_bad_router_id_is_a_start_up_error_exit_1(tmp_path: Path, capsys):
     path = tmp_path / "id.conf"
     path.write_text(_router("    id: a b\n"))
     assert main(["-c", str(path)]) == 1
-    assert capsys.readouterr().err == (f"qdrouterd: configuration error: {path}:3: Router id "
-                                       f"attribute containing character ' ' in id 'a b' is "
-                                       f"disallowed.\n")
+    assert capsys.readouterr().err == (f"qdrouterd: configuration error: {path}:3: "
+                                       f"AttributeError: Router id attribute containing character "
+                                       f"' ' in id 'a b' is disallowed.\n")
 
 
 # ---- deprecated attribute names ----------------------------------------------------------------
@@ -128,9 +128,9 @@ def test_values_are_json_string_text_as_in_1_19(tmp_path: Path, capsys):
     path = tmp_path / "id.conf"
     path.write_text(_router("    id: abc\\bdef\n"))
     assert main(["-c", str(path)]) == 1
-    assert capsys.readouterr().err == (f"qdrouterd: configuration error: {path}:3: Router id "
-                                       f"attribute containing character '\b' in id "
-                                       f"'abc\bdef' is disallowed.\n")
+    assert capsys.readouterr().err == (f"qdrouterd: configuration error: {path}:3: "
+                                       f"AttributeError: Router id attribute containing character "
+                                       f"'\b' in id 'abc\bdef' is disallowed.\n")
     with pytest.raises(ConfigError) as info:
         parse_config(_router("    id: abc\\ddef\n"), "d.conf")
     assert info.value.line == 3 and "Invalid \\escape" in info.value.message
