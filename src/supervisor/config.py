@@ -156,6 +156,8 @@ def load_config(path: str) -> RouterConfig:
             data = f.read()
     except OSError as e:
         raise ConfigError(f"cannot read configuration file: {e.strerror or e}", path) from None
+    if not data:  # 1.19 refuses a zero-byte file before it parses anything
+        raise ConfigError("Configuration file was empty", path)
     return parse_config(decode_config(data, path), path)
 
 

@@ -122,3 +122,17 @@ def test_router_id_refusal_names_the_exception_as_1_19(tmp_path, which, rid):
     bad = next(ch for ch in shown if not ch.isalnum())
     assert (f"AttributeError: Router id attribute containing character '{bad}' in id "
             f"'{shown}' is disallowed." in router.output())
+
+
+@pytest.mark.parametrize("which", BUILDS)
+def test_empty_configuration_file_is_refused_as_1_19(tmp_path, which):
+    """A zero-byte file is a start-up error (exit 1) with 1.19's text, not a router with
+    nothing configured."""
+    conf = tmp_path / "empty.conf"
+    conf.write_bytes(b"")
+    router = start(which, conf)
+    try:
+        assert router.proc.wait(TIMEOUT) == 1
+    finally:
+        router.stop()
+    assert "Configuration file was empty" in router.output()
