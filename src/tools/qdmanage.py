@@ -1,7 +1,10 @@
 """``qdmanage``: a general AMQP management client of the router, with JSON output.
 
 ``qdmanage [options] OPERATION [ATTR=VALUE ...]``; OPERATION is any management operation
-(lowercase accepted). ``--type`` takes long or short names (``link``, ``node``, ``address``,
+(lowercase accepted). The standard operations (QUERY, CREATE, READ, UPDATE, DELETE and the
+GET-TYPES family) go to the router upper-cased; any other operation (GET-LOG, GET-SCHEMA, a
+router-specific one) goes as typed, as 1.19's qdmanage sends it, and a string result is printed
+as it is, not JSON-encoded; an empty result prints nothing. ``--type`` takes long or short names (``link``, ``node``, ``address``,
 ``linkRoute``, ``autoLink`` expand to the ``router.*`` names). ATTR=VALUE pairs are typed by the
 schema; ``type=``, ``name=`` and ``identity=`` select the entity; a bare word names it (as in
 ``qdmanage update log/DEFAULT enable=debug+``); for QUERY, bare words are attribute names.
@@ -21,12 +24,16 @@ import json
 import sys
 from typing import Any, Optional
 
+from common.identity import VERSION
 from common.schema import SchemaError, load_schema
 from tools.client import DOCS, ManagementClient, add_connection_options, run_tool
 
 OPERATIONS = ("QUERY", "CREATE", "READ", "UPDATE", "DELETE", "GET-TYPES", "GET-OPERATIONS",
               "GET-ATTRIBUTES", "GET-ANNOTATIONS", "GET-MGMT-NODES", "GET-SCHEMA",
               "GET-JSON-SCHEMA", "GET-LOG")
+# the ones 1.19's qdmanage has a method for (sent upper-cased); the rest it sends as typed
+STANDARD = ("QUERY", "CREATE", "READ", "UPDATE", "DELETE", "GET-TYPES", "GET-OPERATIONS",
+            "GET-ATTRIBUTES", "GET-ANNOTATIONS", "GET-MGMT-NODES")
 
 
 class UsageError(Exception):
@@ -76,6 +83,7 @@ def parse_args(argv: Optional[list]) -> argparse.Namespace:
     parser.add_argument("--body", help="JSON value to use as the request body")
     parser.add_argument("--properties", help="JSON map of extra application properties")
     parser.add_argument("--limit", type=int, default=None, help="QUERY/GET-LOG: at most N")
+    parser.add_argument("--version", action="version", version=VERSION)
     add_connection_options(parser)
     return parser.parse_intermixed_args(argv)
 
@@ -83,8 +91,7 @@ def parse_args(argv: Optional[list]) -> argparse.Namespace:
 def build_requests(opts: argparse.Namespace, stdin_text: Optional[str] = None) -> list[tuple]:
     """The (operation, body, properties) requests a command line stands for."""
     op = opts.operation.upper()
-    if op not in OPERATIONS:
-        raise UsageError(f"unknown operation '{opts.operation}' (one of {', '.join(OPERATIONS)})")
+    sent = op if op in STANDARD else opts.operation
     etype, name, identity = long_type(opts.type), opts.name, opts.identity
     attrs: dict[str, Any] = {}
     words: list[str] = []
@@ -117,7 +124,10 @@ def build_requests(opts: argparse.Namespace, stdin_text: Optional[str] = None) -
         props.update({k: int(v) if isinstance(v, str) and v.isdigit() else v
                       for k, v in attrs.items()})
         props.update(extra)
-        return [(op, json.loads(opts.body) if opts.body else None, props)]
+        return [(sent, json.loads(opts.body) if opts.body else None, props)]
+    if op not in OPERATIONS:  # a custom operation: ATTR=VALUE are request properties
+        props = {"type": etype, "name": name, "identity": identity, **attrs, **extra}
+        return [(sent, json.loads(opts.body) if opts.body else None, props)]
     if words and name is None and identity is None:
         name = words[0]
     maps: list = [attrs]
@@ -176,7 +186,14 @@ def main(argv: Optional[list] = None) -> int:
     def work(client: ManagementClient) -> None:
         results = [run_request(client, op, body, props) for op, body, props in requests]
         output = results if opts.stdin and len(results) > 1 else results[0]
-        if requests[0][0] != "DELETE":
+        op = requests[0][0]
+        if op not in STANDARD:  # as 1.19 prints an operation it has no method for
+            if not output:
+                return
+            if isinstance(output, str):
+                print(output)
+                return
+        if op != "DELETE":
             indent = None if opts.indent < 0 else opts.indent
             print(json.dumps(output, indent=indent, default=str))
 

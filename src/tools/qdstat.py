@@ -23,6 +23,7 @@ import time
 from datetime import datetime, timezone
 from typing import Callable, Optional
 
+from common.identity import VERSION
 from tools.client import DOCS, ManagementClient, add_connection_options, run_tool
 from tools.display import commas, format_table, kmg, time_long, time_short
 
@@ -471,6 +472,7 @@ def parse_args(argv: Optional[list]) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=None, help="limit the number of rows")
     parser.add_argument("--csv", action="store_true", help="comma separated values output")
     parser.add_argument("-v", "--verbose", action="store_true", help="show more columns")
+    parser.add_argument("--version", action="version", version=VERSION)
     add_connection_options(parser)
     return parser.parse_args(argv)
 

@@ -189,7 +189,7 @@ def test_qdmanage_get_log_takes_limit_as_1x_does():
     """1.19's qdmanage sends ATTR=VALUE of an operation it has no method for (GET-LOG) as
     request properties: ``qdmanage get-log limit=2``."""
     [(op, _, props)] = qdmanage.build_requests(qdmanage.parse_args(["get-log", "limit=2"]))
-    assert op == "GET-LOG" and props["limit"] == 2
+    assert op == "get-log" and props["limit"] == 2  # sent as typed, as 1.19's qdmanage does
     [(_, _, props)] = qdmanage.build_requests(qdmanage.parse_args(["get-log", "--limit=3"]))
     assert props["limit"] == 3
 
