@@ -138,3 +138,54 @@ def test_router_counters_leave_out_the_agents_replies(router):
         assert [a - b for a, b in zip(after, before)] == [13, 13, 10]
     finally:
         conn.close()
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_read_of_the_wrong_type_and_without_a_name_as_1_19(router_of_kind, kind):
+    """An entity read under another type is a 400 naming both types; a READ with neither name
+    nor identity is refused in the words of the agent that serves the type (1.19's core agent
+    for its types, its Python agent with the type prefix for the others)."""
+    router = router_of_kind(kind)
+    mgmt = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        status, description, _ = call(mgmt, {"operation": "READ", "type": T + "listener",
+                                             "name": "log/DEFAULT"})
+        assert (status, description) == (400, f"Entity type '{T}log' does not extend "
+                                              f"requested type '{T}listener'")
+        status, description, _ = call(mgmt, {"operation": "READ", "type": T + "vhost",
+                                             "identity": "log/DEFAULT"})
+        assert (status, description) == (400, f"Entity type '{T}log' does not extend "
+                                              f"requested type '{T}vhost'")
+        status, description, _ = call(mgmt, {"operation": "READ", "type": T + "log",
+                                             "name": "log/NO-SUCH"})
+        assert (status, description) == (404, "No entity with name=log/NO-SUCH")
+        for short, answer in (("listener", (400, f"{T}listener: No name or identity provided")),
+                              ("router.config.linkRoute", (400, "No name or identity provided")),
+                              ("router.config.address", (400, "No name or identity provided")),
+                              ("router.config.binding",
+                               (400, "No binding name or identity provided")),
+                              ("connection", (400, "Name not supported. Identity required")),
+                              ("router.address", (404, "Not Found"))):
+            status, description, _ = call(mgmt, {"operation": "READ", "type": T + short})
+            assert (status, description) == answer, short
+    finally:
+        mgmt.close()
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_query_without_a_type_shows_the_router_as_configured(router_of_kind, kind):
+    """1.19 answers a QUERY without a type from its Python agent, whose router entity holds its
+    settings and counts of 0; the typed QUERY has the core's live counts."""
+    router = router_of_kind(kind)
+    mgmt = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        _, _, body = call(mgmt, {"operation": "QUERY", "entityType": T + "router"},
+                          {"attributeNames": ["linkCount"]})
+        assert body["results"][0][0] >= 2  # the agent's own request and reply links
+        status, _, body = call(mgmt, {"operation": "QUERY"},
+                               {"attributeNames": ["type", "linkCount", "addrCount", "mode",
+                                                   "helloIntervalSeconds", "acceptedDeliveries"]})
+        [row] = [r for r in body["results"] if r[0] == T + "router"]
+        assert status == 200 and row[1:] == [0, 0, "standalone", 1, None]
+    finally:
+        mgmt.close()

@@ -109,7 +109,7 @@ class View:
             if name is not None and entity.get("name") != name:
                 continue
             return entity
-        if etype.short_name in ROUTER_CONFIG_TYPES:  # 1.19's core says it so
+        if etype.short_name in (*ROUTER_CONFIG_TYPES, "router.address"):  # 1.19's core says so
             raise ManagementError(NOT_FOUND, "Not Found")
         raise ManagementError(NOT_FOUND, self.not_found(name, identity))
 

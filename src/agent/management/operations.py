@@ -195,7 +195,10 @@ def _query(request: Request, view: View) -> Reply:
     if not names:
         names = []
         for etype in types:
-            names.extend(n for n in schemaops.query_columns(etype) if n not in names)
+            columns = schemaops.query_columns(etype)
+            if etype.short_name == "router" and not request.entity_type:  # as configured
+                columns = schemaops.attribute_names(etype)
+            names.extend(n for n in columns if n not in names)
     scope = view.snapshot.get("scope")
     if scope and scope[0] == "page":  # the core paged already (core_query)
         offset = 0
@@ -212,6 +215,8 @@ _CORE_AGENT_ONLY = frozenset(("connection", "router.link", "router.address",
 def _python_agent_entities(etype: EntityType, view: View) -> list[dict]:
     """The entities of one type as 1.19's Python agent lists them: the router.config ones of
     the configuration file only, under the identity it gave them (``linkRoute/0``...)."""
+    if etype.short_name == "router":
+        return [_router_as_configured(etype, view)]
     entities = view.entities(etype)
     if etype.short_name not in ROUTER_CONFIG_TYPES:
         return entities
@@ -223,6 +228,20 @@ def _python_agent_entities(etype: EntityType, view: View) -> list[dict]:
             index = from_file.index(str(entity["identity"]))
             out.append({**entity, "identity": f"{short}/{index}"})
     return out
+
+
+def _router_as_configured(etype: EntityType, view: View) -> dict:
+    """1.19's Python agent holds the router entity as configured: its settings and defaults,
+    none of the core's counters, and the counts it was created with (0)."""
+    [live] = view.entities(etype)
+    settings = {n: a for n, a in etype.attributes.items() if not a.graph}
+    configured = view.store.of_type(etype.long_name)[0]
+    entity = {n: a.default for n, a in settings.items()}
+    entity.update({n: v for n, v in configured.items() if n in settings and v is not None})
+    entity.update({"type": etype.long_name, "name": live["identity"],
+                   "identity": live["identity"], "version": None, "linkCount": 0,
+                   "addrCount": 0, "nodeCount": 0})
+    return entity
 
 
 # --- GET-LOG ----------------------------------------------------------------------------------
@@ -254,9 +273,17 @@ def _locate(request: Request, view: View, etype: Optional[EntityType]) -> tuple:
         if etype is None or etype.short_name == "management":
             management = view.store.schema.entity_type("management")
             return management, view.find(management, None, "self")
-        raise ManagementError(BAD_REQUEST, f"{etype.long_name}: No name or identity provided")
+        raise ManagementError(*_no_name_answer(etype, request.operation))
+    if etype is not None and etype.short_name == "connection" and request.identity is None \
+            and request.operation == "READ":
+        raise ManagementError(BAD_REQUEST, "Name not supported. Identity required")  # 1.19's core
     if etype is not None:
-        return etype, view.find(etype, request.name, request.identity)
+        try:
+            return etype, view.find(etype, request.name, request.identity)
+        except ManagementError as exc:
+            if exc.status == NOT_FOUND and etype.short_name not in (*_CORE_AGENT_TYPES, "router"):
+                _refuse_other_type(request, view, etype)
+            raise
     for candidate in view.store.schema.concrete_types():
         try:
             return candidate, view.find(candidate, request.name, request.identity)
@@ -264,6 +291,41 @@ def _locate(request: Request, view: View, etype: Optional[EntityType]) -> tuple:
             continue
     # no type given and nothing found: report it like a typed lookup would
     raise ManagementError(NOT_FOUND, View.not_found(request.name, request.identity))
+
+
+# the types 1.19's core agent answers for by itself (the others its Python agent finds by name or
+# identity among all its entities, then checks the type)
+_CORE_AGENT_TYPES = frozenset((*ROUTER_CONFIG_TYPES, "router.config.exchange",
+                               "router.config.binding", "connection", "router.link",
+                               "router.address", "router.connection.linkRoute"))
+
+
+def _no_name_answer(etype: EntityType, operation: str) -> tuple:
+    """1.19's status and text for a request of a type with neither name nor identity: its core
+    agent's own words for the types it serves, else the type-prefixed text."""
+    if etype.short_name == "router.config.binding":
+        return BAD_REQUEST, "No binding name or identity provided"
+    if etype.short_name == "connection" and operation == "READ":
+        return BAD_REQUEST, "Name not supported. Identity required"
+    if etype.short_name == "router.address":
+        return NOT_FOUND, "Not Found"
+    if etype.short_name in _CORE_AGENT_TYPES and etype.short_name not in ("router.link",
+                                                                          "connection"):
+        return BAD_REQUEST, "No name or identity provided"
+    return BAD_REQUEST, f"{etype.long_name}: No name or identity provided"
+
+
+def _refuse_other_type(request: Request, view: View, etype: EntityType) -> None:
+    """The entity named exists with another type: 1.19's 400 (it looks by the name, else the
+    identity, among all the entities its Python agent holds)."""
+    key, value = ("name", request.name) if request.name is not None else (
+        "identity", request.identity)
+    for other in view.store.schema.concrete_types():
+        if other is etype or other.short_name in _CORE_AGENT_TYPES:
+            continue
+        if any(e.get(key) == value for e in view.entities(other)):
+            raise ManagementError(BAD_REQUEST, f"Entity type '{other.long_name}' does not "
+                                               f"extend requested type '{etype.long_name}'")
 
 
 def _entity_operation(request: Request, view: View) -> Outcome:
