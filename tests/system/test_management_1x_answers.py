@@ -189,3 +189,57 @@ def test_query_without_a_type_shows_the_router_as_configured(router_of_kind, kin
         assert status == 200 and row[1:] == [0, 0, "standalone", 1, None]
     finally:
         mgmt.close()
+
+
+PATTERN_POLICY = """
+policy {
+    enableVhostPolicy: true
+    enableVhostNamePatterns: true
+    defaultVhost: $default
+}
+vhost {
+    hostname: $default
+    allowUnknownUser: true
+    groups: {
+        "$default": {
+            "remoteHosts": "*",
+            "sources": "*",
+            "targets": "*",
+            "allowDynamicSource": true,
+            "allowAnonymousSender": true
+        }
+    }
+}
+"""
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_updates_and_creates_1_19_refuses(router_of_kind, kind):
+    """A log's outputFile '' (500, the file cannot be opened), an exchange without a name
+    (400) and a vhost pattern that 1.19 rewrites into one it has (#.#.0.0 -> #.0.0; 500)."""
+    router = router_of_kind(kind, PATTERN_POLICY)
+    mgmt = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        status, description, _ = call(mgmt, {"operation": "UPDATE", "type": T + "log",
+                                             "name": "log/DEFAULT"}, {"outputFile": ""})
+        assert (status, description) == (500, "CError: Configuration: Failed to open log "
+                                              "file ''")
+        status, description, _ = call(mgmt, {"operation": "CREATE",
+                                             "type": T + "router.config.exchange"},
+                                      {"address": "ex1"})
+        assert (status, description) == (400, "exchange requires a unique name")
+        groups = {"$default": {"remoteHosts": "*", "sources": "*", "targets": "*"}}
+        for name, hostname, answer in (
+                ("v1", "#.0.0", (201, "Created")),
+                ("v2", "#.#.0.0", (500, "PolicyError: Policy for vhost '#.#.0.0' alias "
+                                        "'#.#.0.0' optimized pattern conflicts with existing "
+                                        "pattern")),
+                ("v3", "*.0.0", (201, "Created")),
+                ("v4", "a.#.0.0", (201, "Created"))):
+            status, description, _ = call(mgmt, {"operation": "CREATE", "type": T + "vhost",
+                                                 "name": name},
+                                          {"hostname": hostname, "allowUnknownUser": True,
+                                           "groups": groups})
+            assert (status, description) == answer, hostname
+    finally:
+        mgmt.close()

@@ -495,7 +495,7 @@ def _update(request: Request, view: View, etype: EntityType, entity: dict) -> Ou
 def _update_log(view: View, etype: EntityType, entity: dict, changes: dict) -> Change:
     updated = {**entity, **changes}
     output = changes.get("outputFile")
-    if output and output not in ("stderr", "stdout", "syslog"):
+    if output is not None and output not in ("stderr", "stdout", "syslog"):  # '' too
         try:  # the agent runs as the router, on its host: a file it cannot open, none can
             with open(output, "a", encoding="utf-8"):
                 pass
