@@ -25,6 +25,7 @@ from agent.reload import ReloadApplier
 from agent.routing import Log
 from common import ipc, listenfds
 from common.identity import VERSION
+from agent.management.entities import PREFIX as _T
 from common.reloadmsg import decode_message, reload_endpoint
 from common.log import RouterLog
 from common.procutil import (SignalWake, child_start, core_endpoint, status_socket,
@@ -87,6 +88,10 @@ class ControlPlane:
         self.poller = zmq.Poller()
         self.metrics = MetricsService(spec, self.poller, self.send_control, self._log_http,
                                       self.management.started)
+        store = self.management.store
+        self.metrics.counts = lambda: {  # as the router entity counts them (management)
+            "linkRouteCount": len(store.of_type(_T + "router.config.linkRoute")),
+            "autoLinkCount": len(store.of_type(_T + "router.config.autoLink"))}
         self.handlers[ipc.CoreState] = self._on_core_state
         # SIGHUP reloads: the supervisor sends the file's changes here (supervisor/reload.py)
         self.reload_sock = self.ctx.socket(zmq.PAIR)

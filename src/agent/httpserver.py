@@ -298,6 +298,9 @@ class MetricsService:
         self.log = log
         self.started = started  # unix time the router started (uptime)
         self.queries = CoreQueries(send_control)
+        # the router entity's counts the core does not keep (linkRouteCount, autoLinkCount):
+        # the agent's configuration store sets this (controlplane)
+        self.counts: Callable[[], dict] = dict
         self.server = HttpServer(poller, self.handle, log)
         self.sink: Any = None
         self.sink_interval = 0.0
@@ -327,7 +330,7 @@ class MetricsService:
 
             def on_state(state: dict) -> None:
                 text = prometheus_text(state, self.router_id, time.time() - self.started,
-                                       read_restart_counts(self.runtime))
+                                       read_restart_counts(self.runtime), self.counts())
                 respond(200, text.encode(), PROMETHEUS_CONTENT_TYPE)
 
             self.queries.query(on_state, lambda: respond(503, b"the router core did not "

@@ -166,14 +166,43 @@ OUTCOMES = (("accepted", "acceptedDeliveries", "acceptedCount"),
             ("released", "releasedDeliveries", "releasedCount"),
             ("modified", "modifiedDeliveries", "modifiedCount"))
 
-# (metric name, type, help, router attribute)
+# The families Qpid Dispatch 1.19 exports, under its names and types and without labels (a 1.x
+# dashboard reads them unchanged): (metric name, type, router entity attribute).
+ONE_X_ROUTER_METRICS = (
+    ("qdr_connections_total", "gauge", "connectionCount"),
+    ("qdr_links_total", "gauge", "linkCount"),
+    ("qdr_addresses_total", "gauge", "addrCount"),
+    ("qdr_routers_total", "gauge", "nodeCount"),
+    ("qdr_link_routes_total", "gauge", "linkRouteCount"),
+    ("qdr_auto_links_total", "gauge", "autoLinkCount"),
+    ("qdr_presettled_deliveries_total", "counter", "presettledDeliveries"),
+    ("qdr_dropped_presettled_deliveries_total", "counter", "droppedPresettledDeliveries"),
+    ("qdr_accepted_deliveries_total", "counter", "acceptedDeliveries"),
+    ("qdr_released_deliveries_total", "counter", "releasedDeliveries"),
+    ("qdr_rejected_deliveries_total", "counter", "rejectedDeliveries"),
+    ("qdr_modified_deliveries_total", "counter", "modifiedDeliveries"),
+    ("qdr_deliveries_ingress_total", "counter", "deliveriesIngress"),
+    ("qdr_deliveries_egress_total", "counter", "deliveriesEgress"),
+    ("qdr_deliveries_transit_total", "counter", "deliveriesTransit"),
+    ("qdr_deliveries_ingress_route_container_total", "counter",
+     "deliveriesIngressRouteContainer"),
+    ("qdr_deliveries_egress_route_container_total", "counter", "deliveriesEgressRouteContainer"),
+    ("qdr_deliveries_delayed_1sec_total", "counter", "deliveriesDelayed1Sec"),
+    ("qdr_deliveries_delayed_10sec_total", "counter", "deliveriesDelayed10Sec"),
+    ("qdr_deliveries_stuck_total", "gauge", "deliveriesStuck"),
+    ("qdr_links_blocked_total", "gauge", "linksBlocked"),
+    ("qdr_deliveries_redirected_to_fallback_total", "counter", "deliveriesRedirectedToFallback"),
+)
+# 1.19's allocator families are qdr_allocator_<pool>:<counter>_bytes (gauges; the values are
+# object counts whatever the suffix says), one set per pool; this router reports the pools its
+# allocator entities report (agent/management/entities.py): the objects of each kind it holds.
+ONE_X_ALLOCATOR_FIELDS = ("total_alloc_from_heap", "total_free_to_heap", "held_by_threads",
+                          "batches_rebalanced_to_threads", "batches_rebalanced_to_global")
+_ALLOCATOR_POOLS = (("qdr_address_t", "addresses"), ("qdr_connection_t", "connections"),
+                    ("qdr_link_t", "links"))
+
+# This router's own router-wide families, beside 1.19's: (metric name, type, help, attribute)
 _ROUTER_METRICS = (
-    ("qdr_deliveries_ingress_total", "counter",
-     "Deliveries received by the router from senders.", "deliveriesIngress"),
-    ("qdr_deliveries_egress_total", "counter",
-     "Deliveries sent by the router to receivers.", "deliveriesEgress"),
-    ("qdr_deliveries_transit_total", "counter",
-     "Deliveries forwarded to another router.", "deliveriesTransit"),
     ("qdr_deliveries_presettled_total", "counter",
      "Pre-settled deliveries received.", "presettledDeliveries"),
     ("qdr_deliveries_dropped_presettled_total", "counter",
@@ -224,13 +253,37 @@ class _Families:
         return self.families.values()
 
 
+def _one_x_families(exp: _Families, snapshot: dict, router_id: str, counts: dict) -> None:
+    """1.19's families (see ONE_X_ROUTER_METRICS); ``counts``: the router entity's counts the
+    core does not keep (linkRouteCount, autoLinkCount), missing ones 0."""
+    router = dict(snapshot.get("router", {}))
+    nodes = snapshot.get("nodes") or []
+    router["nodeCount"] = len({str(row.get("id")) for row in nodes} - {router_id})
+    for attr in ("linkRouteCount", "autoLinkCount", "deliveriesDelayed1Sec",
+                 "deliveriesDelayed10Sec", "deliveriesStuck", "linksBlocked",
+                 "deliveriesRedirectedToFallback", "deliveriesIngressRouteContainer",
+                 "deliveriesEgressRouteContainer"):
+        router.setdefault(attr, counts.get(attr, 0))
+    for name, kind, attr in ONE_X_ROUTER_METRICS:
+        exp.add(name, kind, f"The router's {attr} (Qpid Dispatch 1.x name).", [],
+                router.get(attr))
+    for pool, key in _ALLOCATOR_POOLS:
+        held = len(snapshot.get(key, ()))
+        for field in ONE_X_ALLOCATOR_FIELDS:
+            exp.add(f"qdr_allocator_{pool}:{field}_bytes", "gauge",
+                    f"Allocator {pool}: {field} (Qpid Dispatch 1.x name; objects held).", [],
+                    held if field == "total_alloc_from_heap" else 0)
+
+
 def prometheus_text(snapshot: dict, router_id: str, uptime_s: float,
-                    restarts: Optional[dict] = None) -> str:
+                    restarts: Optional[dict] = None, counts: Optional[dict] = None) -> str:
     """The snapshot's counters in the Prometheus text format 0.0.4 (serve it with
     PROMETHEUS_CONTENT_TYPE). Families: router-wide (label ``router``), per address (``router``,
     ``address`` = the address key) and per link (``router``, ``link``, ``address``, ``dir``).
-    ``restarts``: how often the supervisor restarted each child process (``worker0``, ...)."""
+    ``restarts``: how often the supervisor restarted each child process (``worker0``, ...).
+    First come 1.19's families, unlabelled, under its names (``counts``: see _one_x_families)."""
     exp = _Families()
+    _one_x_families(exp, snapshot, router_id, counts or {})
     router = snapshot.get("router", {})
     rl = [("router", router_id)]
     for process, count in sorted((restarts or {}).items()):
