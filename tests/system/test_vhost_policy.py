@@ -438,3 +438,52 @@ def test_refused_at_start(tmp_path, section, text):
                           capture_output=True, text=True, timeout=30)
     assert done.returncode == 1
     assert f"{conf}:4" in done.stderr and text in done.stderr
+
+
+DENIALS_POLICY = """
+policy {
+    enableVhostPolicy: true
+    defaultVhost: $default
+}
+vhost {
+    hostname: $default
+    allowUnknownUser: true
+    groups: {
+        "$default": {
+            "remoteHosts": "*",
+            "sources": "ok",
+            "targets": "ok"
+        }
+    }
+}
+log {
+    module: POLICY
+    enable: debug+
+}
+"""
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_close_reports_the_user_groups_denials_as_1_19(router_of_kind, kind):
+    """At a policy connection's close, 1.19's POLICY line with what it holds and its user
+    group's denials so far (they add up over the group's connections)."""
+    import re  # noqa: PLC0415
+
+    router = router_of_kind(kind, DENIALS_POLICY)
+    for n in (1, 2):
+        conn = BlockingConnection(router.url, timeout=10)
+        try:
+            conn.create_receiver("ok")
+            conn.create_sender("ok")
+            for attach in (lambda: conn.create_sender("no"), lambda: conn.create_receiver("no"),
+                           lambda: conn.create_receiver("no2")):
+                with pytest.raises(LinkDetached):
+                    attach()
+        finally:
+            conn.close()
+        line = router.proc.wait_for_line(
+            f"sessions_denied=0, senders_denied={n}, receivers_denied={2 * n}", 10)
+        assert re.search(r"POLICY \(debug\) \[C\d+\] Connection '127\.0\.0\.1:\d+' closed with "
+                         r"resources n_sessions=1, n_senders=1, n_receivers=1, "
+                         rf"sessions_denied=0, senders_denied={n}, receivers_denied={2 * n}, "
+                         r"max_message_size_denied:0, nConnections= 0\.", line), line
