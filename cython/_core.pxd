@@ -503,7 +503,8 @@ cdef class RouterCore:
     cdef public dict auto_links
     cdef readonly dict exchanges, bindings
     cdef public object edge, heartbeats
-    cdef public double al_next_retry, sl_next_scrub
+    cdef public double al_next_retry, sl_next_scrub, sl_interval
+    cdef public long sl_pool_max
     cdef public list al_logs
     cdef public bint log_info
     cdef public list info_logs

@@ -116,7 +116,8 @@ from router_core.relay import on_control_send, on_remote_address, on_route_updat
 from router_core.settlement import (
     STUCK_PROD, STUCK_TEST, credit_seen, on_disposition, on_settle_in, scan_blocked, scan_stuck)
 from router_core.streaming import on_stream_chunk, on_stream_sent
-from router_core.streamlinks import SCRUB_INTERVAL, idle_surplus
+from router_core.streamlinks import (POOL_MAX, SCRUB_INTERVAL, TEST_POOL_MAX,
+                                     TEST_SCRUB_INTERVAL, idle_surplus)
 from router_core.transfer import on_flow, on_link_unstalled
 from router_core.autolinks import (
     NEVER, auto_links_conn_opened, auto_links_tick, auto_links_view, create_auto_link,
@@ -188,8 +189,11 @@ class RouterCore:
         # closed are kept in info_logs as (LOG_*, record) for it to log (router_core/corelog.py)
         self.log_info = False
         self.info_logs = []
-        # the core time of the streaming-link scrubber's next scan (streamlinks.py)
-        self.sl_next_scrub = SCRUB_INTERVAL
+        # the streaming-link scrubber (streamlinks.py): its period, the idle links it leaves a
+        # connection (shorter and fewer with test hooks, as 1.19's -T) and its next scan
+        self.sl_interval, self.sl_pool_max = ((TEST_SCRUB_INTERVAL, TEST_POOL_MAX) if test_hooks
+                                              else (SCRUB_INTERVAL, POOL_MAX))
+        self.sl_next_scrub = self.sl_interval
         self._next_out = 1
         self.next_link_id = CORE_ID_BASE  # links the core attaches itself (AttachOut)
         self._key_cache = {}
@@ -305,7 +309,7 @@ class RouterCore:
     def tick(self, now: float) -> None:
         """Called by the core process's loop. Once a second, heap memory freed since (closed
         connections, released deliveries) goes back to the OS (common.heap); auto-link
-        retries that are due; every 30 s the streaming-link scrubber (streamlinks.py) and the
+        retries that are due; every 30 s (5 s with test hooks) the streaming-link scrubber (streamlinks.py) and the
         stuck delivery sweep (settlement.scan_stuck; every 5 s with test hooks)."""
         self.now = now
         self._heap.maybe_trim(now)
@@ -319,7 +323,7 @@ class RouterCore:
             self.edge.tick(self, now)
         self.heartbeats.tick(self, now)
         if now >= self.sl_next_scrub:
-            self.sl_next_scrub = now + SCRUB_INTERVAL
+            self.sl_next_scrub = now + self.sl_interval
             for link in idle_surplus(self):
                 detach_own(self, link)
 

@@ -107,6 +107,9 @@ class CoreProcess:
         self.log.log("ROUTER_CORE", "info",  # as 1.19's stuck delivery detection module
                      f"Stuck delivery detection: Scan interval: {int(self.core.stuck_interval)} "
                      f"seconds, Delivery age threshold: {int(self.core.stuck_age)} seconds")
+        self.log.log("ROUTER_CORE", "info",  # as 1.19's streaming link scrubber module
+                     f"Streaming link scrubber: Scan interval: {int(self.core.sl_interval)} "
+                     f"seconds, max free pool: {self.core.sl_pool_max} links")
 
     def _log_levels_changed(self) -> None:
         """What the core and this loop log depends on the levels: recomputed here, read as one

@@ -18,7 +18,9 @@ while its copy waited elsewhere, keep the data link of their priority.
 
 The scrubber (1.19's streaming_link_scrubber, with its constants): every ``SCRUB_INTERVAL``
 seconds each connection keeps at most ``POOL_MAX`` idle streaming links; beyond that the idle
-ones with nothing unsettled are detached, at most ``SCRUB_BATCH`` per connection per scan.
+ones with nothing unsettled are detached, at most ``SCRUB_BATCH`` per connection per scan. With
+test hooks (``-T``) the core scans every ``TEST_SCRUB_INTERVAL`` seconds and keeps
+``TEST_POOL_MAX`` (``core.sl_interval``, ``core.sl_pool_max``).
 
 Part of the core (functions of the RouterCore ``core``; compiled with the other parts, see
 core.py). Must not import zmq, proton, sockets, clocks, logging handlers, router_io or agent.
@@ -37,6 +39,9 @@ STREAM_LINK_PRIORITY = 4  # 1.19's default priority: streaming links and data li
 POOL_MAX = 128            # idle streaming links a connection keeps (1.19: max_free_pool_size)
 SCRUB_INTERVAL = 30.0     # seconds between scrubber scans (1.19: PROD_TIMER_INTERVAL)
 SCRUB_BATCH = 10          # idle links detached per connection per scan at most (MAX_FREE_BATCH)
+# with test hooks (qdrouterd -T) 1.19 scans every 5 s and keeps 2 idle links per connection
+TEST_SCRUB_INTERVAL = 5.0
+TEST_POOL_MAX = 2
 
 
 class StreamLinkOwner:
@@ -91,13 +96,14 @@ def forget_stream_link(link: Link) -> None:
 
 def idle_surplus(core: Any) -> list:
     """The streaming links the scrubber detaches now: per connection, the idle ones (nothing
-    on them, nothing unsettled) past the first ``POOL_MAX``, at most ``SCRUB_BATCH``."""
+    on them, nothing unsettled) past the first ``core.sl_pool_max``, at most ``SCRUB_BATCH``."""
     out = []
+    pool_max = core.sl_pool_max
     for conn in core.conns.values():
-        if len(conn.stream_links) <= POOL_MAX:
+        if len(conn.stream_links) <= pool_max:
             continue
         idle = [link for link in conn.stream_links
                 if not (link.stream_busy or link.queue or link.unsettled or link.closed
                         or link.attaching)]
-        out.extend(idle[POOL_MAX:POOL_MAX + SCRUB_BATCH])
+        out.extend(idle[pool_max:pool_max + SCRUB_BATCH])
     return out

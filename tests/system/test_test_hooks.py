@@ -133,3 +133,18 @@ def test_absent_without_the_option(tmp_path):
     finally:
         conn.close()
         proc.stop()
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+@pytest.mark.parametrize("hooks, interval, pool", [(True, 5, 2), (False, 30, 128)])
+def test_streaming_link_scrubber_settings_follow_test_hooks(tmp_path, kind, hooks, interval,
+                                                            pool):
+    """-T shortens the streaming-link scrubber's scan (30 s -> 5 s) and its idle pool per
+    connection (128 -> 2 links), as the router says at start-up (the scans themselves:
+    tests/unit/test_core_streamlinks.py)."""
+    proc, _ = start(tmp_path, kind, hooks)
+    try:
+        proc.wait_for_line(f"Streaming link scrubber: Scan interval: {interval} seconds, "
+                           f"max free pool: {pool} links", timeout=TIMEOUT)
+    finally:
+        proc.stop()

@@ -16,7 +16,8 @@ from common.ipc import (
     DIR_OUT, STATE_ACCEPTED, STATE_MODIFIED, AttachOut, ConnOpened, DeliverChunk, DetachLink,
     Disposition, LinkAttached, LinkDetach, LinkFlow, LinkOpen, PeerHello, RemoteAddress,
     RouteUpdate, RouterDeliver, StreamDeliver, StreamTransfer, TransferChunk, UpdateIn)
-from router_core.streamlinks import POOL_MAX, SCRUB_BATCH, SCRUB_INTERVAL
+from router_core.streamlinks import (POOL_MAX, SCRUB_BATCH, SCRUB_INTERVAL, TEST_POOL_MAX,
+                                     TEST_SCRUB_INTERVAL)
 from tests.unit.test_core import Harness, _inter_router_links, core_cls  # noqa: F401
 from tests.unit.test_core_interior import data_out, of
 
@@ -24,9 +25,8 @@ AGENT = 1
 CLIENT_LINK = 10
 
 
-@pytest.fixture
-def net(core_cls):
-    h = Harness(core_cls, mode="interior")
+def make_net(core_cls, **kwargs):
+    h = Harness(core_cls, mode="interior", **kwargs)
     h.do(PeerHello(AGENT, "agent", 1), peer=AGENT)
     for conn_id, first, router, streaming in ((1, 100, "R2", True), (5, 200, "R3", False)):
         h.do(ConnOpened(conn_id, "inter-router", "in", "127.0.0.1:1", router, "l0", "", "",
@@ -41,6 +41,11 @@ def net(core_cls):
     h.conn(9).sender(CLIENT_LINK, 9, None, capacity=250)
     h.effects()
     return h
+
+
+@pytest.fixture
+def net(core_cls):
+    return make_net(core_cls)
 
 
 def stream(h, address, last=False):
@@ -168,3 +173,23 @@ def test_inbound_data_links_past_the_tenth_get_priority_4(net):
     net.sender(150, 1, None, capacity=250, link_type="inter-router")
     assert LinkOpen(150, None) in net.flat()
     assert net.link(150)["priority"] == 4
+
+
+def test_with_test_hooks_the_scrubber_runs_every_5_s_and_keeps_2(core_cls):
+    """1.19's -T: idle streaming links beyond 2 per connection go at the next 5 s scan."""
+    assert (TEST_SCRUB_INTERVAL, TEST_POOL_MAX) == (5.0, 2)
+    net = make_net(core_cls, test_hooks=True)
+    dlvs = [stream(net, "big") for _ in range(5)]
+    for a in of(net.flat(), AttachOut):
+        attach_answered(net, a)
+    started = of(net.flat(), StreamDeliver)
+    for dlv in dlvs:
+        net.do(TransferChunk(dlv, True, False, b""))
+    net.do(*[Disposition(s.dlv_id, STATE_ACCEPTED, True, None) for s in started])
+    net.flat()
+    net.core.tick(TEST_SCRUB_INTERVAL - 1)
+    assert of(net.flat(), DetachLink) == []  # not before the first scan
+    net.core.tick(TEST_SCRUB_INTERVAL + 0.5)
+    assert len(of(net.flat(), DetachLink)) == 3  # 5 idle, 2 kept
+    net.core.tick(2 * TEST_SCRUB_INTERVAL + 1)
+    assert of(net.flat(), DetachLink) == []
