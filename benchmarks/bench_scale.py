@@ -74,7 +74,6 @@ import resource
 import select
 import socket
 import statistics
-import struct
 import subprocess
 import sys
 import tempfile
@@ -88,6 +87,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import run_router_bench as rb  # noqa: E402
 import side_by_side  # noqa: E402
+from fuzz_front_door import frame, performative  # noqa: E402 - the same frame encoders
 
 SCHEMA = "scale/1"
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
@@ -98,39 +98,22 @@ OPEN, BEGIN, ATTACH, CLOSE, SASL_OUTCOME = 0x10, 0x11, 0x12, 0x18, 0x44
 
 
 # --------------------------------------------------------------------------- frames
-def _described(code: int, fields: list) -> bytes:
-    from proton import Data
-    d = Data()
-    d.put_described()
-    d.enter()
-    d.put_ulong(code)
-    d.put_list()
-    d.enter()
-    for put in fields:
-        put(d)
-    d.exit()
-    d.exit()
-    return d.encode()
-
-
-def frame(body: bytes, ftype: int = 0, channel: int = 0) -> bytes:
-    return struct.pack(">IBBH", 8 + len(body), 2, ftype, channel) + body
 
 
 def conn_preamble(container: str) -> bytes:
     """SASL ANONYMOUS, the AMQP header, open and begin (channel 0), pipelined."""
-    init = frame(_described(0x41, [lambda d: d.put_symbol("ANONYMOUS"),
-                                   lambda d: d.put_binary(b"")]), ftype=1)
-    opened = frame(_described(OPEN, [lambda d: d.put_string(container),
-                                     lambda d: d.put_string("127.0.0.1")]))
-    begun = frame(_described(BEGIN, [lambda d: d.put_null(), lambda d: d.put_uint(0),
-                                     lambda d: d.put_uint(2048), lambda d: d.put_uint(2048)]))
+    init = frame(performative(0x41, [lambda d: d.put_symbol("ANONYMOUS"),
+                                     lambda d: d.put_binary(b"")]), ftype=1)
+    opened = frame(performative(OPEN, [lambda d: d.put_string(container),
+                                       lambda d: d.put_string("127.0.0.1")]))
+    begun = frame(performative(BEGIN, [lambda d: d.put_null(), lambda d: d.put_uint(0),
+                                       lambda d: d.put_uint(2048), lambda d: d.put_uint(2048)]))
     return SASL_HEADER + init + AMQP_HEADER + opened + begun
 
 
 def attach_receiver(handle: int, address: str) -> bytes:
     """An attach of a receiving link (role receiver) with its source address."""
-    source = _described(0x28, [lambda d: d.put_string(address)])
+    source = performative(0x28, [lambda d: d.put_string(address)])
     from proton import Data
 
     def put_source(d: Any) -> None:
@@ -138,7 +121,7 @@ def attach_receiver(handle: int, address: str) -> bytes:
         src.decode(source)
         d.put_object(src.get_object())
 
-    return frame(_described(ATTACH, [
+    return frame(performative(ATTACH, [
         lambda d: d.put_string(f"r{handle}"), lambda d: d.put_uint(handle),
         lambda d: d.put_bool(True), lambda d: d.put_ubyte(2), lambda d: d.put_ubyte(0),
         put_source, lambda d: d.put_null()]))

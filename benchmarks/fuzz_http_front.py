@@ -193,20 +193,26 @@ def run_case(port: int, data: bytes, hold: bool, bound: float) -> tuple:
         return how, _first_answer(got)
 
 
+def server_frames(data: bytes):
+    """``(opcode, payload)`` of each WebSocket frame a server sent (unmasked) in ``data``; the
+    last payload may be cut short where ``data`` ends."""
+    pos = 0
+    while pos + 2 <= len(data):
+        opcode, length = data[pos] & 0x0F, data[pos + 1] & 0x7F
+        pos += 2
+        if length == 126:
+            length, pos = int.from_bytes(data[pos:pos + 2], "big"), pos + 2
+        elif length == 127:
+            length, pos = int.from_bytes(data[pos:pos + 8], "big"), pos + 8
+        yield opcode, data[pos:pos + length]
+        pos += length
+
+
 def _first_answer(got: bytes) -> str:
     if got.startswith(b"HTTP/1.1 101"):
-        rest = got.split(b"\r\n\r\n", 1)[-1]
-        pos = 0
-        while pos + 2 <= len(rest):
-            opcode, length = rest[pos] & 0x0F, rest[pos + 1] & 0x7F
-            pos += 2
-            if length == 126:
-                length, pos = int.from_bytes(rest[pos:pos + 2], "big"), pos + 2
-            elif length == 127:
-                length, pos = int.from_bytes(rest[pos:pos + 8], "big"), pos + 8
+        for opcode, payload in server_frames(got.split(b"\r\n\r\n", 1)[-1]):
             if opcode == 8:
-                return f"ws-close {int.from_bytes(rest[pos:pos + 2], 'big')}"
-            pos += length
+                return f"ws-close {int.from_bytes(payload[:2], 'big')}"
         return "101"
     return got.split(b"\r\n", 1)[0][:20].decode("latin-1") if got else ""
 

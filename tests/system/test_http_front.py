@@ -25,6 +25,11 @@ _spec = importlib.util.spec_from_file_location("bench_http_front", _PATH)
 bench = importlib.util.module_from_spec(_spec)
 sys.modules.setdefault("bench_http_front", bench)
 _spec.loader.exec_module(bench)
+_FUZZ = _PATH.with_name("fuzz_http_front.py")  # its WebSocket frame writer and reader
+_fspec = importlib.util.spec_from_file_location("bench_fuzz_http_front", _FUZZ)
+fuzz = importlib.util.module_from_spec(_fspec)
+sys.modules.setdefault("bench_fuzz_http_front", fuzz)
+_fspec.loader.exec_module(fuzz)
 
 TIMEOUT = 15.0
 WS_KEY = base64.b64encode(b"0123456789abcdef").decode()
@@ -142,51 +147,20 @@ def ws_open(port: int) -> socket.socket:
     return sock
 
 
-def ws_frame(payload: bytes, opcode: int = 2, declared: int | None = None) -> bytes:
-    """A masked client frame; ``declared``: the length its header claims (default: the
-    payload's)."""
-    length = len(payload) if declared is None else declared
-    head = bytes([0x80 | opcode])
-    if length < 126:
-        head += bytes([0x80 | length])
-    elif length < 1 << 16:
-        head += bytes([0x80 | 126]) + length.to_bytes(2, "big")
-    else:
-        head += bytes([0x80 | 127]) + length.to_bytes(8, "big")
-    mask = b"\x01\x02\x03\x04"
-    return head + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+ws_frame = fuzz.ws_frame  # a masked client frame; ``declared``: the length its header claims
 
 
 def ws_close_code(data: bytes):
-    """The status code of the first close frame (server frames are not masked) in ``data``."""
-    pos = 0
-    while pos + 2 <= len(data):
-        opcode, length = data[pos] & 0x0F, data[pos + 1] & 0x7F
-        pos += 2
-        if length == 126:
-            length, pos = int.from_bytes(data[pos:pos + 2], "big"), pos + 2
-        elif length == 127:
-            length, pos = int.from_bytes(data[pos:pos + 8], "big"), pos + 8
+    """The status code of the first close frame the router sent in ``data``."""
+    for opcode, payload in fuzz.server_frames(data):
         if opcode == 8:
-            return int.from_bytes(data[pos:pos + 2], "big") if length >= 2 else None
-        pos += length
+            return int.from_bytes(payload[:2], "big") if len(payload) >= 2 else None
     return None
 
 
 def amqp_bytes(data: bytes) -> bytes:
-    """The payloads of the binary frames (unmasked, from the router) in ``data``."""
-    out, pos = b"", 0
-    while pos + 2 <= len(data):
-        opcode, length = data[pos] & 0x0F, data[pos + 1] & 0x7F
-        pos += 2
-        if length == 126:
-            length, pos = int.from_bytes(data[pos:pos + 2], "big"), pos + 2
-        elif length == 127:
-            length, pos = int.from_bytes(data[pos:pos + 8], "big"), pos + 8
-        if opcode in (0, 2):
-            out += data[pos:pos + length]
-        pos += length
-    return out
+    """The payloads of the binary frames the router sent in ``data``."""
+    return b"".join(payload for opcode, payload in fuzz.server_frames(data) if opcode in (0, 2))
 
 
 def amqp_socket(kind_of_port: str, router, http_port: int) -> socket.socket:
