@@ -17,14 +17,16 @@ import os
 import socket
 import time
 import zlib
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import zmq
 
 from common import ipc
 from common.failover import FailoverList
 from common.listenfds import ListenerError, resolve_port
-from router_io.engine import Connection
+
+if TYPE_CHECKING:  # the compiled build's worker never imports the pure engine
+    from router_io.engine import Connection
 
 POLLIN, POLLOUT = zmq.POLLIN, zmq.POLLOUT
 

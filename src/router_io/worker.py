@@ -28,7 +28,7 @@ import socket
 import sys
 import time
 import traceback
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import zmq
 
@@ -38,7 +38,6 @@ from common.listenfds import ListenerError
 from common.log import RouterLog
 from common.procutil import (SignalWake, child_start, core_endpoint, run_profiled, status_socket,
                              steady_gc, watch_sigterm)
-from router_io.engine import Connection
 from router_io.engine_select import get_engine_class
 from router_io.connectors import Connector, ConnectorsMixin
 from router_io.conncount import SharedConnectionCount
@@ -47,6 +46,9 @@ from router_io.httpstream import HttpStream
 from router_io.sockpoll import SocketPoller
 from router_io.worker_auth import AuthMixin
 from router_io.worker_http import HttpMixin
+
+if TYPE_CHECKING:  # the compiled build's worker never imports the pure engine
+    from router_io.engine import Connection
 
 POLLIN, POLLOUT = int(zmq.POLLIN), int(zmq.POLLOUT)  # ints: enum flags' & is Python code
 _READ_SIZE = 65536
