@@ -3,7 +3,8 @@
 ``qdrouterd --version`` prints the Qpid Dispatch release this router replaces (1.19.0, which
 1.19's tools and scripts expect: ``common.identity``); this module names the build itself, for
 ``qdrouterd --build-info``, the start-up log line and the tools' ``--help``: the package version
-(from the installed distribution's metadata), the Python and proton it runs on, which compiled
+(``common.identity.BUILD_VERSION``, which pyproject.toml reads too), the Python and
+proton it runs on, which compiled
 modules are present, and the documentation directory.
 
 Documentation: ``scripts/install-service.sh`` installs the user pages under
@@ -12,13 +13,12 @@ checkout's ``docs/``. Must not import anything of the router's packages but ``co
 """
 from __future__ import annotations
 
-import importlib.metadata
 import importlib.util
 import os
 import sys
 from typing import Optional
 
-from common.identity import VERSION
+from common.identity import BUILD_VERSION, VERSION
 
 DISTRIBUTION = "qdrouter-py"
 # (selector's compiled module, what it is): common.builds.choose picks them at import time
@@ -30,11 +30,9 @@ _CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 
 
 def build_version() -> str:
-    """The installed package's version ("unknown" when it is not installed)."""
-    try:
-        return importlib.metadata.version(DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    """This package's version (without importlib.metadata: the router logs it at every start,
+    and that module with its e-mail parser would stay in every process's memory)."""
+    return BUILD_VERSION
 
 
 def docs_dir() -> Optional[str]:
@@ -70,9 +68,11 @@ def compiled_modules() -> list[tuple[str, bool]]:
 
 
 def proton_version() -> str:
+    """The proton library's version, as the library itself reports it."""
     try:
-        return importlib.metadata.version("python-qpid-proton")
-    except importlib.metadata.PackageNotFoundError:
+        import cproton
+        return f"{cproton.PN_VERSION_MAJOR}.{cproton.PN_VERSION_MINOR}.{cproton.PN_VERSION_POINT}"
+    except (ImportError, AttributeError):
         return "unknown"
 
 

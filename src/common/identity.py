@@ -7,3 +7,6 @@ workers send. Plain constants; must not import anything of the router's packages
 
 PRODUCT = "qpid-dispatch-router"
 VERSION = "1.19.0"  # the Qpid Dispatch release this router is a drop-in replacement for
+# this package's own version (pyproject.toml reads it from here: one place, and the router
+# need not load importlib.metadata and its e-mail parser to log it)
+BUILD_VERSION = "0.1.0"
