@@ -108,7 +108,8 @@ def proc_label(pid: int) -> str:
             argv = f.read().split(b"\0")
     except OSError:
         return str(pid)
-    argv = [a.decode(errors="replace") for a in argv if a]
+    # a child forked by the supervisor names itself with one string (setproctitle): split it too
+    argv = [w for a in argv if a for w in a.decode(errors="replace").split()]
     if "-m" in argv and argv.index("-m") + 1 < len(argv):
         return argv[argv.index("-m") + 1]
     return os.path.basename(argv[0]) if argv else str(pid)

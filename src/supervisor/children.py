@@ -47,6 +47,7 @@ import zmq
 
 from supervisor import notify
 from supervisor import reload
+from supervisor import spawn
 from supervisor.sizing import Sizing, size_for_machine
 from supervisor.config import ConfigError, load_config
 from common import ipc
@@ -138,7 +139,7 @@ class Supervisor:
         self.poller = zmq.Poller()
         for sock in (self.status, self.reload_sock, self.broker.fileno()):
             self.poller.register(sock, zmq.POLLIN)  # pyzmq reports a plain socket by its fd
-        self.children: dict[str, subprocess.Popen] = {}
+        self.children: dict[str, spawn.Child] = {}
         self.generations: dict[str, int] = {}
         self.restart_times: dict[str, collections.deque] = {}
         self.restart_counts: dict[str, int] = {}
@@ -146,6 +147,7 @@ class Supervisor:
         self.reload_requested = False
         self.reload_pending: Optional[dict] = None
         self._reload_ids = 0
+        self.preloaded = False
 
     @property
     def worker_names(self) -> list:
@@ -156,20 +158,15 @@ class Supervisor:
         return self.spec["workers"] if name == "agent" else int(name[len("worker"):])
 
     def _spawn(self, name: str) -> None:
+        """Start one child (``supervisor.spawn``: forked from this pre-imported process)."""
         peers = str(self.spec["workers"] + 1)
-        if name == "core":
-            module, args = "router_core.coreproc", []
-        elif name == "agent":
-            module, args = "agent.controlplane", ["--index", str(self.peer_index(name)),
-                                                  "--peers", peers]
-        else:
-            module, args = "router_io.worker", ["--index", str(self.peer_index(name)),
-                                                "--peers", peers]
+        kind = name if name in ("core", "agent") else "worker"
+        args = ["--ipc", self.runtime]
         if name != "core":
-            args += ["--generation", str(self.generations.get(name, 0))]
-        cmd = [sys.executable, "-m", module, "--ipc", self.runtime, *args]
+            args += ["--index", str(self.peer_index(name)), "--peers", peers,
+                     "--generation", str(self.generations.get(name, 0))]
         env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}  # only we notify
-        self.children[name] = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, env=env)
+        self.children[name] = spawn.start_child(kind, args, env)
 
     def _poll(self, timeout_ms: int) -> dict:
         """Wait for the supervisor's sockets; listener requests from workers are served here."""
@@ -248,6 +245,9 @@ class Supervisor:
         return None
 
     def start(self) -> Optional[str]:
+        if spawn.forking() and not self.preloaded:
+            spawn.preload()  # once: every child is forked from what it imported
+            self.preloaded = True
         self._spawn("core")
         error = self._await_ready({"core"})
         if error:
@@ -300,7 +300,7 @@ class Supervisor:
                                                     f"{msg.detail}")
 
     # --- supervision: a dead child is restarted in place (see DESIGN.md) ------------------------
-    def _restart(self, name: str, proc: subprocess.Popen, code: int) -> bool:
+    def _restart(self, name: str, proc: spawn.Child, code: int) -> bool:
         """Restart a dead child; False when it is crash-looping (the router then exits 1)."""
         now = time.monotonic()
         history = self.restart_times.setdefault(name, collections.deque())
