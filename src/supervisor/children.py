@@ -10,7 +10,9 @@ with the agent (``supervisor/reload.py``).
 Processes (see src/router_core/DESIGN.md): one core, I/O workers (``workerThreads`` bounded by the
 usable CPUs, ``supervisor.sizing``) and one agent
 (control plane). Children get a runtime spec (``spec.json`` in a private runtime directory that
-also holds the ZeroMQ endpoints) and report readiness over a PUSH socket.
+also holds the ZeroMQ endpoints) and report readiness over a PUSH socket. They are forked from
+this process after it imported their modules once (``supervisor/spawn.py``), so those pages
+are shared; each is handled as a ``subprocess.Popen`` was (poll, wait, signal).
 
 Listening sockets: the supervisor binds every AMQP listener once, exclusively, before any child
 starts (a port in use stops the start with 1.x's ``Listener error on HOST:PORT: ...`` and exit 1)
@@ -246,7 +248,10 @@ class Supervisor:
 
     def start(self) -> Optional[str]:
         if spawn.forking() and not self.preloaded:
-            spawn.preload()  # once: every child is forked from what it imported
+            try:
+                spawn.preload()  # once: every child is forked from what it imported
+            except Exception as exc:  # noqa: BLE001 - a broken install: say what, exit 1
+                return f"cannot load the router's modules: {type(exc).__name__}: {exc}"
             self.preloaded = True
         self._spawn("core")
         error = self._await_ready({"core"})
