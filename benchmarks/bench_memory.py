@@ -17,6 +17,14 @@ Three scenarios, each on a fresh router (``python -m supervisor.main``, 1 worker
    it is held and after the receiver leaves, relative to the message size, and the peak (VmHWM)
    growth of each process while it went through.
 
+4. **footprint**: an idle router (no clients), every process: RSS, PSS (each page divided by
+   the number of processes that map it: the figure that adds up) and USS (pages only it maps),
+   from ``/proc/<pid>/smaps_rollup``, and PSS by kind of mapping (Python objects and malloc:
+   anonymous memory and the heap; shared libraries; the rest). Side by side: ours as started
+   (children forked from the pre-imported supervisor), ours with ``QDROUTERD_SPAWN=exec``
+   (each child its own interpreter) and, with ``--qdrouterd-1x PREFIX``, Qpid Dispatch 1.x;
+   ``--rounds`` rounds (default 3), the order rotating each round, medians printed.
+
 RSS is VmRSS from ``/proc/<pid>/status`` of every process of the router's tree; "worker" is the
 I/O worker process(es), "core" the core process, "total" all of them (supervisor, agent too).
 Figures are printed and appended as one JSON line (``bench-memory/1``) to ``--out`` (default
@@ -24,6 +32,7 @@ Figures are printed and appended as one JSON line (``bench-memory/1``) to ``--ou
 
     .venv/bin/python benchmarks/bench_memory.py
     .venv/bin/python benchmarks/bench_memory.py --only churn --cycles 10 --conns 2000
+    .venv/bin/python benchmarks/bench_memory.py --only footprint --qdrouterd-1x /opt/qpid-dispatch-1.19.0
 
 Every process started here is stopped here; every wait is bounded.
 """
@@ -31,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import statistics
 import json
 import os
 import resource
@@ -48,6 +58,7 @@ from cproton_ffi import ffi, lib
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from run_router_bench import Router, free_port, proc_label, process_tree  # noqa: E402
+import side_by_side  # noqa: E402
 
 SCHEMA = "bench-memory/1"
 MB = 1024 * 1024
@@ -405,9 +416,99 @@ def big(args: argparse.Namespace, workdir: Path) -> dict:
         router.stop()
 
 
+# --------------------------------------------------------------------------- idle footprint
+
+def smaps(pid: int) -> dict:
+    """kB of one process: rss, pss, uss, and pss by kind of mapping (python: anonymous memory
+    and [heap], i.e. Python objects and malloc; libs: shared objects; other: the rest)."""
+    out = {"rss": 0, "pss": 0, "uss": 0, "pss_python": 0, "pss_libs": 0, "pss_other": 0}
+    kind = "other"
+    try:
+        with open(f"/proc/{pid}/smaps", encoding="ascii", errors="replace") as f:
+            for line in f:
+                head, _, rest = line.partition(" ")
+                if "-" in head and not head.endswith(":"):  # a mapping's first line
+                    fields = rest.split()
+                    path = fields[4] if len(fields) > 4 else ""
+                    kind = ("python" if path in ("", "[heap]") else
+                            "libs" if ".so" in os.path.basename(path) else "other")
+                elif head == "Rss:":
+                    out["rss"] += int(rest.split()[0])
+                elif head == "Pss:":
+                    out["pss"] += int(rest.split()[0])
+                    out[f"pss_{kind}"] += int(rest.split()[0])
+                elif head in ("Private_Clean:", "Private_Dirty:"):
+                    out["uss"] += int(rest.split()[0])
+    except OSError:
+        pass
+    return out
+
+
+def role(pid: int, root: int) -> str:
+    if pid == root:
+        return "supervisor" if "supervisor.main" in proc_label(pid) else "qdrouterd"
+    label = proc_label(pid)
+    return {"router_core.coreproc": "core", "agent.controlplane": "agent",
+            "router_io.worker": "worker"}.get(label, label)
+
+
+def footprint_once(args: argparse.Namespace, workdir: Path, kind: str) -> dict:
+    port = free_port()
+    if kind == "1x":
+        cmd, env = (f"{args.qdrouterd_1x / 'sbin' / 'qdrouterd'} -c {{conf}}",
+                    side_by_side.env_1x(args.qdrouterd_1x))
+    else:
+        cmd, env = None, ({"QDROUTERD_SPAWN": "exec"} if kind == "ours-exec" else {})
+    router = Router(workdir, port, args.workers, cmd, env, name=f"footprint-{kind}")
+    try:
+        router.wait_ready()
+        time.sleep(args.idle_s)  # start-up's garbage collected, every process in its loop
+        procs: dict[str, dict] = {}
+        for pid in process_tree(router.proc.pid):
+            name = role(pid, router.proc.pid)
+            if name in procs:
+                name = f"{name}{sum(1 for k in procs if k.startswith(name))}"
+            procs[name] = smaps(pid)
+        total = {k: sum(p[k] for p in procs.values()) for k in next(iter(procs.values()))}
+        return {"processes": procs, "total": total}
+    finally:
+        router.stop()
+
+
+def footprint(args: argparse.Namespace, workdir: Path) -> dict:
+    kinds = ["ours", "ours-exec"] + (["1x"] if args.qdrouterd_1x else [])
+    runs: dict[str, list] = {k: [] for k in kinds}
+    for r in range(args.rounds):
+        for kind in kinds[r % len(kinds):] + kinds[:r % len(kinds)]:
+            runs[kind].append(footprint_once(args, workdir, kind))
+    out = {}
+    print("footprint: idle router, MB (median of %d rounds; PSS by kind: python heap / "
+          "shared libraries / other)" % args.rounds)
+    for kind, samples in runs.items():
+        names = list(samples[0]["processes"])
+        med = {name: {k: statistics.median(s["processes"].get(name, {}).get(k, 0)
+                                           for s in samples)
+                      for k in samples[0]["processes"][name]} for name in names}
+        med["total"] = {k: statistics.median(s["total"][k] for s in samples)
+                        for k in samples[0]["total"]}
+        out[kind] = med
+        for name, v in med.items():
+            print(f"  {kind:<9} {name:<10} RSS {v['rss'] / 1024:6.1f}  PSS {v['pss'] / 1024:6.1f}"
+                  f"  USS {v['uss'] / 1024:6.1f}   PSS python {v['pss_python'] / 1024:5.1f}"
+                  f" libs {v['pss_libs'] / 1024:5.1f} other {v['pss_other'] / 1024:5.1f}",
+                  flush=True)
+    base = out.get("1x", {}).get("total")
+    if base:
+        for kind in ("ours", "ours-exec"):
+            t = out[kind]["total"]
+            print(f"  {kind} / 1.x: RSS {t['rss'] / base['rss']:.2f}x, "
+                  f"PSS {t['pss'] / base['pss']:.2f}x")
+    return out
+
+
 def main(argv: Optional[list] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--only", choices=["churn", "stall", "big"], action="append")
+    p.add_argument("--only", choices=["churn", "stall", "big", "footprint"], action="append")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--cycles", type=int, default=10)
     p.add_argument("--conns", type=int, default=2000)
@@ -415,17 +516,21 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--stall-credit", type=int, default=100000)
     p.add_argument("--stall-size", type=int, default=1024)
     p.add_argument("--big-mb", type=float, default=50)
+    p.add_argument("--rounds", type=int, default=3, help="footprint: rounds")
+    p.add_argument("--idle-s", type=float, default=3.0, help="footprint: wait before reading")
+    p.add_argument("--qdrouterd-1x", type=Path, help="footprint: a 1.x install prefix too")
     p.add_argument("--label", default="", help="free text stored with the figures")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
-    which = args.only or ["churn", "stall", "big"]
+    which = args.only or ["churn", "stall", "big", "footprint"]
     result: dict = {"schema": SCHEMA, "ts": time.time(), "label": args.label,
                     "workers": args.workers,
                     "build": "pure" if os.environ.get("ROUTER_NO_EXTENSIONS") else "compiled"}
     with tempfile.TemporaryDirectory(prefix="bench-memory-") as tmp:
         workdir = Path(tmp)
         for name in which:
-            result[name] = {"churn": churn, "stall": stall, "big": big}[name](args, workdir)
+            result[name] = {"churn": churn, "stall": stall, "big": big,
+                            "footprint": footprint}[name](args, workdir)
     out = args.out or HERE / "results" / time.strftime("%Y%m%dT%H%M%SZ.jsonl", time.gmtime())
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out, "a", encoding="utf-8") as f:
