@@ -32,9 +32,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import zmq
 
-from common import ipc, zmqcalls
-from common import listenfds
-from common.listenfds import ListenerError
+from common import ipc, listenfds, zmqcalls
 from common.log import RouterLog
 from common.procutil import (SignalWake, child_start, core_endpoint, run_profiled, status_socket,
                              steady_gc, watch_sigterm)
@@ -333,7 +331,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         if kind == "listener" and change.op == "create":
             try:
                 sock = listenfds.open_lent(self.ipc_dir, attrs)
-            except ListenerError as exc:
+            except listenfds.ListenerError as exc:
                 return False, str(exc)
             except (OSError, ValueError) as exc:
                 return False, f"cannot get the listening socket from the supervisor: {exc}"
