@@ -120,11 +120,14 @@ def start_child(kind: str, args: list, env: dict) -> Child:
     gc.freeze()  # what the supervisor allocated since: no collection in the child touches it
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # or the child would write the supervisor's buffered lines again
+    # no supervisor handler may run in the child: signals wait until it has reset them
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGNALS)
-    pid = os.fork()
-    if pid == 0:
-        _child(module, cmd, args, env)  # never returns
-    signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            _child(module, cmd, args, env)  # never returns
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
     return ForkedChild(pid, cmd)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +119,11 @@ def _listening_inode(port: int) -> str:
     raise AssertionError(f"nothing listens on {port}")
 
 
+def _status(pid: int) -> dict:
+    with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
 def _children(router) -> dict:
     out = {}
     for pid in procs.children_of(router.proc.proc.pid):
@@ -138,6 +144,13 @@ def test_children_are_forked_from_the_supervisor_sharing_its_imported_pages(rout
     for name, pid in children.items():
         shared = {r for r, kb in _anon_mappings(pid).items() if kb > 0 and r in parent}
         assert shared, f"{name}: no anonymous page shared with the supervisor"
+    # none of the supervisor's signal handling: nothing blocked, SIGHUP not caught (the
+    # supervisor's reload handler), as in an exec'd child
+    for name, pid in children.items():
+        status = _status(pid)
+        assert int(status["SigBlk"], 16) == 0, name
+        assert not int(status["SigCgt"], 16) & (1 << (signal.SIGHUP - 1)), name
+    assert int(_status(supervisor)["SigCgt"], 16) & (1 << (signal.SIGHUP - 1))
     # no descriptor of the supervisor's: the listening socket is lent to the worker only
     listener = _listening_inode(router.port)
     assert listener in _socket_inodes(supervisor)
