@@ -149,7 +149,7 @@ class Supervisor:
         self.reload_requested = False
         self.reload_pending: Optional[dict] = None
         self._reload_ids = 0
-        self.preloaded = False
+        self.spawn_prepared = False
 
     @property
     def worker_names(self) -> list:
@@ -247,12 +247,9 @@ class Supervisor:
         return None
 
     def start(self) -> Optional[str]:
-        if spawn.forking() and not self.preloaded:
-            try:
-                spawn.preload()  # once: every child is forked from what it imported
-            except Exception as exc:  # noqa: BLE001 - a broken install: say what, exit 1
-                return f"cannot load the router's modules: {type(exc).__name__}: {exc}"
-            self.preloaded = True
+        error = self._prepare_spawn()
+        if error:
+            return error
         self._spawn("core")
         error = self._await_ready({"core"})
         if error:
@@ -261,6 +258,21 @@ class Supervisor:
         for name in self.worker_names:
             self._spawn(name)
         return self._await_ready({"agent", *self.worker_names})
+
+    def _prepare_spawn(self) -> Optional[str]:
+        """Once, before the first child: import what the children will be forked from."""
+        if self.spawn_prepared:
+            return None
+        self.spawn_prepared = True
+        if not spawn.can_name_children():
+            self.log.log("SERVER", "warning", "setproctitle is not installed: the router's "
+                         "processes start as separate interpreters (more memory)")
+        elif spawn.forking():
+            try:
+                spawn.preload()
+            except Exception as exc:  # noqa: BLE001 - a broken install: say what, exit 1
+                return f"cannot load the router's modules: {type(exc).__name__}: {exc}"
+        return None
 
     def watch(self) -> int:
         """Run until a signal (exit 0) or a crash loop (exit 1); restart children that die."""

@@ -19,15 +19,17 @@ no ``NOTIFY_SOCKET`` (only the supervisor talks to systemd). It never returns in
 supervisor's code: whatever ``main`` does, it ends with ``os._exit``, so the supervisor's
 objects it carries (never used) are neither finalised nor flushed twice.
 
-``QDROUTERD_SPAWN=exec`` starts the children as separate interpreters instead (the way to
-compare the two, ``benchmarks/bench_scale.py footprint``). The child modules are named here as
-strings, as on a command line: the supervisor does not import their packages' code otherwise.
+``QDROUTERD_SPAWN=exec`` (or setproctitle missing) starts the children as separate interpreters
+instead (``benchmarks/bench_memory.py --only footprint`` compares the two). The child modules
+are named here as strings, as on a command line: the supervisor does not import their
+packages' code otherwise.
 Must not import router_core, router_io or agent by an import statement.
 """
 from __future__ import annotations
 
 import gc
 import importlib
+import importlib.util
 import os
 import signal
 import subprocess
@@ -49,8 +51,17 @@ _SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD)
 
 
 def forking() -> bool:
-    """Children forked from the pre-imported supervisor (default), not exec'd."""
-    return os.environ.get(SPAWN_ENV, "fork") != "exec"
+    """Children forked from the pre-imported supervisor (default), not exec'd. Without
+    setproctitle (an install not updated) they are exec'd: a forked child could not name
+    itself, and ``ps`` would show four supervisors."""
+    return os.environ.get(SPAWN_ENV, "fork") != "exec" and can_name_children()
+
+
+def can_name_children() -> bool:
+    try:
+        return importlib.util.find_spec("setproctitle") is not None
+    except (ImportError, ValueError):  # ValueError: blocked (None in sys.modules)
+        return False
 
 
 def preload() -> None:

@@ -8,7 +8,9 @@
   each child's anonymous memory (Python objects) starts as pages it shares with the supervisor,
   at the supervisor's addresses; it still shows its own command line (``ps``), and holds none
   of the supervisor's descriptors (the core and the agent no listening socket).
-* ``QDROUTERD_SPAWN=exec`` starts them as separate interpreters, which share no such pages.
+* ``QDROUTERD_SPAWN=exec``, or an install without setproctitle (a warning says so), starts them
+  as separate interpreters, which share no such pages; a child module that cannot be imported
+  stops the start with its error.
 
 benchmarks/bench_memory.py ``--only footprint`` gives the sizes (docs/scaling.md).
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 import pytest
 
 import psutil_free as procs  # local helper module in tests/
+from conftest import RouterProcess, free_port
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 COMPILED = os.environ.get("ROUTER_NO_EXTENSIONS") != "1"
@@ -166,3 +169,44 @@ def test_exec_children_share_no_python_pages(router_factory, monkeypatch):
     parent = _anon_mappings(router.proc.proc.pid)
     for name, pid in children.items():
         assert not {r for r, kb in _anon_mappings(pid).items() if kb > 0 and r in parent}, name
+
+
+def _shadowing(tmp_path, name: str, text: str) -> dict:
+    """An environment whose interpreters find ``name`` (a module, or sitecustomize) first."""
+    (tmp_path / "shadow").mkdir(exist_ok=True)
+    (tmp_path / "shadow" / name).write_text(text)
+    return {"PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path / "shadow"),
+                                                        os.environ.get("PYTHONPATH")]))}
+
+
+def test_an_install_without_setproctitle_starts_separate_interpreters(tmp_path):
+    conf = tmp_path / "r.conf"
+    port = free_port()
+    conf.write_text("router {\n    mode: standalone\n    id: R\n    workerThreads: 1\n}\n"
+                    "listener {\n"
+                    f"    host: 127.0.0.1\n    port: {port}\n    authenticatePeer: no\n}}\n")
+    proc = RouterProcess(conf, _shadowing(tmp_path, "sitecustomize.py",
+                                          "import sys\nsys.modules['setproctitle'] = None\n"))
+    try:
+        proc.wait_for_line("setproctitle is not installed: the router's processes start as "
+                           "separate interpreters")
+        proc.wait_for_line("Operational")
+        parent = _anon_mappings(proc.proc.pid)
+        kids = procs.children_of(proc.proc.pid)
+        assert len(kids) == 3
+        for pid in kids:
+            assert not {r for r, kb in _anon_mappings(pid).items() if kb > 0 and r in parent}
+    finally:
+        proc.stop()
+
+
+def test_a_child_module_that_cannot_be_imported_stops_the_start(tmp_path):
+    conf = tmp_path / "r.conf"
+    conf.write_text("router {\n    mode: standalone\n    id: R\n}\n")
+    done = subprocess.run([sys.executable, "-m", "supervisor.main", "-c", str(conf)],
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **_shadowing(
+                              tmp_path, "setproctitle.py", "raise ImportError('broken here')\n")})
+    assert done.returncode == 1
+    assert ("SERVER (critical) Router start-up failed: cannot load the router's modules: "
+            "ImportError: broken here") in done.stdout + done.stderr
