@@ -107,10 +107,12 @@ class BigSender:
 
     def __init__(self, peer: Peer, address: str, size: int, settled: bool = False,
                  abort_at: Optional[int] = None, name: str = "big-sender",
-                 link: Optional[proton.Sender] = None, raw: bool = False) -> None:
+                 link: Optional[proton.Sender] = None, raw: bool = False,
+                 hold_at: Optional[int] = None) -> None:
         """``link``: a sender the peer answers an attach with (a broker's side of a link the
         router attached); else a new one to ``address``. ``raw``: no message sections, the
-        ``size`` pattern bytes alone."""
+        ``size`` pattern bytes alone. ``hold_at``: stop after that many bytes (the delivery
+        stays partial) until the caller sets ``hold_at`` to None."""
         self.peer = peer
         self.link = link if link is not None else peer.session.sender(name)
         if link is None:
@@ -123,6 +125,7 @@ class BigSender:
         self.total = len(self.head) + size
         self.sent = 0
         self.abort_at = abort_at
+        self.hold_at = hold_at
         self.delivery = None
         self.done = False
         self.aborted = False
@@ -140,6 +143,8 @@ class BigSender:
                 self.delivery.abort()
                 self.aborted = True
                 self.done = True
+                return
+            if self.hold_at is not None and self.sent >= self.hold_at:
                 return
             if self.sent < len(self.head):
                 piece = self.head[self.sent:]

@@ -43,8 +43,9 @@ class TransferChunk(NamedTuple):
 
 class StreamDeliver(NamedTuple):
     """Core -> worker: start sending a delivery whose message is still arriving (``payload``:
-    its bytes so far); the rest follows as DeliverChunk. On an inter-router link ``to_override``
-    and ``phase`` are RouterDeliver's; on any other link they are None and -1."""
+    its bytes so far); the rest follows as DeliverChunk. ``to_override`` and ``phase`` are
+    RouterDeliver's: on an inter-router link, and on an edge connection's link for a targeted
+    sender's message (its address); otherwise None and -1."""
     dlv_id: int
     link_id: int
     settled: bool

@@ -23,6 +23,7 @@ from router_core.corestate import DIST_BALANCED, DIST_CLOSEST, DIST_MULTICAST, D
 from router_core.records import FORWARDERS, KEY_MOBILE, Address, Link, _in_delivery
 from router_core.relay import (
     next_hop_links, pick_remote, route_topo, send_anycast_remote)
+from router_core.streamlinks import stream_targets
 from router_core.transfer import forward_multicast, hold, send_local, unroutable
 # --- end core parts ---
 
@@ -147,7 +148,7 @@ class MulticastForwarder(Forwarder):
                 payload: Any, addr: Address, origin: Any, exclude: Any) -> None:
         if addr.remotes and core.routers:
             to_override, phase = _remote_fields(link, addr)
-            targets = list(addr.consumers)
+            targets = list(stream_targets(core, addr.consumers, payload, addr))
             remote = next_hop_links(core, addr.remotes, exclude, _remote_priority(addr, priority),
                                     payload)
             if remote:
@@ -164,8 +165,8 @@ class MulticastForwarder(Forwarder):
         if not addr.consumers:
             unroutable(core, link, dlv_id, settled)
             return
-        forward_multicast(core, addr.consumers, _in_delivery(dlv_id, link, settled, payload, addr,
-                                                             True, core.now))
+        forward_multicast(core, stream_targets(core, addr.consumers, payload, addr),
+                          _in_delivery(dlv_id, link, settled, payload, addr, True, core.now))
 
 
 class UnavailableForwarder(Forwarder):

@@ -151,7 +151,7 @@ def on_conn_opened(core: Any, peer: Any, cmd: Any) -> None:
             return
     conn = Connection(peer, conn_id, role, *cmd[2:11])
     conn.opened_at = core.now
-    conn.streaming_links = role == ROLE_INTER_ROUTER and bool(cmd[12])
+    conn.streaming_links = (role == ROLE_INTER_ROUTER or role == ROLE_EDGE) and bool(cmd[12])
     core.conns[conn_id] = conn
     if role == ROLE_INTERNAL:  # management hides them and finds them without a scan
         core.internal_conns[conn_id] = conn

@@ -305,6 +305,8 @@ def drop_link(core: Any, link: Link) -> None:
             unref(core, addr)
         return
     if addr is None:  # a router-attached link never bound to an address
+        if link.streaming:  # (an edge connection's: streamlinks.py)
+            forget_stream_link(link)
         fail_outbound(core, link)
         return
     addr.consumers.remove(link)

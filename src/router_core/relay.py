@@ -23,10 +23,9 @@ from router_core.addrkeys import address_of, drop_fallback, key_of
 from router_core.records import (
     STALL_ON, Address, Link, RemoteRouter, _effect, _in_delivery, _own, set_treatment)
 from router_core.settlement import count_outcome
-from router_core.streaming import Stream
 from router_core.streamlinks import stream_link
 from router_core.transfer import (
-    drop_queued_presettled, forward_multicast, release_queue, send_router, unroutable, unstall)
+    forward_multicast, release_queue, send_or_queue, send_router, unroutable, unstall)
 from router_core.linkroute import is_route_key, remote_route
 # --- end core parts ---
 
@@ -104,34 +103,8 @@ def send_anycast_remote(core: Any, link: Link, dlv_id: Any, settled: bool, paylo
                         addr: Any, out: Link, to_override: Any, phase: int) -> None:
     """One delivery to another router on ``out`` (or on a streaming link of its connection:
     streamlinks.py), queued there without credit."""
-    out = stream_link(core, out, payload)
-    dlv = None
-    if not settled:
-        dlv = _in_delivery(dlv_id, link, False, None, addr, False, core.now)
-        core.in_unsettled[dlv_id] = dlv
-    if not out.queue and out.limit > out.delivered:
-        sent = send_router(core, out, dlv, settled, payload, to_override, phase)
-        if dlv is not None:
-            dlv.out = sent
-        core._replenish_sent(link, settled)
-        return
-    if dlv is None:
-        dlv = _in_delivery(dlv_id, link, True, None, addr, False, core.now)
-    dlv.payload = _own(payload)
-    dlv.to_override = to_override
-    dlv.phase = phase
-    dlv.pending = 1
-    dlv.queued_on = out
-    if settled and link.peer_link is None:  # as 1.19: its credit back now, the queue bounded
-        if len(out.queue) >= out.capacity > 0:
-            drop_queued_presettled(core, out)
-        dlv.credit_back = True
-        core._replenish(link)
-    else:
-        link.held += 1
-    out.queue.append(dlv)
-    if type(payload) is Stream:  # it keeps its chunks while this delivery waits
-        payload.dlv = dlv
+    send_or_queue(core, link, dlv_id, settled, payload, addr, stream_link(core, out, payload),
+                  to_override, phase)
 
 
 def route_topo(core: Any, link: Link, dlv_id: Any, settled: bool, priority: int, payload: Any,

@@ -1,9 +1,11 @@
-"""Streaming links: extra inter-router links for messages still arriving (1.19's qd.streaming-links).
+"""Streaming links: extra links toward another router for messages still arriving (1.19's
+qd.streaming-links), on inter-router and edge connections.
 
-Owns: the outbound streaming links of each inter-router connection whose peer offered the
-``qd.streaming-links`` connection capability (1.19 routers and this one offer it on every
-connection), which link a delivery toward another router goes on, and which idle streaming
-links the scrubber detaches.
+Owns: the outbound streaming links of each inter-router or edge connection whose peer offered
+the ``qd.streaming-links`` connection capability (1.19 routers and this one offer it on every
+connection), which link a delivery toward another router (or toward the edge or interior at
+the other end of an edge connection) goes on, and which idle streaming links the scrubber
+detaches.
 
 Why: a link carries one delivery at a time (the transfers of a delivery are contiguous), so a
 1 GB message on its priority's shared data link would keep every message of that priority
@@ -15,6 +17,14 @@ link, as 1.19 attaches them), priority 4. The link is busy from the moment a cop
 until the message's last chunk or abort, or while a copy waits on it for credit; then it is
 idle (the pool) and takes the next such message. Whole messages, and a message that completed
 while its copy waited elsewhere, keep the data link of their priority.
+
+On an edge connection (either end: the edge toward its interior, the interior toward an edge)
+the same holds for the endpoint links there (the edge's proxies of an address and its
+anonymous uplink sender, the interior's proxies of an edge's consumers), with 1.19's edge
+streaming link instead: an anonymous endpoint sender (no address on either terminus, no
+capability), priority 4. The other end routes what arrives on it as from any anonymous
+sender: by ``x-opt-qd.to`` (a targeted sender's address: transfer.send) or the message's
+``to``.
 
 The scrubber (1.19's streaming_link_scrubber, with its constants): every ``SCRUB_INTERVAL``
 seconds each connection keeps at most ``POOL_MAX`` idle streaming links; beyond that the idle
@@ -29,7 +39,7 @@ from typing import Any
 
 from common.ipc import DIR_OUT, TERMINUS_SOURCE, TERMINUS_TARGET, terminus
 # --- core parts (the compiled build is one module: setup.py drops these imports) ---
-from router_core.records import LINK_DATA, Link
+from router_core.records import LINK_DATA, ROLE_EDGE, Link
 from router_core.streaming import Stream
 # --- end core parts ---
 
@@ -58,29 +68,60 @@ STREAM_LINK_OWNER = StreamLinkOwner()
 
 
 def stream_link(core: Any, out: Link, payload: Any) -> Link:
-    """The link for a delivery the relay chose the data link ``out`` for: ``out`` itself, or
-    for a message still arriving toward a peer that takes streaming links, an idle streaming
-    link of the same connection (a new one if none is idle)."""
+    """The link for a delivery the relay chose the data link ``out`` for (or a forwarder the
+    endpoint link ``out`` of an edge connection): ``out`` itself, or for a message still
+    arriving toward a peer that takes streaming links, an idle streaming link of the same
+    connection (a new one if none is idle)."""
     if type(payload) is not Stream or payload.done or not out.conn.streaming_links:
         return out
-    conn = out.conn
+    return idle_stream_link(core, out.conn, None)
+
+
+def idle_stream_link(core: Any, conn: Any, taken: Any) -> Link:
+    """An idle streaming link of ``conn`` that is not in ``taken`` (links chosen for other
+    copies of the same message; None: none), else a new one."""
     for link in conn.stream_links:
         if not link.stream_busy and not link.queue and not link.closed:
-            return link
+            if taken is None or link not in taken:
+                return link
     return open_stream_link(core, conn)
 
 
+def stream_targets(core: Any, consumers: list, payload: Any, addr: Any) -> list:
+    """The links a multicast message still arriving goes to: ``consumers``, with each
+    endpoint link on an edge connection whose peer takes streaming links replaced by a
+    streaming link of its connection (each copy its own). Whole messages: ``consumers``."""
+    if type(payload) is not Stream or payload.done:
+        return consumers
+    out = None
+    for i in range(len(consumers)):
+        link = consumers[i]
+        if (link.router or not link.conn.streaming_links or link.peer_link is not None
+                or link.fallback):
+            continue
+        if out is None:
+            out = list(consumers)
+        out[i] = idle_stream_link(core, link.conn, out)
+        addr.egress += 1  # (transfer.send counts a streaming link's delivery nowhere)
+    return consumers if out is None else out
+
+
 def open_stream_link(core: Any, conn: Any) -> Link:
-    """Attach one more streaming link on the inter-router connection ``conn``. Until the
-    peer answers and grants credit, what is put on it waits in its queue."""
+    """Attach one more streaming link on the inter-router or edge connection ``conn``.
+    Until the peer answers and grants credit, what is put on it waits in its queue."""
     name = "qdlink.%016x" % core._rng.getrandbits(64)
-    source = terminus(TERMINUS_SOURCE, None, False, ROUTER_DATA_CAPABILITY)
-    target = terminus(TERMINUS_TARGET, None, False, ROUTER_DATA_CAPABILITY)
+    if conn.role == ROLE_EDGE:
+        source = terminus(TERMINUS_SOURCE, None)
+        target = terminus(TERMINUS_TARGET, None)
+    else:
+        source = terminus(TERMINUS_SOURCE, None, False, ROUTER_DATA_CAPABILITY)
+        target = terminus(TERMINUS_TARGET, None, False, ROUTER_DATA_CAPABILITY)
     link_id = core.attach_out(conn.conn_id, DIR_OUT, name, None, source, target, [2, 0],
                               STREAM_LINK_OWNER)
     link = core.links[link_id]
-    link.router = True
-    link.link_type = LINK_DATA
+    if conn.role != ROLE_EDGE:
+        link.router = True
+        link.link_type = LINK_DATA
     link.priority = STREAM_LINK_PRIORITY
     link.streaming = True
     conn.stream_links.append(link)

@@ -29,6 +29,7 @@ from router_core.settlement import (
     copy_done, copy_unqueued, count_outcome, credit_seen, forget_out, release_waiting, settle_in,
     unhold)
 from router_core.streaming import Stream, start_copy, stream_bytes
+from router_core.streamlinks import stream_link
 # --- end core parts ---
 
 _MODIFIED_FAILED = {"failed": True, "undeliverable": False}
@@ -48,13 +49,14 @@ def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
     link.conn.last_delivery_at = core.now
     addr = link.addr
     if not link.fallback:  # (1.19: a fallback store is not egress)
-        addr.egress += 1
+        if addr is not None:  # (a streaming link: its sender counted it, streamlinks.py)
+            addr.egress += 1
         role = link.conn.role
         if role == ROLE_INTER_ROUTER:  # a link-routed link toward another router (1.19)
             core.transit += 1
         elif role != ROLE_INTERNAL:  # (1.19: its agent takes them in-process)
             core.egress += 1
-    if link.to_container:
+    if link.to_container and addr is not None:
         addr.to_container += 1
         core.egress_container += 1
     if link.conn.role == ROLE_INTERNAL:
@@ -121,7 +123,15 @@ def send_copy(core: Any, link: Link, dlv: InDelivery) -> Any:
 
 def send_local(core: Any, link: Link, target: Link, dlv_id: Any, settled: bool, payload: Any,
                addr: Address) -> None:
-    """One anycast delivery to the local consumer ``target`` (which has credit)."""
+    """One anycast delivery to the local consumer ``target`` (which has credit); a message
+    still arriving for a consumer on an edge connection whose peer takes streaming links
+    goes on a streaming link of that connection instead (streamlinks.py)."""
+    if type(payload) is Stream and target.conn.streaming_links and not target.router:
+        if not (payload.done or target.peer_link is not None or target.fallback):
+            addr.egress += 1  # (send counts a streaming link's delivery nowhere)
+            send_or_queue(core, link, dlv_id, settled, payload, addr,
+                          stream_link(core, target, payload), None, -1)
+            return
     if core.routed_tag is not None:  # a link route's client tag (linkroute.tag_next)
         tag_next(core, link, target, dlv_id)
     if settled:
@@ -131,6 +141,43 @@ def send_local(core: Any, link: Link, target: Link, dlv_id: Any, settled: bool, 
         core.in_unsettled[dlv_id] = dlv
         dlv.out = send(core, target, dlv, False, payload, link)
     core._replenish_sent(link, settled)
+
+
+def send_or_queue(core: Any, link: Link, dlv_id: Any, settled: bool, payload: Any, addr: Any,
+                  out: Link, to_override: Any, phase: int) -> None:
+    """One anycast delivery on ``out``, a link toward another router (a data or streaming
+    link) or a streaming link of an edge connection: sent if it has credit and nothing
+    waits on it, else queued there (without credit, as 1.19 queues on a link)."""
+    dlv = None
+    if not settled:
+        dlv = _in_delivery(dlv_id, link, False, None, addr, False, core.now)
+        core.in_unsettled[dlv_id] = dlv
+    if not out.queue and out.limit > out.delivered:
+        if out.router:
+            sent = send_router(core, out, dlv, settled, payload, to_override, phase)
+        else:
+            sent = send(core, out, dlv, settled, payload, link)
+        if dlv is not None:
+            dlv.out = sent
+        core._replenish_sent(link, settled)
+        return
+    if dlv is None:
+        dlv = _in_delivery(dlv_id, link, True, None, addr, False, core.now)
+    dlv.payload = _own(payload)
+    dlv.to_override = to_override
+    dlv.phase = phase
+    dlv.pending = 1
+    dlv.queued_on = out
+    if settled and link.peer_link is None:  # as 1.19: its credit back now, the queue bounded
+        if len(out.queue) >= out.capacity > 0:
+            drop_queued_presettled(core, out)
+        dlv.credit_back = True
+        core._replenish(link)
+    else:
+        link.held += 1
+    out.queue.append(dlv)
+    if type(payload) is Stream:  # it keeps its chunks while this delivery waits
+        payload.dlv = dlv
 
 
 def unroutable(core: Any, link: Link, dlv_id: Any, settled: bool) -> None:

@@ -23,7 +23,7 @@ from common import policy as vpolicy
 from router_io.auth_service import grant_settings
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
-    ANONYMOUS_RELAY, INTER_ROUTER, INTERNAL_ERROR, INVALID_FIELD, LOCAL_UNINIT, PN_NULL, PRODUCT,
+    ANONYMOUS_RELAY, EDGE, INTER_ROUTER, INTERNAL_ERROR, INVALID_FIELD, LOCAL_UNINIT, PN_NULL, PRODUCT,
     NOT_ALLOWED, STREAMING_LINKS, VERSION, _text, _utf8)
 from router_io.engine_termini import _plain_properties
 from router_io.engine_conn import Connection
@@ -219,7 +219,7 @@ def _on_conn_open(self, c_ptr: Any) -> None:
         self, conn, user, _text(lib.pn_connection_remote_hostname(c_ptr)))
     inter_router = conn.role == INTER_ROUTER
     streaming_links = False
-    if inter_router:  # the connection's cost: max(mine, the peer's)
+    if inter_router or conn.role == EDGE:  # a router peer: does it take streaming links?
         try:
             offered = pc.remote_offered_capabilities or ()
             if isinstance(offered, proton.Array):
@@ -229,6 +229,7 @@ def _on_conn_open(self, c_ptr: Any) -> None:
             streaming_links = any(str(cap) == STREAMING_LINKS for cap in offered)
         except Exception:  # noqa: BLE001 - undecodable capabilities: none then
             pass
+    if inter_router:  # the connection's cost: max(mine, the peer's)
         try:
             remote = pc.remote_properties or {}
         except Exception:  # noqa: BLE001 - undecodable properties: none then

@@ -30,7 +30,8 @@ def _fx_stream_deliver(self, fx: StreamDeliver) -> None:
     link = self.links.get(link_id)
     if link is None:
         return
-    if link.router:
+    if link.router or to_override is not None or phase != -1:  # (as _fx_router_deliver:
+        # a targeted sender's address on an edge connection's streaming link)
         first = _router_egress(self, link.conn, payload, to_override, phase)
     else:
         first = _egress_annotations(self, link.conn, payload)
