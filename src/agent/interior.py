@@ -198,6 +198,9 @@ class InteriorRouting:
         self.saved_at = float("-inf")
         self.saved_seqs: tuple = (-1, -1)
         self.saved_state: Optional[dict] = None
+        # mobile-address traffic, (direction, opcode) -> [messages, addresses listed, bytes]:
+        # what a debug line tells for each MAU/MAR (a full re-sync shows as an absolute MAU)
+        self.ma_counts: Dict[tuple, List[int]] = {}
         self.dispatch: Dict[type, Callable[[Any, float], List[Any]]] = {
             ipc.RouterLinkUp: self._link_up, ipc.RouterLinkDown: self._link_down,
             ipc.ControlIn: self._control_in, ipc.LocalAddress: self._local_address,
@@ -311,6 +314,8 @@ class InteriorRouting:
         if self.log_enabled(module, "trace"):
             out.append(Log("trace", module, f"RCVD: {opcode} {body!r} (connection {msg.conn_id})"))
         self.fed = True
+        if opcode in ("MAU", "MAR"):
+            out.extend(self._count_ma("RCVD", opcode, body, len(msg.payload)))
         return out + self._outputs(self.engine.receive(msg.conn_id, opcode, body, now))
 
     def _reachable(self, msg: ipc.Reachable, now: float) -> List[Any]:
@@ -327,6 +332,35 @@ class InteriorRouting:
             self.engine.remove_local(msg.key)
         return []
 
+    def _count_ma(self, direction: str, opcode: str, body: Any, size: int,
+                  to: str = "") -> List[Any]:
+        """Count one MAU/MAR in :attr:`ma_counts`; a ROUTER_MA debug line that sums it up."""
+        fields = {str(k): v for k, v in body.items()} if isinstance(body, Mapping) else {}
+
+        def count(key: str) -> int:
+            value = fields.get(key)
+            value = getattr(value, "elements", value)     # proton.Array
+            return len(value) if isinstance(value, (list, tuple)) else 0
+
+        listed = count("exist") + count("add") + count("del")
+        counts = self.ma_counts.setdefault((direction, opcode), [0, 0, 0])
+        counts[0] += 1
+        counts[1] += listed
+        counts[2] += size
+        if not self.log_enabled("ROUTER_MA", "debug"):
+            return []
+        if opcode == "MAR":
+            what = f"have_seq={fields.get('have_seq')}"
+        elif "exist" in fields:
+            what = f"absolute mobile_seq={fields.get('mobile_seq')} exist={count('exist')}"
+        else:
+            what = (f"differential mobile_seq={fields.get('mobile_seq')} add={count('add')} "
+                    f"del={count('del')}")
+        where = f" to {to}" if to else f" from {fields.get('id')}"
+        return [Log("debug", "ROUTER_MA", f"{direction} {opcode}{where}: {what}, {size} bytes "
+                                          f"(total {counts[0]} messages, {counts[1]} addresses, "
+                                          f"{counts[2]} bytes)")]
+
     # ---- effects -> outputs --------------------------------------------------------------------
 
     def _outputs(self, effects: List[Any]) -> List[Any]:
@@ -334,8 +368,10 @@ class InteriorRouting:
         for fx in effects:
             if isinstance(fx, Send):
                 conn_id = fx.via_link if fx.via_link is not None else -1
-                out.append(ipc.ControlSend(conn_id, fx.to,
-                                           encode_control(fx.to, fx.properties, fx.body)))
+                payload = encode_control(fx.to, fx.properties, fx.body)
+                out.append(ipc.ControlSend(conn_id, fx.to, payload))
+                if fx.opcode in ("MAU", "MAR"):
+                    out.extend(self._count_ma("SENT", fx.opcode, fx.body, len(payload), fx.to))
                 module = _LOG_MODULE.get(fx.opcode, "ROUTER")
                 if self.log_enabled(module, "trace"):
                     out.append(Log("trace", module, f"SENT: {fx.message or fx.body!r} to {fx.to}"

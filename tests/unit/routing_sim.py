@@ -60,6 +60,13 @@ class Network:
         self.logs: List[Tuple[str, Log]] = []
         self.dropped = 0
         self.delivered = 0
+        # a loaded network, optional: each (sender, recipient) path is a FIFO that carries
+        # ``bandwidth`` listed mobile addresses a second (a big MAU holds up what follows it,
+        # as on a control link); ``drop(sender, send)`` True loses a message on the way
+        self.bandwidth: Optional[float] = None
+        self.busy_until: Dict[Tuple[str, str], float] = {}
+        self.drop = None
+        self.carried: List[Tuple[str, str, Send]] = []   # (sender, recipient, send) if bandwidth
 
     # ---- topology ------------------------------------------------------------------------------
 
@@ -213,16 +220,30 @@ class Network:
             self.fed.add(rid)                    # the engine ticks again at once
 
     def _enqueue(self, delay: float, recipients: List[Tuple[str, Optional[str]]],
-                 send: Send) -> None:
-        heapq.heappush(self.queue, (self.now + delay, next(self.seq), recipients, send.opcode,
-                                    send.body))
+                 send: Send, sender: str = "") -> None:
+        if self.bandwidth is None:
+            heapq.heappush(self.queue, (self.now + delay, next(self.seq), recipients,
+                                        send.opcode, send.body))
+            return
+        msg = send.message
+        size = len(getattr(msg, "add", ())) + len(getattr(msg, "delete", ())) + len(
+            getattr(msg, "exist", ()))
+        for recipient in recipients:
+            path = (sender, recipient[0])
+            at = max(self.now + delay, self.busy_until.get(path, 0.0)) + size / self.bandwidth
+            self.busy_until[path] = at
+            self.carried.append((sender, recipient[0], send))
+            heapq.heappush(self.queue, (at, next(self.seq), [recipient], send.opcode, send.body))
 
     def _send(self, sender: str, send: Send) -> None:
+        if self.drop is not None and self.drop(sender, send):
+            self.dropped += 1
+            return
         if send.via_link is not None:
             assert send.to == HELLO_ADDRESS
             ends = self.link_ends.get(send.via_link)
             if ends is not None:
-                self._enqueue(self.latency, [(ends[1], ends[2])], send)
+                self._enqueue(self.latency, [(ends[1], ends[2])], send, sender)
             return
         parts = normalize(send.to).split("/")      # _topo / 0 / <router|all> / <address>
         assert parts[0] == "_topo" and parts[1] == "0", send.to
@@ -232,13 +253,13 @@ class Network:
                 if rid != sender:
                     by_distance.setdefault(hops, []).append((rid, None))
             for hops, recipients in by_distance.items():
-                self._enqueue(self.latency * hops, recipients, send)
+                self._enqueue(self.latency * hops, recipients, send, sender)
             return
         hops = self._route(sender, parts[2])
         if hops is None:
             self.dropped += 1
         else:
-            self._enqueue(self.latency * hops, [(parts[2], None)], send)
+            self._enqueue(self.latency * hops, [(parts[2], None)], send, sender)
 
     def _component(self, start: str) -> Dict[str, int]:
         hops = {start: 0}

@@ -321,3 +321,26 @@ def test_restarted_agent_restores_its_state_and_the_core_sees_no_change():
     assert b2.neighbours() == {"A": 22} and not b2.engine.hello.provisional
     assert a.engine.mobile.seq_of("B") == b2.engine.mobile.mobile_seq
     assert a.engine.linkstate.remote["B"].ls_seq == state["linkstate"]["ls_seq"] + 1
+
+
+def test_mau_and_mar_counted_with_a_debug_line_each():
+    """Each MAU/MAR sent or received is counted (messages, addresses listed, bytes) and told in
+    one ROUTER_MA debug line: how a full re-sync (an absolute MAU) shows in the log."""
+    a = InteriorRouting("A", 1000, log_enabled=lambda m, lvl: m == "ROUTER_MA")
+    b = InteriorRouting("B", 2000)
+    core = FakeCore(a, b)
+    core.link_up()
+    core.run(until=3.0)
+    for k in range(3):
+        core.inbox["A"].append(ipc.LocalAddress(f"M0q{k}", True, 2))
+    core.run(until=6.0)
+    assert core.remote["B"] == {(f"M0q{k}", "A"): 2 for k in range(3)}
+    sent_maus = [m for m in core.sent["A"] if isinstance(m, ipc.ControlSend)
+                 and decode_control(m.payload)[0] == "MAU"]
+    assert a.ma_counts[("SENT", "MAU")] == [len(sent_maus), 3,
+                                           sum(len(m.payload) for m in sent_maus)]
+    assert b.ma_counts[("RCVD", "MAU")][:2] == [len(sent_maus), 3]
+    debug = [log.text for log in core.logs["A"] if log.module == "ROUTER_MA"]
+    assert any(t.startswith("SENT MAU to amqp:/_topo/0/all/qdrouter.ma: differential")
+               and "add=3 del=0" in t for t in debug), debug
+    assert not [log for log in core.logs["B"] if log.module == "ROUTER_MA"]   # not enabled

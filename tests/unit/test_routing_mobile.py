@@ -43,17 +43,18 @@ def test_add_then_remove_within_an_interval_cancels():
 
 def test_differential_applied_only_in_sequence_else_one_mar():
     b = MobileSync("B")
-    out = b.handle_mau(MAU("A", mobile_seq=1, add=("M0x",), hints=(2,)))
+    out = b.handle_mau(MAU("A", mobile_seq=1, add=("M0x",), hints=(2,)), 0.0)
     assert out == [RemoteAddressAdded("M0x", "A", 2)]
-    gap = b.handle_mau(MAU("A", mobile_seq=3, add=("M0z",), hints=(2,)))
+    gap = b.handle_mau(MAU("A", mobile_seq=3, add=("M0z",), hints=(2,)), 0.0)
     send, mar = only_send(gap)
     assert send.to == "amqp:/_topo/0/A/qdrouter.ma" and mar == MAR("B", 1, "0", have_seq=1)
-    assert b.handle_mau(MAU("A", mobile_seq=4, add=("M0w",))) == []        # one MAR only
-    out = b.handle_mau(MAU("A", mobile_seq=4, kind=ABSOLUTE, exist=("M0z", "M0w"), hints=(1, 1)))
+    assert b.handle_mau(MAU("A", mobile_seq=4, add=("M0w",)), 0.0) == []        # one MAR only
+    out = b.handle_mau(MAU("A", mobile_seq=4, kind=ABSOLUTE, exist=("M0z", "M0w"), hints=(1, 1)),
+                       0.0)
     assert set(out) == {RemoteAddressRemoved("M0x", "A"), RemoteAddressAdded("M0z", "A", 1),
                         RemoteAddressAdded("M0w", "A", 1)}
     assert b.seq_of("A") == 4
-    assert b.handle_mau(MAU("A", mobile_seq=5, add=(), delete=("M0z",))) == [
+    assert b.handle_mau(MAU("A", mobile_seq=5, add=(), delete=("M0z",)), 0.0) == [
         RemoteAddressRemoved("M0z", "A")]
 
 
@@ -72,7 +73,7 @@ def test_mar_below_my_seq_answered_with_absolute_mau_of_the_announced_set():
 
 def test_flush_router_removes_its_addresses():
     b = MobileSync("B")
-    b.handle_mau(MAU("A", mobile_seq=1, add=("M0x", "M0y"), hints=(2, 2)))
+    b.handle_mau(MAU("A", mobile_seq=1, add=("M0x", "M0y"), hints=(2, 2)), 0.0)
     assert set(b.flush_router("A")) == {RemoteAddressRemoved("M0x", "A"),
                                        RemoteAddressRemoved("M0y", "A")}
     assert b.seq_of("A") == 0 and b.remote_addresses() == {}

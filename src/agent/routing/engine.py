@@ -187,7 +187,7 @@ class RoutingEngine:
             return [Log("error", "ROUTER_MA",
                         f"Received {opcode} from an unknown router with router id {msg.id}")]
         if isinstance(msg, MAU):
-            return list(self.mobile.handle_mau(msg))
+            return list(self.mobile.handle_mau(msg, now))
         assert isinstance(msg, MAR)
         return list(self.mobile.handle_mar(msg))
 
@@ -211,7 +211,7 @@ class RoutingEngine:
             if report is not None:
                 out.append(report)
         for kind, router in self.nodes.due_requests():
-            out.append(ls.lsr_for(router) if kind == "LSR" else self.mobile.mar_for(router))
+            out.append(ls.lsr_for(router) if kind == "LSR" else self.mobile.mar_for(router, now))
         seq_before = self.mobile.mobile_seq
         mobile_effects, advanced = self.mobile.tick(now)
         if self.ra_owed and mobile_effects:       # a router that just joined: RA first
@@ -311,11 +311,11 @@ class RoutingEngine:
             out.extend(self._restarted(msg.id, now))
         if self.linkstate.handle_ra(msg, now):
             self.nodes.request(msg.id, "LSR")
-        if self.mobile.seq_of(msg.id) < msg.mobile_seq:
+        if self.mobile.seq_of(msg.id) < msg.mobile_seq and not self.mobile.awaiting(msg.id, now):
             self.nodes.request(msg.id, "MAR")
         for kind, router in self.nodes.due_requests(only=msg.id):     # reachable: ask at once
             out.append(self.linkstate.lsr_for(router) if kind == "LSR"
-                       else self.mobile.mar_for(router))
+                       else self.mobile.mar_for(router, now))
         return out
 
     def _restarted(self, router: str, now: float) -> List[Effect]:

@@ -13,8 +13,14 @@ Rules (reference doc, "Mobile addresses"; ``qcm_mobile_sync_*`` in 1.x):
 * every ``flush_interval`` (1 s) non-empty lists become one differential MAU with
   ``mobile_seq + 1``, flooded to every router; the caller sends the RA announcing the new seq
   *after* it (:meth:`tick` returns ``(effects, advanced)``);
-* a differential MAU is applied only when its seq is exactly the held seq + 1; otherwise one MAR
-  (``have_seq`` = held seq) is sent and further gaps wait for the answer;
+* a differential MAU is applied only when its seq is exactly the held seq + 1; otherwise a MAR
+  (``have_seq`` = held seq) is sent;
+* one MAR at a time to a router: while one is unanswered (no absolute MAU from that router
+  since) and younger than ``mar_retry`` seconds, neither a gap nor an RA advertising a higher
+  seq asks again. The answer lists every address of the router, and each RA it sends while the
+  answer is on its way (one a second while its addresses change) would otherwise fetch the whole
+  list once more: at 100,000 addresses, megabytes that delay the HELLOs behind them on the
+  control link until neighbours are lost and more MAUs with them;
 * an absolute MAU is applied whatever its seq and replaces the sender's whole set;
 * a MAR with ``have_seq`` below my seq is answered with an absolute MAU to the requester whose
   ``exist`` is the set as of my seq (announced; pending adds are not in it, pending deletes are);
@@ -29,7 +35,7 @@ local addresses again when the new agent says hello; an announced address it has
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 from agent.routing.effects import Log, RemoteAddressAdded, RemoteAddressRemoved, Send
 from agent.routing.messages import (ABSOLUTE, MAR, MAU, MAU_ALL_ADDRESS, Message,
@@ -39,6 +45,9 @@ __all__ = ["MobileSync", "MobileEffect", "DEFAULT_HINT"]
 
 #: Treatment hint when the caller gives none: 3, anycast-balanced (1.x's defaultDistribution).
 DEFAULT_HINT = 3
+
+#: Seconds an unanswered MAR stops another to the same router (then a gap or an RA asks again).
+MAR_RETRY = 10.0
 
 MobileEffect = Union[Send, RemoteAddressAdded, RemoteAddressRemoved, Log]
 
@@ -50,11 +59,12 @@ def _send(to: str, msg: Message) -> Send:
 
 class MobileSync:
     def __init__(self, my_id: str, area: str = "0", flush_interval: float = 1.0,
-                 resync_grace: float = 2.0) -> None:
+                 resync_grace: float = 2.0, mar_retry: float = MAR_RETRY) -> None:
         self.my_id = my_id
         self.area = area
         self.flush_interval = float(flush_interval)
         self.resync_grace = float(resync_grace)
+        self.mar_retry = float(mar_retry)
         self.resyncing = False                  # after resume(): the core names local addresses
         self.resync_at: Optional[float] = None  # set at the first tick after resume()
         self.mobile_seq = 0
@@ -65,7 +75,7 @@ class MobileSync:
         self.next_flush_at: Optional[float] = None
         self.remote: Dict[str, Dict[str, Optional[int]]] = {}   # router -> key -> hint
         self.remote_seq: Dict[str, int] = {}
-        self.mar_requested: Set[str] = set()
+        self.mar_requested: Dict[str, float] = {}    # router -> when my unanswered MAR went
 
     # ---- local addresses -----------------------------------------------------------------------
 
@@ -143,7 +153,7 @@ class MobileSync:
                                      for k, h in keys.items()}
                        for router, keys in (state.get("remote") or {}).items() if keys}
         self.remote_seq = {str(r): int(s) for r, s in (state.get("remote_seq") or {}).items()}
-        self.mar_requested = set()
+        self.mar_requested = {}
         self.next_flush_at = None
 
     def resume(self) -> None:
@@ -160,9 +170,16 @@ class MobileSync:
     def seq_of(self, router: str) -> int:
         return self.remote_seq.get(router, 0)
 
-    def mar_for(self, router: str) -> Send:
+    def mar_for(self, router: str, now: float) -> Send:
+        """My MAR to ``router`` (it counts as unanswered from ``now``)."""
+        self.mar_requested[router] = now
         return _send(router_ma_address(router, self.area),
                      MAR(self.my_id, area=self.area, have_seq=self.seq_of(router)))
+
+    def awaiting(self, router: str, now: float) -> bool:
+        """True while my MAR to ``router`` is unanswered and younger than ``mar_retry``."""
+        asked = self.mar_requested.get(router)
+        return asked is not None and now < asked + self.mar_retry
 
     def handle_mar(self, msg: MAR) -> List[MobileEffect]:
         if msg.have_seq >= self.mobile_seq:
@@ -172,14 +189,14 @@ class MobileSync:
                   exist=exist, hints=tuple(self.announced[k] for k in exist))
         return [_send(router_ma_address(msg.id, msg.area), mau)]
 
-    def handle_mau(self, msg: MAU) -> List[MobileEffect]:
+    def handle_mau(self, msg: MAU, now: float) -> List[MobileEffect]:
         router = msg.id
         if msg.kind != ABSOLUTE and self.seq_of(router) != msg.mobile_seq - 1:
-            if router in self.mar_requested:
+            if self.awaiting(router, now):
                 return []
-            self.mar_requested.add(router)
-            return [self.mar_for(router)]
-        self.mar_requested.discard(router)
+            return [self.mar_for(router, now)]
+        if msg.kind == ABSOLUTE:
+            self.mar_requested.pop(router, None)
         self.remote_seq[router] = msg.mobile_seq
         held = self.remote.setdefault(router, {})
         listed = msg.exist if msg.kind == ABSOLUTE else msg.add
@@ -204,7 +221,7 @@ class MobileSync:
     def flush_router(self, router: str) -> List[MobileEffect]:
         """Forget everything about ``router`` (restarted or gone)."""
         self.remote_seq.pop(router, None)
-        self.mar_requested.discard(router)
+        self.mar_requested.pop(router, None)
         return [RemoteAddressRemoved(key, router) for key in self.remote.pop(router, {})]
 
     def remote_addresses(self) -> Dict[str, Dict[str, Optional[int]]]:
