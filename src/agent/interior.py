@@ -82,7 +82,11 @@ def encode_control(to: str, properties: Mapping[Any, Any], body: Any) -> bytes:
     """The raw AMQP message bytes of one control message (properties, app-properties, body).
 
     proton encodes it, as 1.x's routers expect it; a body proton cannot hold (more than 65,535
-    nodes: a MAU or MAR answer of ~65,000 addresses) is encoded by ``encode_value``."""
+    nodes: a MAU or MAR answer of ~65,000 addresses) is encoded by ``encode_value``, and so is
+    one of more than ``_PROTON_MAX_ITEMS`` list items, without building proton's nodes first."""
+    if isinstance(body, Mapping) and sum(len(v) for v in body.values()
+                                         if isinstance(v, list)) > _PROTON_MAX_ITEMS:
+        return _encode_control(to, properties, body, body_by_proton=False)
     try:
         return _encode_control(to, properties, body, body_by_proton=True)
     except DataException:
@@ -117,6 +121,7 @@ def _encode_control(to: str, properties: Mapping[Any, Any], body: Any,
     return data.encode()
 
 
+_PROTON_MAX_ITEMS = 10_000  # list items in a body beyond which proton's Data is not tried
 _PROTON_SAFE_BYTES = 65535  # every node takes a byte at least: fewer bytes, fewer nodes
 
 

@@ -35,6 +35,34 @@ def test_small_control_messages_keep_protons_encoding():
     assert msg.body == body and msg.address == TO and msg.properties == {"opcode": "MAU"}
 
 
+@pytest.mark.parametrize("kind", ["differential", "absolute"])
+def test_a_large_mau_is_encoded_byte_for_byte_as_proton_would(kind, monkeypatch):
+    # the bodies as messages.encode types them (symbol keys, int32 hints, an empty del list),
+    # below proton's limit, where both encoders can: the direct one skips proton's Data above
+    # 10,000 items (not a Data object for each address and each hint)
+    from agent.interior import _encode_control
+    from agent.routing.messages import ABSOLUTE, MAU, application_properties, encode
+    keys = tuple(f"M0prop.{i // 1000}.{i}" for i in range(20_000))
+    msg = (MAU("Router.A", mobile_seq=2 ** 40, kind=ABSOLUTE, exist=keys, hints=(3,) * 20_000)
+           if kind == "absolute" else MAU("Router.A", mobile_seq=5, add=keys,
+                                          hints=(-200, 300, 3, 0) * 5_000))
+    opcode, body = encode(msg)
+    props = application_properties(opcode)
+    by_proton = _encode_control(TO, props, body, body_by_proton=True)
+    made = []
+    from agent.management import protocol
+
+    class CountingData(Data):
+        def __init__(self, *args):
+            made.append(1)
+            super().__init__(*args)
+
+    monkeypatch.setattr(protocol, "Data", CountingData)
+    assert _encode_control(TO, props, body, body_by_proton=False) == by_proton
+    assert encode_control(TO, props, body) == by_proton
+    assert made == []                 # the body's symbols, int32s and ulongs written directly
+
+
 def test_a_large_body_from_proton_encoded_sections_reads_as_proton_would():
     # a 1.x router's large MAU: map8/list8/str8, small ints, symbols and ulongs inside
     sections = Data()

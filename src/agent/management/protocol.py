@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Optional
 
-from proton import Data, Message
+from proton import Data, Message, int32, symbol, ulong
 
 OK, CREATED, NO_CONTENT = 200, 201, 204
 BAD_REQUEST, UNAUTHORIZED, FORBIDDEN, NOT_FOUND = 400, 401, 403, 404
@@ -230,6 +230,16 @@ def _encode_into(out: bytearray, value: Any) -> None:
         _variable(out, value.encode("utf-8"), 0xa1, 0xb1)
     elif kind is bytes:
         _variable(out, value, 0xa0, 0xb0)
+    elif kind is symbol:        # the types of a MAU's body, as proton encodes them (no Data
+        _variable(out, value.encode("ascii"), 0xa3, 0xb3)       # object for each of 100,000)
+    elif kind is int32 and -(2 ** 31) <= value < 2 ** 31:
+        out += struct.pack(">Bb", 0x54, value) if -128 <= value <= 127 else struct.pack(
+            ">Bi", 0x71, value)
+    elif kind is ulong and 0 <= value < 2 ** 64:
+        out += (b"\x44" if value == 0 else struct.pack(">BB", 0x53, value) if value < 256
+                else struct.pack(">BQ", 0x80, value))
+    elif kind in (list, tuple) and not value:
+        out += b"\x45"                                         # list0, as proton has it
     elif kind in (list, tuple):
         items = bytearray()
         for item in value:
