@@ -34,9 +34,12 @@ from common.procutil import (SignalWake, child_start, core_endpoint, status_sock
 #: In the router's runtime directory: the routing protocol's state, for a restarted agent.
 ROUTING_STATE_FILE = "routing-state.json"
 LAST_SAMPLE_TIMEOUT = 3.0  # the last metrics sample at shutdown (the supervisor waits 5 s)
+DRAIN_BATCHES = 1000  # batches from the core taken before the routing engine ticks, at most
 
 
 class ControlPlane:
+    clock = staticmethod(time.monotonic)
+
     def __init__(self, spec: dict, index: int, peer_count: int, ipc_dir: str,
                  generation: int = 0) -> None:
         self.spec = spec
@@ -282,18 +285,21 @@ class ControlPlane:
                                          "not answer")
 
     def _drain(self) -> None:
-        while True:
+        """Take the batches waiting from the core (at most DRAIN_BATCHES), then tick the
+        routing engine once: after a while busy or without CPU, the neighbours' HELLOs waiting
+        behind other batches count before the engine expires the routers that sent them."""
+        for _ in range(DRAIN_BATCHES):
             try:
                 frames = self.core.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
-                return
+                break
             _, effects = ipc.decode_batch(frames)
-            now = time.monotonic()
+            now = self.clock()
             for effect in effects:
                 handler = self.handlers.get(type(effect))
                 if handler is not None:
                     handler(effect, now)
-            self._routing_poll(now)  # one tick per batch that fed the routing engine
+        self._routing_poll(self.clock())
 
     def stop(self, *_: Any) -> None:
         self.running = False
