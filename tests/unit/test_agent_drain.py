@@ -52,3 +52,32 @@ def test_a_hello_queued_behind_other_batches_keeps_its_neighbour():
         feeder.close(0)
         plane.core.close(0)
         ctx.term()
+
+
+def test_the_routing_state_saved_for_a_restarted_agent_comes_back(tmp_path):
+    """The state file (msgpack: saved after every MAU that changed what the core holds) gives a
+    new agent of the router the addresses its predecessor held; a damaged file is a warning."""
+    from agent.routing.messages import MAU
+    old = InteriorRouting("Router.B", 2)
+    old.engine.nodes.learn("Router.A")
+    keys = tuple(f"M0k{i}" for i in range(5000))
+    old.engine.receive_message(None, MAU("Router.A", mobile_seq=1, add=keys, hints=(2,) * 5000),
+                               1.0)
+    state = old.state_to_save(1.0)
+
+    def plane_for(interior):
+        plane = ControlPlane.__new__(ControlPlane)
+        plane.spec, plane.interior, plane.log = {}, interior, RouterLog()
+        plane.routing_state_path = str(tmp_path / "routing-state")
+        return plane
+
+    plane_for(old)._save_routing_state(state)
+    new = InteriorRouting("Router.B", 2)
+    plane_for(new)._restore_routing_state()
+    assert new.remote_addresses() == {"Router.A": {k: 2 for k in keys}}
+    assert new.engine.mobile.seq_of("Router.A") == 1
+    (tmp_path / "routing-state").write_bytes(b"\xc1 not msgpack")
+    damaged = plane_for(InteriorRouting("Router.B", 2))
+    damaged._restore_routing_state()
+    assert damaged.interior.remote_addresses() == {}
+    assert any("routing state not restored" in entry[2] for entry in damaged.log.recent)
