@@ -99,9 +99,22 @@ def _body(code: int, buf: memoryview, pos: int) -> tuple[Any, int]:
             pos += 2
             end = pos + size - 1
         items = []
+        size_of_buf = len(buf)
         for _ in range(count):
-            item, pos = _value(buf, pos)
-            items.append(item)
+            item_code = buf[pos]
+            if item_code == 0xa1:  # str8 (a MAU's addresses) and smallint (its hints) inline
+                start = pos + 2
+                pos = start + buf[pos + 1]
+                if pos > size_of_buf:
+                    raise AmqpDecodeError(f"truncated AMQP value at {start}")
+                items.append(str(buf[start:pos], "utf-8"))
+            elif item_code == 0x54:
+                small = buf[pos + 1]
+                items.append(small - 256 if small > 127 else small)
+                pos += 2
+            else:
+                item, pos = _body(item_code, buf, pos + 1)
+                items.append(item)
         if pos != end:
             raise AmqpDecodeError(f"compound value's size does not match its items at {pos}")
         if code & 0x01:

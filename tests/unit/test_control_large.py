@@ -35,6 +35,20 @@ def test_small_control_messages_keep_protons_encoding():
     assert msg.body == body and msg.address == TO and msg.properties == {"opcode": "MAU"}
 
 
+@pytest.mark.parametrize("n", [900, 2_000, 3_500])
+def test_a_mid_size_mau_reads_as_proton_reads_it(n):
+    # from 16 KB on, amqpvalue reads the body (faster on address lists): the same values
+    from agent.routing.messages import MAU, application_properties, encode
+    keys = tuple(f"M0prop.{i // 1000}.{i}" for i in range(n))
+    opcode, body = encode(MAU("Router.A", mobile_seq=9, add=keys, hints=(3, -7, 200, 0) * (n // 4)
+                              + (1,) * (n % 4), delete=("M0gone",)))
+    raw = encode_control(TO, application_properties(opcode), body)
+    msg = Message()
+    msg.decode(raw)
+    assert decode_control(raw) == ("MAU", msg.body, TO)
+    assert decode_control(raw)[1] == body
+
+
 @pytest.mark.parametrize("kind", ["differential", "absolute"])
 def test_a_large_mau_is_encoded_byte_for_byte_as_proton_would(kind, monkeypatch):
     # the bodies as messages.encode types them (symbol keys, int32 hints, an empty del list),
