@@ -99,6 +99,7 @@ class RoutingEngine:
         # (None after a restore: the core kept its routes, so every router there had our RAs)
         self.reachable: Optional[frozenset] = frozenset()
         self.ra_owed = False
+        self.mar_answers_owed: Dict[str, MAR] = {}   # MARs from routers I have no route to
 
     @classmethod
     def from_router_entity(cls, my_id: str, instance: int, entity: Mapping[str, Any],
@@ -189,6 +190,10 @@ class RoutingEngine:
         if isinstance(msg, MAU):
             return list(self.mobile.handle_mau(msg, now))
         assert isinstance(msg, MAR)
+        if not self.nodes.reachable(msg.id):
+            # the answer would be dropped (no route back yet): it goes when one is there
+            self.mar_answers_owed[msg.id] = msg
+            return []
         return list(self.mobile.handle_mar(msg))
 
     def tick(self, now: float) -> List[Effect]:
@@ -210,8 +215,12 @@ class RoutingEngine:
                 self.neighbours)
             if report is not None:
                 out.append(report)
+        for router in self.mobile.overdue(now):   # a MAR's answer lost: ask again
+            self.nodes.request(router, "MAR")
         for kind, router in self.nodes.due_requests():
             out.append(ls.lsr_for(router) if kind == "LSR" else self.mobile.mar_for(router, now))
+        for router in [r for r in self.mar_answers_owed if self.nodes.reachable(r)]:
+            out.extend(self.mobile.handle_mar(self.mar_answers_owed.pop(router)))
         seq_before = self.mobile.mobile_seq
         mobile_effects, advanced = self.mobile.tick(now)
         if self.ra_owed and mobile_effects:       # a router that just joined: RA first
@@ -227,7 +236,7 @@ class RoutingEngine:
         if self.linkstate.own_changed or self.ra_owed:
             return self.last_now
         deadlines = [self.hello.next_deadline(), self.linkstate.next_ra_at(),
-                     self.housekeeping_at, self.mobile.next_deadline()]
+                     self.housekeeping_at, self.mobile.next_deadline(), self.mobile.next_retry()]
         if self.dirty_since is not None:
             deadlines.append(self.dirty_since + self.route_holdoff)
         return min(deadlines)
@@ -293,6 +302,7 @@ class RoutingEngine:
             self._dirty(now)
         for router in self.nodes.find_orphans(now, ls.with_link_state(), ls.named()):
             self.nodes.delete(router)
+            self.mar_answers_owed.pop(router, None)
             ls.forget(router)
             out.extend(self.mobile.flush_router(router))
             out.append(Log("debug", "ROUTER_LS", f"Node {router} deleted"))
@@ -311,6 +321,7 @@ class RoutingEngine:
             out.extend(self._restarted(msg.id, now))
         if self.linkstate.handle_ra(msg, now):
             self.nodes.request(msg.id, "LSR")
+        self.mobile.advertise(msg.id, msg.mobile_seq)
         if self.mobile.seq_of(msg.id) < msg.mobile_seq and not self.mobile.awaiting(msg.id, now):
             self.nodes.request(msg.id, "MAR")
         for kind, router in self.nodes.due_requests(only=msg.id):     # reachable: ask at once

@@ -20,7 +20,9 @@ Rules (reference doc, "Mobile addresses"; ``qcm_mobile_sync_*`` in 1.x):
   seq asks again. The answer lists every address of the router, and each RA it sends while the
   answer is on its way (one a second while its addresses change) would otherwise fetch the whole
   list once more: at 100,000 addresses, megabytes that delay the HELLOs behind them on the
-  control link until neighbours are lost and more MAUs with them;
+  control link until neighbours are lost and more MAUs with them. An answer can be lost (the
+  router had no route back to me yet): still behind the highest seq the router advertised
+  (RA or MAU) ``mar_retry`` seconds after asking, I ask again;
 * an absolute MAU is applied whatever its seq and replaces the sender's whole set;
 * a MAR with ``have_seq`` below my seq is answered with an absolute MAU to the requester whose
   ``exist`` is the set as of my seq (announced; pending adds are not in it, pending deletes are);
@@ -46,8 +48,9 @@ __all__ = ["MobileSync", "MobileEffect", "DEFAULT_HINT"]
 #: Treatment hint when the caller gives none: 3, anycast-balanced (1.x's defaultDistribution).
 DEFAULT_HINT = 3
 
-#: Seconds an unanswered MAR stops another to the same router (then a gap or an RA asks again).
-MAR_RETRY = 10.0
+#: Seconds an unanswered MAR stops another to the same router; then, if I am still behind the
+#: seq that router advertised, I ask again (at the next tick, whatever arrives).
+MAR_RETRY = 5.0
 
 MobileEffect = Union[Send, RemoteAddressAdded, RemoteAddressRemoved, Log]
 
@@ -76,6 +79,7 @@ class MobileSync:
         self.remote: Dict[str, Dict[str, Optional[int]]] = {}   # router -> key -> hint
         self.remote_seq: Dict[str, int] = {}
         self.mar_requested: Dict[str, float] = {}    # router -> when my unanswered MAR went
+        self.advertised: Dict[str, int] = {}         # router -> highest seq it told (RA, MAU)
 
     # ---- local addresses -----------------------------------------------------------------------
 
@@ -154,6 +158,7 @@ class MobileSync:
                        for router, keys in (state.get("remote") or {}).items() if keys}
         self.remote_seq = {str(r): int(s) for r, s in (state.get("remote_seq") or {}).items()}
         self.mar_requested = {}
+        self.advertised = {}
         self.next_flush_at = None
 
     def resume(self) -> None:
@@ -181,6 +186,26 @@ class MobileSync:
         asked = self.mar_requested.get(router)
         return asked is not None and now < asked + self.mar_retry
 
+    def advertise(self, router: str, seq: int) -> None:
+        """``router`` told (in an RA) that its seq is ``seq``."""
+        if seq > self.advertised.get(router, 0):
+            self.advertised[router] = seq
+
+    def overdue(self, now: float) -> List[str]:
+        """Routers I asked ``mar_retry`` seconds ago or more and am still behind: each is
+        counted as asked again now (the caller sends the MAR when the router is reachable)."""
+        out = [r for r, asked in self.mar_requested.items()
+               if now >= asked + self.mar_retry and self.seq_of(r) < self.advertised.get(r, 0)]
+        for router in out:
+            self.mar_requested[router] = now
+        return sorted(out)
+
+    def next_retry(self) -> float:
+        """When :meth:`overdue` may next name a router (``inf``: no MAR unanswered)."""
+        times = [asked + self.mar_retry for r, asked in self.mar_requested.items()
+                 if self.seq_of(r) < self.advertised.get(r, 0)]
+        return min(times) if times else float("inf")
+
     def handle_mar(self, msg: MAR) -> List[MobileEffect]:
         if msg.have_seq >= self.mobile_seq:
             return []
@@ -191,12 +216,13 @@ class MobileSync:
 
     def handle_mau(self, msg: MAU, now: float) -> List[MobileEffect]:
         router = msg.id
+        self.advertise(router, msg.mobile_seq)
         if msg.kind != ABSOLUTE and self.seq_of(router) != msg.mobile_seq - 1:
             if self.awaiting(router, now):
                 return []
             return [self.mar_for(router, now)]
-        if msg.kind == ABSOLUTE:
-            self.mar_requested.pop(router, None)
+        if msg.kind == ABSOLUTE or msg.mobile_seq >= self.advertised[router]:
+            self.mar_requested.pop(router, None)      # answered, or caught up anyway
         self.remote_seq[router] = msg.mobile_seq
         held = self.remote.setdefault(router, {})
         listed = msg.exist if msg.kind == ABSOLUTE else msg.add
@@ -222,6 +248,7 @@ class MobileSync:
         """Forget everything about ``router`` (restarted or gone)."""
         self.remote_seq.pop(router, None)
         self.mar_requested.pop(router, None)
+        self.advertised.pop(router, None)
         return [RemoteAddressRemoved(key, router) for key in self.remote.pop(router, {})]
 
     def remote_addresses(self) -> Dict[str, Dict[str, Optional[int]]]:
