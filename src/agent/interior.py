@@ -271,11 +271,14 @@ class InteriorRouting:
         seqs = self._seqs()
         if not self.save_urgent and seqs == self.saved_seqs and now < self.saved_at + SAVE_INTERVAL:
             return None
+        urgent = self.save_urgent or seqs != self.saved_seqs
         self.save_urgent = False
         self.saved_at = now
         self.saved_seqs = seqs
         state = self.engine.snapshot_state()
-        if state == self.saved_state:
+        # a change is known when urgent: no comparison (with 100,000 addresses it cost more
+        # than writing the file, after every MAU)
+        if not urgent and state == self.saved_state:
             return None
         self.saved_state = state
         return state

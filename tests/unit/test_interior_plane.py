@@ -344,3 +344,26 @@ def test_mau_and_mar_counted_with_a_debug_line_each():
     assert any(t.startswith("SENT MAU to amqp:/_topo/0/all/qdrouter.ma: differential")
                and "add=3 del=0" in t for t in debug), debug
     assert not [log for log in core.logs["B"] if log.module == "ROUTER_MA"]   # not enabled
+
+
+def test_an_urgent_state_save_does_not_compare_the_whole_state():
+    """After a MAU the core was told of, the state has changed: it is saved without comparing
+    it with the last one saved (a walk over every address held, after every MAU)."""
+    a, b, core = make_pair()
+    core.link_up()
+    core.run(until=3.0)
+    b.state_to_save(core.now)
+    compared = []
+
+    class LastSaved(dict):
+        def __eq__(self, other):
+            compared.append(1)
+            return dict.__eq__(self, other)
+
+    b.saved_state = LastSaved(b.saved_state or {})
+    core.inbox["A"].append(ipc.LocalAddress("M0x", True, 3))
+    core.run(until=core.now + 1.5)
+    assert core.remote["B"] == {("M0x", "A"): 3}
+    saved = b.state_to_save(core.now)
+    assert saved is not None and saved["mobile"]["remote"] == {"A": {"M0x": 3}}
+    assert compared == []
