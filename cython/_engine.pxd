@@ -297,6 +297,14 @@ cdef class Connection:
     cdef public Py_ssize_t out_room, out_budget
     cdef public bint strip_in, strip_out
     cdef public Py_ssize_t msg_log, msg_log_bits
+    # the rest of what engine_conn.py sets, as fields: a connection's __dict__ (about 2 kB
+    # with these 40 names) is made only for what a rare path adds
+    cdef public object engine, conn_id, settings, host, direction, role, failover
+    cdef public object link_capacity, cost, t_ptr, _transport, ssl, ssl_profile, auth_grant
+    cdef public object sasl, c_ptr, t_key, links, reported_open, closed, q2, streams
+    cdef public object q2_armed_held, max_message_size, policy, policy_vhost
+    cdef public object policy_hostname, policy_user, policy_rhost, n_sessions, tenant
+    cdef public object forced_trace, failed, refused, router_session, guard, unguarded
 
 
 @cython.final
@@ -308,7 +316,7 @@ cdef class WorkerEngine:
     cdef public dict queued_out, oversize, _handlers, in_streams, in_stream_ids, out_streams
     cdef public dict pending_states, out_tags, tag_ids
     cdef public set q2_changed
-    cdef public set dirty
+    cdef public set dirty, needs_tick
     cdef public double _trim_check
     cdef public int _trim_countdown
     cdef public size_t _coll_key

@@ -115,14 +115,22 @@ def check_enable(spec: Optional[str]) -> None:
     parse_enable(spec)
 
 
+# the date and zone parts of the last second a line was written in: a busy second (accepting
+# thousands of connections) formats them once, not twice a line
+_second: list = [None, "", ""]
+
+
 def format_line(module: str, level: str, text: str, *, timestamp: bool = True,
                 source: Optional[str] = None, now: Optional[float] = None) -> str:
     parts = []
     if timestamp:
         now = time.time() if now is None else now
-        tm = time.localtime(now)
-        parts.append(time.strftime("%Y-%m-%d %H:%M:%S", tm) + ".%06d" % int((now % 1) * 1e6)
-                     + time.strftime(" %z", tm))
+        second = int(now // 1)
+        if _second[0] != second:
+            tm = time.localtime(second)
+            _second[:] = [second, time.strftime("%Y-%m-%d %H:%M:%S", tm),
+                          time.strftime(" %z", tm)]
+        parts.append(_second[1] + ".%06d" % int((now % 1) * 1e6) + _second[2])
     parts.append(f"{module} ({level}) {text}")
     line = " ".join(parts)
     return f"{line} ({source})" if source else line

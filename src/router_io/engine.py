@@ -62,7 +62,7 @@ from router_io.engine_policy import (
     _on_session_close, _on_session_open, max_message_size, set_policy, set_vhost)
 from router_io.engine_connections import (
     _fx_close_connection, _on_conn_open, _protocol_error, drop_connection, effect_failed,
-    event_failed, fail_connection, new_connection, release_memory)
+    event_failed, fail_connection, new_connection, release_memory, tick_connections)
 from router_io.engine_links import (
     _attach_out, _fx_credit, _fx_detach_link, _fx_drained, _fx_link_drain, _fx_link_open,
     _fx_link_refuse, _fx_link_stall, _on_attach_answer, _on_flow, _on_link_close, _on_link_open)
@@ -137,6 +137,9 @@ class WorkerEngine:
         self.sasl_config: tuple = (None, "qdrouterd")  # router saslConfigDir, saslConfigName
         self._ssl_domains: dict = {}  # (profile, role, verify...) -> (SSLDomain, name map)
         self.dirty: set = set()     # connections that may have output to write
+        # connections with an idle timeout (theirs or the peer's): the only ones proton's
+        # tick has work for (tick_connections); the others are never visited by the tick
+        self.needs_tick: set = set()
         self.heap = HeapTrimmer()   # freed heap memory goes back to the OS (release_memory)
         self._trim_check = 0.0
         self._trim_countdown = 0    # process_events calls until the next look at the clock
@@ -172,6 +175,9 @@ class WorkerEngine:
 
     def release_memory(self, now: float) -> None:
         release_memory(self, now)
+
+    def tick_connections(self, now_ms: int, skip: Any = ()) -> int:
+        return tick_connections(self, now_ms, skip)
 
     def set_security(self, router: Optional[dict], ssl_profiles: Optional[list]) -> None:
         set_security(self, router, ssl_profiles)

@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 import cproton
 import proton
-from cproton_ffi import lib
+from cproton_ffi import ffi, lib
 
 from common import msglog, security
 from common import policy as vpolicy
@@ -48,65 +48,75 @@ class Connection:
         router_conn = self.role == INTER_ROUTER or self.role == "edge"
         self.strip_in = not router_conn and strip in ("in", "both")
         self.strip_out = not router_conn and strip in ("out", "both")
-        self.transport = proton.Transport(proton.Transport.SERVER if direction == "in"
-                                          else proton.Transport.CLIENT)
-        self.transport.max_frame_size = int(settings.get("maxFrameSize") or 16384)
+        # proton's transport and connection through its C API (cffi), not its Python wrapper
+        # objects: a wrapper costs tens of microseconds and a kilobyte or more a connection;
+        # the rare paths that want one (TLS, the frame tracer, sessions the router begins)
+        # make it on demand (``transport``, ``connection``). ffi.gc owns each C object's
+        # reference, as the wrapper did: the connection's is dropped with the connection
+        # (drop_connection), the transport's with this record.
+        t_ptr = self.t_ptr = ffi.gc(lib.pn_transport(), lib.pn_decref)
+        self._transport = None
+        if direction == "in":
+            lib.pn_transport_set_server(t_ptr)
+        lib.pn_transport_set_max_frame(t_ptr, int(settings.get("maxFrameSize") or 16384))
         # maxSessions is the open's channel-max + 1 (as 1.19; 32768 -> 32767 by default); a
         # peer whose begin names a higher channel is closed by proton (framing-error)
         sessions = int(settings.get("maxSessions") or 32768)
-        self.transport.channel_max = min(max(sessions, 1), 32768) - 1
+        if lib.pn_transport_set_channel_max(t_ptr, min(max(sessions, 1), 32768) - 1) < 0:
+            raise ValueError(f"channel-max {sessions - 1} refused by proton")
         idle = int(settings.get("idleTimeoutSeconds", 16) or 0)
-        if idle:
-            self.transport.idle_timeout = float(idle)
+        if idle:  # proton's idle timeout runs on ticks: the engine ticks this one (tick())
+            lib.pn_transport_set_idle_timeout(t_ptr, idle * 1000)
+            engine.needs_tick.add(self)
         # TLS (proton's SSL layer) first, then SASL (Cyrus), as Qpid Dispatch 1.19 sets them up
         self.ssl: Optional[proton.SSL] = None
         self.ssl_profile: Optional[dict] = None  # the sslProfile's attributes (uidFormat...)
         ssl_error = ""
-        try:
-            engine.setup_ssl(self, settings, direction)
-        except Exception as exc:  # noqa: BLE001 - this connection is refused, nothing else
-            ssl_error = f"TLS set-up failed: {exc}"
+        if settings.get("sslProfile"):
+            try:
+                engine.setup_ssl(self, settings, direction)
+            except Exception as exc:  # noqa: BLE001 - this connection is refused, nothing else
+                ssl_error = f"TLS set-up failed: {exc}"
         # a listener whose saslPlugin names an authServicePlugin: the worker relays the
         # client's SASL to the service (auth_relay.py) and hands this transport, made without
         # SASL, only the AMQP bytes that follow; auth_grant is set before they come
         relayed = direction == "in" and bool(settings.get("saslPlugin"))
         self.auth_grant = None  # (mechanism, auth_service.AuthGrant) of a relayed client
-        self.sasl = None if relayed else self.transport.sasl()
+        self.sasl = None if relayed else lib.pn_sasl(t_ptr)  # proton's pn_sasl_t
+        sasl = self.sasl
         mechs = settings.get("saslMechanisms")
-        if self.sasl is not None and direction == "in":
+        if sasl is not None and direction == "in":
             sasl_dir, sasl_name = engine.sasl_config
             if sasl_dir:
-                self.sasl.config_path(str(sasl_dir))
-            self.sasl.config_name(str(sasl_name or "qdrouterd"))
+                lib.pn_sasl_config_path(sasl, str(sasl_dir).encode())
+            lib.pn_sasl_config_name(sasl, str(sasl_name or "qdrouterd").encode())
             # authenticatePeer: Cyrus offers no ANONYMOUS then, unless saslMechanisms lists it
             # (anonymous access asked for explicitly, as 1.19 lets it in); requireSsl implies
             # requireEncryption
-            self.transport.require_auth(bool(settings.get("authenticatePeer")) and "ANONYMOUS"
-                                        not in security.mechanisms(mechs))
-            self.transport.require_encryption(bool(settings.get("requireEncryption")
-                                                   or settings.get("requireSsl")))
-        if self.sasl is not None:
+            lib.pn_transport_require_auth(t_ptr, bool(settings.get("authenticatePeer"))
+                                          and "ANONYMOUS" not in security.mechanisms(mechs))
+            lib.pn_transport_require_encryption(t_ptr, bool(settings.get("requireEncryption")
+                                                            or settings.get("requireSsl")))
+        if sasl is not None:
             if mechs:
-                self.sasl.allowed_mechs(str(mechs))
-            self.sasl.allow_insecure_mechs = True  # 1.19 allows PLAIN without TLS (hard-wired)
-        self.connection = proton.Connection()
+                lib.pn_sasl_allowed_mechs(sasl, str(mechs).encode())
+            lib.pn_sasl_set_allow_insecure_mechs(sasl, True)  # 1.19: PLAIN without TLS
+        c_ptr = self.c_ptr = ffi.gc(lib.pn_connection(), lib.pn_decref)
         if direction == "out":  # before bind: proton's SASL client reads them from there
             if settings.get("saslUsername"):
-                self.connection.user = str(settings["saslUsername"])
+                lib.pn_connection_set_user(c_ptr, str(settings["saslUsername"]).encode())
             if settings.get("saslPassword"):
                 try:  # env:, file:, pass: or the text (checked when configured)
-                    self.connection.password = security.resolve_password(
-                        settings["saslPassword"], allow_literal=False)
+                    lib.pn_connection_set_password(c_ptr, security.resolve_password(
+                        settings["saslPassword"], allow_literal=False).encode())
                 except ValueError as exc:
                     engine.log("error", f"[C{conn_id}] saslPassword of connector "
                                         f"{settings.get('name')}: {exc}")
-        self.connection.collect(engine.collector)
-        self.transport.bind(self.connection)
+        lib.pn_connection_collect(c_ptr, engine._coll)
+        lib.pn_transport_bind(t_ptr, c_ptr)
         if engine.frame_trace is not None:  # PROTOCOL trace: from the first (SASL) frame on
             self.trace_frames(engine.frame_trace)
-        self.t_ptr = self.transport._impl
-        self.t_key = _key(self.t_ptr)  # the transport as a hot pointer (the byte I/O below)
-        self.c_ptr = self.connection._impl
+        self.t_key = _key(t_ptr)  # the transport as a hot pointer (the byte I/O below)
         self.links: dict = {}  # link ptr -> Link
         self.reported_open = False
         self.closed = False
@@ -114,7 +124,7 @@ class Connection:
         # wait in out_queue as [link, dlv_id, settled, payload, offset, d_ptr, state]
         self.out_budget = OUT_BUDGET
         self.out_room = OUT_BUDGET
-        self.out_queue: deque = deque()
+        self.out_queue: deque | tuple = ()  # a deque from the first that waits (_waiting)
         # Q2: streamed inbound deliveries of this connection (``streams``) and those of them
         # past their window (``q2``); its socket is not read while every one is (q2_held(),
         # the worker watches engine.q2_changed)
@@ -142,14 +152,32 @@ class Connection:
         self.refused = False  # refused before the core heard of it (engine_lifecycle.py)
         self.router_session = None  # the session of the links the core attaches (AttachOut)
         # An accepted connection's bytes pass the SASL guard until the client's SASL exchange
-        # is over (frameguard.py: proton crashes on some sequences); then push is the class's
-        # own again and established connections pay nothing.
+        # is over (frameguard.py: proton crashes on some sequences); then they go straight to
+        # proton and established connections pay one test. Without a guard and not
+        # unguarded, input is dropped (after a refused frame or a failed SASL exchange).
         self.guard: Optional[frameguard.SaslGuard] = None
+        self.unguarded = True
         if direction == "in" and not relayed:  # (the relay checks its SASL frames itself)
             self.guard = frameguard.SaslGuard()
-            self.push = self._guarded_push
+            self.unguarded = False
         if ssl_error:
             self.refuse(INTERNAL_ERROR, ssl_error)
+
+    @property
+    def transport(self) -> proton.Transport:
+        """proton's Python object of the transport, made when a rare path wants one (TLS, the
+        frame tracer); the per-connection paths call proton's C API with ``t_ptr``."""
+        if self._transport is None:
+            self._transport = proton.Transport.wrap(self.t_ptr)
+        return self._transport
+
+    @property
+    def connection(self) -> Optional[proton.Connection]:
+        """proton's Python object of the connection (sessions the router begins, a close at
+        shutdown), made on demand; None once the connection is dropped."""
+        if self.c_ptr is None:
+            return None
+        return proton.Connection.wrap(self.c_ptr)
 
     def trace_frames(self, trace: Optional[Callable[[int, str], None]]) -> None:
         """PROTOCOL trace: proton's text of every frame (``0 -> @attach(18) [...]``) goes to
@@ -171,8 +199,11 @@ class Connection:
         return _pn_transport_capacity(self.t_key)
 
     def push(self, data: bytes | bytearray | memoryview, size: int) -> None:
-        if size:
-            _pn_transport_push_from(self.t_key, data, size)
+        if self.unguarded:
+            if size:
+                _pn_transport_push_from(self.t_key, data, size)
+        else:  # the SASL guard's (or, after a failed exchange, nothing)
+            self._guarded_push(data, size)
 
     def _guarded_push(self, data: bytes | bytearray | memoryview, size: int) -> None:
         guard = self.guard
@@ -186,8 +217,7 @@ class Connection:
             return
         if guard.done:
             self.guard = None
-            del self.push  # the class's push from now on
-        push = type(self).push
+            self.unguarded = True  # straight to proton from now on
         sasl = lib.pn_sasl(self.t_ptr) if guard.frames else PN_NULL
         for unit in frameguard.units(checked):  # one header or frame at a time (see units())
             pos, end = 0, len(unit)
@@ -196,19 +226,15 @@ class Connection:
                 if cap <= 0:
                     return
                 n = min(cap, end - pos)
-                push(self, unit[pos:pos + n], n)
+                _pn_transport_push_from(self.t_key, unit[pos:pos + n], n)
                 pos += n
             if sasl != PN_NULL and lib.pn_sasl_outcome(sasl) > PN_SASL_OK:
                 # authentication failed: proton answers with its outcome and closes; anything
                 # more the client sent must never reach it (proton 0.40 crashes on some)
-                self.guard = None
-                self.push = self._ignore_push
+                self.guard = None  # (and not unguarded: the rest is dropped)
                 lib.pn_transport_pending(self.t_ptr)  # encodes the sasl-outcome first
                 lib.pn_transport_close_tail(self.t_ptr)
                 return
-
-    def _ignore_push(self, data: bytes | bytearray | memoryview, size: int) -> None:
-        """Input after a failed SASL exchange: dropped (the transport is closing)."""
 
     def refuse(self, condition: str, description: str, log: bool = True) -> None:
         """Close the transport at once (no AMQP close possible or wanted) with a condition;
@@ -250,13 +276,18 @@ class Connection:
         if self.out_queue and room * 2 >= self.out_budget:
             self.engine.resume_output(self)
 
-    def tick(self, now_ms: int) -> int:
-        """Drive idle-timeout heartbeats; return the next deadline in ms (0 = none)."""
-        return lib.pn_transport_tick(self.t_ptr, now_ms)
-
     def is_closed(self) -> bool:
         return bool(_pn_transport_closed(self.t_key))
 
     def error_text(self) -> str:
         # raw: proton's descriptions can quote peer bytes (e.g. an unknown SASL mechanism)
         return _condition_text(lib.pn_transport_condition(self.t_ptr))
+
+
+def _waiting(conn: Connection) -> deque:
+    """``conn``'s out_queue, to append to: a deque made when the first delivery waits (most
+    connections never queue one, and an empty deque is 760 bytes)."""
+    queue = conn.out_queue
+    if type(queue) is not deque:
+        queue = conn.out_queue = deque()
+    return queue

@@ -10,12 +10,12 @@ Part of the compiled engine (setup.py ENGINE_PARTS; see router_io/engine.py).
 """
 
 import traceback
-from collections import deque
 from typing import Any, Optional
 
 import proton
-from cproton_ffi import lib
-from proton import symbol
+from cproton_ffi import ffi, lib
+from proton import PropertyDict, symbol
+from proton._data import dat2obj, obj2dat
 
 from common import ipc
 from common import failover
@@ -42,35 +42,76 @@ def new_connection(self, settings: dict, host: str, direction: str = "in") -> Co
     self.conns[conn.c_ptr] = conn
     self.conns_by_id[conn.conn_id] = conn
     if direction == "out":
-        pc = conn.connection
-        pc.hostname = str(settings.get("host") or host.rsplit(":", 1)[0])
+        lib.pn_connection_set_hostname(
+            conn.c_ptr, str(settings.get("host") or host.rsplit(":", 1)[0]).encode())
         _open_local(self, conn)
         self.dirty.add(conn)
     return conn
 
 
 def _open_local(self, conn: Connection) -> None:
-    pc = conn.connection
-    pc.container = self.router_id
-    pc.offered_capabilities = [ANONYMOUS_RELAY, STREAMING_LINKS]
-    pc.desired_capabilities = [ANONYMOUS_RELAY, STREAMING_LINKS]
-    props = {symbol("product"): PRODUCT, symbol("version"): VERSION,
-             symbol("qd.conn-id"): conn.conn_id}
+    """The router's open: container, capabilities and properties, written straight into
+    proton's data trees (what proton's Python Connection.open encodes: the capabilities an
+    array of symbols, the properties a map with symbol keys and conn-id a long), for an
+    accepted connection; the rarer properties (inter-router cost, failover list) through
+    proton's own encoder."""
+    c_ptr = conn.c_ptr
+    lib.pn_connection_set_container(c_ptr, self.router_id.encode())
+    _put_capabilities(lib.pn_connection_offered_capabilities(c_ptr))
+    _put_capabilities(lib.pn_connection_desired_capabilities(c_ptr))
+    extra = {}
     if conn.role == INTER_ROUTER:
-        props[symbol("qd.annotations-version")] = 1
+        extra[symbol("qd.annotations-version")] = 1
         local_cost = max(1, int(conn.settings.get("cost") or 1))
         if local_cost > 1:
-            props[symbol("qd.inter-router-cost")] = local_cost
+            extra[symbol("qd.inter-router-cost")] = local_cost
     if conn.direction == "in" and conn.settings.get("failoverUrls"):
         try:  # a listener's failover list (checked when the listener was configured)
-            props[symbol(failover.KEY)] = [
+            extra[symbol(failover.KEY)] = [
                 {symbol(k): v for k, v in entry.items()}
                 for entry in failover.property_value(
                     failover.parse_urls(conn.settings["failoverUrls"]))]
         except ValueError as exc:
             self.log("error", f"[C{conn.conn_id}] bad failover list: {exc}")
-    pc.properties = props
-    pc.open()
+    props = lib.pn_connection_properties(c_ptr)
+    if extra:
+        obj2dat(PropertyDict({symbol("product"): PRODUCT, symbol("version"): VERSION,
+                              symbol("qd.conn-id"): conn.conn_id, **extra},
+                             raise_on_error=False), props)
+    else:
+        lib.pn_data_clear(props)
+        lib.pn_data_put_map(props)
+        lib.pn_data_enter(props)
+        lib.pn_data_put_symbol(props, _PRODUCT_KEY)
+        lib.pn_data_put_string(props, _PRODUCT)
+        lib.pn_data_put_symbol(props, _VERSION_KEY)
+        lib.pn_data_put_string(props, _VERSION)
+        lib.pn_data_put_symbol(props, _CONN_ID_KEY)
+        lib.pn_data_put_long(props, conn.conn_id)
+        lib.pn_data_exit(props)
+    lib.pn_connection_open(c_ptr)
+
+
+def _pn_bytes(text: str) -> tuple:
+    """A constant pn_bytes_t argument (its buffer kept alive by the module)."""
+    raw = ffi.from_buffer(text.encode())
+    return (len(raw), raw)
+
+
+_PRODUCT_KEY, _PRODUCT = _pn_bytes("product"), _pn_bytes(PRODUCT)
+_VERSION_KEY, _VERSION = _pn_bytes("version"), _pn_bytes(VERSION)
+_CONN_ID_KEY = _pn_bytes("qd.conn-id")
+_CAPABILITIES = (_pn_bytes(ANONYMOUS_RELAY), _pn_bytes(STREAMING_LINKS))
+
+
+def _put_capabilities(data: Any) -> None:
+    """ANONYMOUS-RELAY and qd.streaming-links as an array of symbols (offered and desired)."""
+    lib.pn_data_clear(data)
+    lib.pn_data_put_array(data, False, lib.PN_SYMBOL)
+    lib.pn_data_enter(data)
+    for cap in _CAPABILITIES:
+        lib.pn_data_put_symbol(data, cap)
+    lib.pn_data_exit(data)
 
 
 def drop_connection(self, conn: Connection) -> None:
@@ -78,6 +119,7 @@ def drop_connection(self, conn: Connection) -> None:
     if conn.closed:
         return
     conn.closed = True
+    self.needs_tick.discard(conn)
     self.conns.pop(conn.c_ptr, None)
     self.conns_by_id.pop(conn.conn_id, None)
     self.dirty.discard(conn)
@@ -87,16 +129,36 @@ def drop_connection(self, conn: Connection) -> None:
     for link in list(conn.links.values()):
         _forget_link(self, link)
     lib.pn_connection_collect(conn.c_ptr, PN_NULL)
-    conn.transport.unbind()
-    conn.out_queue = deque()
+    lib.pn_transport_unbind(conn.t_ptr)
+    conn.out_queue = ()
     # Let proton free the connection now (its sessions, links and pool of delivery objects,
     # which proton keeps at their peak count for reuse), even while something still holds
     # this Connection; the transport stays (the worker may still ask for error_text()).
-    conn.connection = None
+    conn.router_session = None
+    ffi.release(conn.c_ptr)
+    conn.c_ptr = None
     # Break the Connection <-> Link cycle: without it every closed connection (its proton
     # transport, buffers and all) waits for a full GC pass, which in a busy worker comes
     # rarely, so RSS grows with connection churn.
     conn.links = {}
+
+
+def tick_connections(self, now_ms: int, skip: Any = ()) -> int:
+    """proton's tick (idle-timeout heartbeats, a silent peer's end) of the connections that
+    have an idle timeout (``needs_tick``), not every connection: with ``idleTimeoutSeconds`` 0
+    and peers that ask for none, there is no work, whatever the number of connections.
+    ``skip``: connections not ticked now (a SASL relay still has their socket). Each ticked
+    connection may have output (a heartbeat, a close): it is marked dirty. Returns the
+    earliest deadline proton named (ms, 0: none)."""
+    deadline = 0
+    for conn in self.needs_tick:
+        if skip and conn in skip:
+            continue
+        nxt = lib.pn_transport_tick(conn.t_ptr, now_ms)
+        if nxt and (not deadline or nxt < deadline):
+            deadline = nxt
+        self.dirty.add(conn)
+    return deadline
 
 
 def release_memory(self, now: float) -> None:
@@ -162,12 +224,13 @@ def _on_conn_open(self, c_ptr: Any) -> None:
     conn = self.conns.get(c_ptr)
     if conn is None or conn.reported_open:
         return
-    pc = conn.connection
     try:
         container = _utf8(lib.pn_connection_remote_container(c_ptr)) or ""
     except ValueError as exc:
         _refuse_connection(self, conn, INVALID_FIELD, f"container-id {exc}")
         return
+    if lib.pn_transport_get_remote_idle_timeout(conn.t_ptr):
+        self.needs_tick.add(conn)  # the peer wants heartbeats: proton sends them on ticks
     mech, user = _peer_user(self, conn)  # SASL (or TLS) is done before the peer's open
     if (self.policy_db.enabled and conn.direction == "in"
             and conn.role in ("normal", "route-container", "edge")):
@@ -201,7 +264,8 @@ def _on_conn_open(self, c_ptr: Any) -> None:
     # the peer's open properties ride along (7th item) for management's connection
     # 'properties', as plain values with string keys (1.19 shows symbol keys as strings)
     try:
-        security_info.append(_plain_properties(pc.remote_properties))
+        security_info.append(_plain_properties(
+            dat2obj(lib.pn_connection_remote_properties(c_ptr))))
     except Exception:  # noqa: BLE001 - properties proton cannot decode: show none
         security_info.append({})
     # (8th item) whether management requests from this connection may change a
@@ -221,7 +285,7 @@ def _on_conn_open(self, c_ptr: Any) -> None:
     streaming_links = False
     if inter_router or conn.role == EDGE:  # a router peer: does it take streaming links?
         try:
-            offered = pc.remote_offered_capabilities or ()
+            offered = conn.connection.remote_offered_capabilities or ()
             if isinstance(offered, proton.Array):
                 offered = offered.elements
             elif not isinstance(offered, (list, tuple)):
@@ -231,7 +295,7 @@ def _on_conn_open(self, c_ptr: Any) -> None:
             pass
     if inter_router:  # the connection's cost: max(mine, the peer's)
         try:
-            remote = pc.remote_properties or {}
+            remote = dat2obj(lib.pn_connection_remote_properties(c_ptr)) or {}
         except Exception:  # noqa: BLE001 - undecodable properties: none then
             remote = {}
         for key, value in remote.items():
@@ -248,7 +312,7 @@ def _on_conn_open(self, c_ptr: Any) -> None:
     if conn.direction == "out":
         # the peer's failover-server-list: the worker's connector takes it (connectors.py)
         try:
-            remote = pc.remote_properties or {}
+            remote = dat2obj(lib.pn_connection_remote_properties(c_ptr)) or {}
             offered = next((v for k, v in remote.items() if str(k) == failover.KEY), None)
             conn.failover = failover.from_property(offered)
         except Exception:  # noqa: BLE001 - undecodable properties: no list then

@@ -28,7 +28,7 @@ from router_io.engine_proton import (
     _pn_delivery_update, _pn_link_advance, _pn_link_current, _pn_link_flow, _pn_link_recv_message,
     _pn_link_send_all, _rewrite_annotations, _scan, _tag, _text)
 from router_io.engine_records import Link
-from router_io.engine_conn import Connection
+from router_io.engine_conn import Connection, _waiting
 # --- end engine parts ---
 
 
@@ -303,7 +303,7 @@ def enqueue(self, link: Link, dlv_id: int, settled: bool, payload: Any) -> None:
     if type(payload) is memoryview and payload.nbytes * 2 < len(payload.obj):
         payload = bytes(payload)
     entry = [link, dlv_id, settled, payload, 0, None, 0, KIND_WHOLE, 0, None]
-    link.conn.out_queue.append(entry)
+    _waiting(link.conn).append(entry)
     link.queued += 1
     if not settled:
         self.queued_out[dlv_id] = entry

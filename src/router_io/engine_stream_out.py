@@ -18,6 +18,7 @@ from router_io import msgrepr
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import KIND_LAST, KIND_PART, _fields
 from router_io.engine_records import OutStream
+from router_io.engine_conn import _waiting
 from router_io.engine_lifecycle import SE_ABORT, SE_GO, SE_SENT, stream_to
 # --- end engine parts ---
 
@@ -65,7 +66,7 @@ def _stream_go(self, rec: OutStream) -> None:
 
 def _stream_part(self, rec: OutStream, payload: Any, ack: int, kind: int) -> None:
     conn = rec.link.conn
-    conn.out_queue.append([rec.link, rec.dlv_id, rec.settled, payload, 0, None, 0, kind, ack,
+    _waiting(conn).append([rec.link, rec.dlv_id, rec.settled, payload, 0, None, 0, kind, ack,
                            rec])
     if conn.out_room > 0:
         refill(self, conn)

@@ -97,6 +97,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         self.sockets: dict[int, tuple[socket.socket, Connection]] = {}
         self.sock_of: dict[Connection, socket.socket] = {}
         self.want_write: set = set()
+        self.held: set = set()  # connections whose socket Q2 holds (_q2_update)
         self.connectors: dict[str, Connector] = {}
         self.connecting: dict[int, Connector] = {}
         self.conn_connector: dict[Connection, Connector] = {}
@@ -261,6 +262,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
             if held == conn.q2_armed_held:
                 continue
             conn.q2_armed_held = held
+            (self.held.add if held else self.held.discard)(conn)  # trickled by _tick
             self._arm(sock, conn, sock.fileno() in self.want_write)
             if not held:
                 self._read(sock, conn)  # what arrived meanwhile (the poll may not say again)
@@ -596,6 +598,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
 
     def _close_socket(self, sock: socket.socket, conn: Connection) -> None:
         self.handshakes.pop(conn, None)
+        self.held.discard(conn)
         if self.relays:
             self._relay_drop(conn)
         fd = sock.fileno()
@@ -641,15 +644,12 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
         now = time.monotonic()
         now_ms = int(now * 1000)
         deadline = now + 1.0
-        for sock, conn in list(self.sockets.values()):
-            if self.relays and conn in self.relays:
-                continue  # no AMQP yet: its SASL relay has its own deadline
-            if conn.q2_armed_held and not conn.closed:
-                self._trickle(sock, conn)  # (may close it: the list is a copy)
-            nxt = conn.tick(now_ms)
-            if nxt:
-                deadline = min(deadline, nxt / 1000.0)
-            self.engine.dirty.add(conn)
+        for conn in [c for c in self.held if c.q2_armed_held and c in self.sock_of]:
+            self._trickle(self.sock_of[conn], conn)  # (may close it: the list is a copy)
+        # only connections with an idle timeout (a relayed one's SASL has its own deadline)
+        nxt = self.engine.tick_connections(now_ms, self.relays)
+        if nxt:
+            deadline = min(deadline, nxt / 1000.0)
         if self.relays:  # SASL relays to an authentication service: their deadlines
             deadline = min(deadline, self._relay_tick(now))
         if self.handshakes:
