@@ -207,6 +207,31 @@ def _caller() -> tuple:
     return frame.f_code.co_filename, frame.f_lineno
 
 
+class _Record(logging.LogRecord):
+    """A log record with what the handlers and QpidFormatter read, made without
+    ``LogRecord.__init__``'s look-ups (thread, process and module names, path splitting): a
+    router writes a line per connection opened, in the worker and in the core."""
+
+    def __init__(self, name: str, levelno: int, pathname: str, lineno: int, msg: str) -> None:
+        self.name, self.msg, self.args = name, msg, None
+        self.levelno, self.levelname = levelno, logging.getLevelName(levelno)
+        self.pathname, self.lineno = pathname, lineno
+        self.filename = self.module = os.path.basename(pathname)
+        self.funcName = self.exc_info = self.exc_text = self.stack_info = None
+        self.created = time.time()
+        self.msecs = (self.created % 1) * 1000
+        self.relativeCreated = (self.created - logging._startTime) * 1000
+        self.process, self.processName = _PID[0], "MainProcess"
+        self.thread = self.threadName = None
+
+    def getMessage(self) -> str:
+        return self.msg
+
+
+_PID = [os.getpid()]  # (fork: os.register_at_fork keeps it right in a child)
+os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
+
+
 class RouterLog:
     """Per-module levels and outputs; keeps the recent entries for GET-LOG."""
 
@@ -280,7 +305,7 @@ class RouterLog:
         else:
             path, _, line = source.partition(":")
             number = int(line) if line.isdigit() else 0
-        record = logging.LogRecord(module, LEVEL_NUMBERS[level], path, number, text, None, None)
+        record = _Record(module, LEVEL_NUMBERS[level], path, number, text)
         record.qd_level = level
         record.qd_timestamp = settings.timestamp
         record.qd_source = f"{path}:{number}" if settings.source and path else None

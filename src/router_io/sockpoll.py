@@ -21,7 +21,8 @@ from typing import Any
 
 import zmq
 
-_IN, _OUT, _ERR = zmq.POLLIN, zmq.POLLOUT, zmq.POLLERR
+# ints: an IntFlag's & and | are Python code, run for every ready socket
+_IN, _OUT, _ERR = int(zmq.POLLIN), int(zmq.POLLOUT), int(zmq.POLLERR)
 _EPOLL_ERR = select.EPOLLERR | select.EPOLLHUP
 
 

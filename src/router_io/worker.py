@@ -199,7 +199,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
     # --- connectors ---------------------------------------------------------------------------
     # --- loop ---------------------------------------------------------------------------------
     def run(self) -> None:
-        engine = self.engine
+        engine, sockets_get = self.engine, self.sockets.get
         while self.running:
             try:
                 events = self.poller.poll(self._timeout_ms())
@@ -207,8 +207,14 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
                 if exc.errno == errno.EINTR:
                     continue
                 raise
-            for target, mask in events:
-                if target is self.core:
+            for target, mask in events:  # a connection's socket first: most events are
+                entry = sockets_get(target)
+                if entry is not None:
+                    if mask & POLLIN:
+                        self._read(*entry)
+                    if mask & POLLOUT:
+                        engine.dirty.add(entry[1])
+                elif target is self.core:
                     self._drain_core()
                 elif target in self.listeners:
                     self._accept(target)
@@ -222,14 +228,6 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
                     self._relay_service_event(target, mask)
                 elif self.wake is not None and target is self.wake.sock:
                     self.wake.drain()  # a signal: its handler has run (self.running)
-                else:
-                    entry = self.sockets.get(target)
-                    if entry is None:
-                        continue
-                    if mask & POLLIN:
-                        self._read(*entry)
-                    if mask & POLLOUT:
-                        engine.dirty.add(entry[1])
             entry = None  # a connection closed in _flush must not live on in this frame
             if self.ws:
                 self._ws_pending_input()
