@@ -6,7 +6,9 @@ One loop iteration (batch, then flush):
 2. accept new connections; read every readable socket into its proton transport;
 3. drain every effect batch the core has sent and apply it to the engine;
 4. let the engine turn all pending proton events into commands;
-5. send those commands to the core as ONE batch, then write every connection's output.
+5. send those commands to the core as ONE batch, then write every connection's output
+   (also after every ``_READ_BATCH`` sockets read, so that many peers setting up at once
+   are answered while the rest are read).
 
 Only this module (and ``router_io.httpstream`` for http listeners) touches sockets; the AMQP
 logic lives in ``router_io.engine``. A listener with ``http: yes`` speaks HTTP/1.1 (h11): a
@@ -16,7 +18,8 @@ GETs are static files from ``httpRootDir`` (``router_io.httpstream``).
 Listeners are bound once, by the supervisor (``common.listenfds``), and lent to every worker:
 all workers accept on the same socket, and it stays open while a worker is restarted.
 Connectors (attempts, back-off, failure log lines) are router_io/connectors.py's and the http
-listeners' requests and WebSocket upgrades router_io/worker_http.py's, both mixins of Worker;
+listeners' requests and WebSocket upgrades router_io/worker_http.py's, the handshake deadline
+router_io/handshakes.py's, mixins of Worker;
 the per-message path (poll loop, ``_read``, ``_flush``, ``_flush_one``, ``_drain_core``) is here.
 Must not import router_core.core (the core runs in its own process).
 """
@@ -39,6 +42,7 @@ from common.procutil import (SignalWake, child_start, core_endpoint, run_profile
 from router_io.engine_select import get_engine_class
 from router_io.connectors import Connector, ConnectorsMixin
 from router_io.conncount import SharedConnectionCount
+from router_io.handshakes import HandshakeMixin
 from router_io.policyclose import log_policy_close
 from router_io.httpstream import HttpStream
 from router_io.sockpoll import SocketPoller
@@ -51,19 +55,19 @@ if TYPE_CHECKING:  # the compiled build's worker never imports the pure engine
 POLLIN, POLLOUT = int(zmq.POLLIN), int(zmq.POLLOUT)  # ints: enum flags' & is Python code
 _READ_SIZE = 65536
 _MAX_BATCHES_PER_LOOP = 256
+# Sockets read before their events are processed and their answers written (the rest of a
+# wake-up's sockets are read after): many peers setting up at once get their answers while
+# the others are read, not all after the last (which made clients wait in lock-step).
+_READ_BATCH = 16
 # A connection held by Q2 (every streamed delivery of it past its window) is still read this
 # much each tick (about a second): its peer's heartbeats must reach proton, or the idle
 # time-out closes a connection that only waits for a slow receiver (1.19 never stops reading a
 # connection: its Q2 holds the delivery). Bounds what a held connection takes to ~4 KB/s.
 _Q2_TRICKLE = 4096
 _MANAGEMENT = (ipc.ConfigChange, ipc.LogQuery)
-# a listener's initialHandshakeTimeoutSeconds when it is 0 (its default): the seconds from
-# accept to the peer's AMQP open (TLS, SASL included); real clients take milliseconds
-HANDSHAKE_TIMEOUT = 30
-HANDSHAKE_TIMED_OUT = "Timeout waiting for initial handshake"  # batches the core sends apart from effects
 
 
-class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
+class Worker(ConnectorsMixin, HttpMixin, AuthMixin, HandshakeMixin):
     """One I/O worker: the poll loop, connection sockets, the link to the core. Connectors
     are router_io/connectors.py's, http listeners router_io/worker_http.py's, listeners
     relaying SASL to an authServicePlugin router_io/worker_auth.py's (mixins)."""
@@ -207,11 +211,15 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
                 if exc.errno == errno.EINTR:
                     continue
                 raise
+            reads = 0
             for target, mask in events:  # a connection's socket first: most events are
                 entry = sockets_get(target)
                 if entry is not None:
                     if mask & POLLIN:
                         self._read(*entry)
+                        reads += 1
+                        if reads % _READ_BATCH == 0:
+                            self._answer()  # these answered while the rest are read
                     if mask & POLLOUT:
                         engine.dirty.add(entry[1])
                 elif target is self.core:
@@ -233,18 +241,23 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
                 self._ws_pending_input()
             if time.monotonic() >= self.next_tick:
                 self._tick()
-            try:  # each event is isolated in the engine (one connection closes); this is a net
-                engine.process_events()
-            except Exception as exc:  # noqa: BLE001 - the worker and its other connections go on
-                self._log_server("error", "internal error processing events: "
-                                 + "".join(traceback.format_exception(exc)).rstrip())
-            commands = engine.take_commands()
-            if commands:
-                zmqcalls.send(self.core, ipc.encode_frame(self.index, commands))
-            if engine.q2_changed:
-                self._q2_update()
-            self._flush()
+            self._answer()
         self._shutdown()
+
+    def _answer(self) -> None:
+        """What was read becomes commands to the core (one batch) and output on the sockets."""
+        engine = self.engine
+        try:  # each event is isolated in the engine (one connection closes); this is a net
+            engine.process_events()
+        except Exception as exc:  # noqa: BLE001 - the worker and its other connections go on
+            self._log_server("error", "internal error processing events: "
+                             + "".join(traceback.format_exception(exc)).rstrip())
+        commands = engine.take_commands()
+        if commands:
+            zmqcalls.send(self.core, ipc.encode_frame(self.index, commands))
+        if engine.q2_changed:
+            self._q2_update()
+        self._flush()
 
     def _q2_update(self) -> None:
         """Connections whose streamed deliveries filled (or freed) their window: stop reading
@@ -569,30 +582,6 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin):
             self._arm(sock, conn, False)
         if conn.is_closed():
             self._close_socket(sock, conn)
-
-    def _handshake_deadline(self, conn: Connection, settings: dict) -> None:
-        """An accepted connection must send its AMQP open (after its TLS and SASL) within the
-        listener's initialHandshakeTimeoutSeconds; 0 (the default) is HANDSHAKE_TIMEOUT here,
-        where 1.19 has no limit (a socket that never finishes its handshake would hold a slot
-        of maxConnections for ever)."""
-        seconds = int(settings.get("initialHandshakeTimeoutSeconds") or 0) or HANDSHAKE_TIMEOUT
-        self.handshakes[conn] = time.monotonic() + seconds
-
-    def _expire_handshakes(self, now: float) -> float:
-        """Close the connections past their handshake deadline as 1.19 does: amqp:not-allowed,
-        its ERROR line, no "failed" line; returns the next deadline."""
-        nxt = now + 1.0
-        for conn, deadline in list(self.handshakes.items()):
-            if conn.reported_open or conn.closed or conn.refused:
-                del self.handshakes[conn]
-            elif now >= deadline:
-                del self.handshakes[conn]
-                conn.refuse("amqp:not-allowed", HANDSHAKE_TIMED_OUT, log=False)
-                self.force_closed.add(conn.conn_id)  # its line is this one (as 1.19)
-                self.log_sink.log("ERROR", "error", f"Run Time: {HANDSHAKE_TIMED_OUT}")
-            else:
-                nxt = min(nxt, deadline)
-        return nxt
 
     def _close_socket(self, sock: socket.socket, conn: Connection) -> None:
         self.handshakes.pop(conn, None)
