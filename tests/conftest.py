@@ -217,3 +217,22 @@ def pytest_sessionstart(session):
         pytest.exit("ROUTER_REQUIRE_EXTENSIONS=1 but not built: " + ", ".join(missing),
                     returncode=3)
 
+
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: unknown (and unused) without it
+def pytest_xdist_make_scheduler(config, log):
+    """``pytest -n 2 --dist loadfile`` (the README's command): a test file runs whole, in its
+    order, on one worker, so its module fixtures start once as in a serial run; and the Spark
+    tests (tests/pipelines/) are one unit, so one worker starts the local Spark session that
+    all of them share."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FileScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "tests/pipelines" if path.startswith("tests/pipelines/") else path
+
+    return FileScheduling(config, log)
