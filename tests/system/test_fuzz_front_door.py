@@ -1,7 +1,7 @@
 """The front door against a launched router: hostile bytes close a connection, never a process.
 
 Loopback only, every wait bounded, every router stopped by the fixtures. The bounded fuzz sends
-FUZZ_FRONT_DOOR_CASES (default 300, well under a minute) mutated client streams from
+FUZZ_FRONT_DOOR_CASES (default 300, ten connections at a time) mutated client streams from
 benchmarks/fuzz_front_door.py; run that script for 1000+ cases.
 """
 from __future__ import annotations
@@ -10,6 +10,7 @@ import importlib.util
 import os
 import random
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "fuzz_front_door.py"
@@ -20,6 +21,7 @@ _spec.loader.exec_module(fuzz)
 
 CASES = int(os.environ.get("FUZZ_FRONT_DOOR_CASES", "300"))
 CHECK_EVERY = 50
+PARALLEL = 10
 
 
 def _no_deaths(router) -> None:
@@ -77,21 +79,31 @@ def test_invalid_utf8_link_name_and_address_refuse_the_link(router):
 
 
 def test_bounded_fuzz_of_the_front_door(router_factory):
-    """CASES hostile streams at a two-worker router; a normal client checked every
+    """CASES hostile streams at a two-worker router, PARALLEL connections at a time (a case
+    the router leaves open waits its whole time-out); a normal client checked after every
     CHECK_EVERY cases; no process may die and no handler may fail."""
     router = router_factory(workers=2)
     streams = fuzz.capture_streams()
     rnd = random.Random(9)
+    cases = []
     for i in range(CASES):
         kind, data = fuzz.hostile_stream(rnd, streams)
+        cases.append((i, kind, data, rnd.choice((None, 1, 64)), rnd.random() < 0.7))
+
+    def send(case) -> None:
+        i, kind, data, chunk, paced = case
         try:
-            fuzz.send_case(router.port, data, timeout=1.0, chunk=rnd.choice((None, 1, 64)),
-                           paced=rnd.random() < 0.7)
+            fuzz.send_case(router.port, data, timeout=1.0, chunk=chunk, paced=paced)
         except OSError as exc:  # the router must always accept
             raise AssertionError(f"case {i} ({kind}): {exc}\n{router.proc.output()}")
-        assert router.proc.proc.poll() is None, f"case {i} ({kind}) {data.hex()}"
-        if (i + 1) % CHECK_EVERY == 0:
-            assert fuzz.client_works(router.url), f"after case {i}\n{router.proc.output()}"
+
+    with ThreadPoolExecutor(PARALLEL) as pool:
+        for start in range(0, CASES, CHECK_EVERY):
+            batch = cases[start:start + CHECK_EVERY]
+            list(pool.map(send, batch))
+            sent = ", ".join(f"{i} ({kind})" for i, kind, *_ in batch)
+            assert router.proc.proc.poll() is None, f"after cases {sent}\n{router.proc.output()}"
+            assert fuzz.client_works(router.url), f"after cases {sent}\n{router.proc.output()}"
             _no_deaths(router)
     assert fuzz.client_works(router.url)
     _no_deaths(router)
