@@ -185,7 +185,8 @@ def test_command_line_uses_real_options(line):
 
 
 def test_readme_test_command_is_the_one_ci_runs():
-    command = "bash scripts/install.sh --test && .venv/bin/python -m pytest -q"
+    command = ("bash scripts/install.sh --test && "
+               ".venv/bin/python -m pytest -q -n 2 --dist loadfile")
     assert command in (ROOT / "README.md").read_text()
     assert command in (ROOT / ".ci" / "run").read_text()
 
