@@ -405,7 +405,8 @@ def test_large_message_streams_through_an_exchange(router_factory, opened):
     pump_until([sconn, rconn], lambda: snd.link.credit > 0, what="credit")
     body = bytes(range(256)) * 8192  # 2 MB
     assert send_all(sconn, snd, [Message(subject="a.big", body=body)]) == [Delivery.ACCEPTED]
-    got = collect([rconn, sconn], [r2], expect=1, timeout=30)
+    # idle=30: the 2 MB may take longer than collect's default half second to arrive whole
+    got = collect([rconn, sconn], [r2], expect=1, idle=30, timeout=30)
     assert got == [[body]]
 
 
