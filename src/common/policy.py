@@ -545,22 +545,45 @@ class PolicyDb:
         return self.max_message_size
 
 
-def policy_problem(vhosts: list,
-                   warnings: Optional[list] = None) -> Optional[tuple]:
+def policy_problem(vhosts: list, warnings: Optional[list] = None,
+                   name_patterns: bool = False) -> Optional[tuple]:
     """The first vhost/policy setting the router would not enforce or 1.19 would refuse, as
     (index in ``vhosts``, message); None when all are usable. The one check of the
-    configuration file (supervisor) and of management CREATE/UPDATE (agent).
-    ``warnings`` receives the ("POLICY", text) lines 1.19 logs for options it ignores."""
+    configuration file and policyDir (supervisor) and of management CREATE/UPDATE (agent).
+    ``warnings`` receives the ("POLICY", text) lines 1.19 logs for options it ignores.
+    ``name_patterns`` (the policy's enableVhostNamePatterns) adds 1.19's pattern-tree check."""
     db = PolicyDb()
+    patterns: dict = {}  # pattern as 1.19's tree stores it -> the vhost that holds it
     for index, attrs in enumerate(vhosts):
         try:
             vhost = Vhost({k: v for k, v in attrs.items() if v is not None})
             db.add(vhost)
+            if name_patterns:
+                _add_patterns(vhost, patterns)
         except PolicyError as exc:
             return index, str(exc)
         if warnings is not None:
             warnings.extend(("POLICY", w) for w in vhost.warnings)
     return None
+
+
+def _add_patterns(vhost: Vhost, patterns: dict) -> None:
+    """With hostname patterns on, 1.19 puts a vhost's name and then each alias into one
+    pattern tree, rewritten as its trees rewrite them (``#.#`` -> ``#``, ``#.*`` -> ``*.#``);
+    a name that comes out the same as one already there (another vhost's, or this one's own)
+    is a PolicyError. A vhost replacing one of the same name gives up the old names first."""
+    for key in [k for k, owner in patterns.items() if owner == vhost.name]:
+        del patterns[key]
+    added = []
+    for tname in [vhost.name, *vhost.aliases]:
+        key = tuple(normalize_words(tname.split(".")))
+        if key in patterns:
+            for undo in added:
+                del patterns[undo]
+            raise PolicyError(f"Policy for vhost '{vhost.name}' alias '{tname}' optimized "
+                              f"pattern conflicts with existing pattern")
+        patterns[key] = vhost.name
+        added.append(key)
 
 
 def strip_comment_lines(text: str) -> str:

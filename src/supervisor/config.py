@@ -291,11 +291,15 @@ def _policy_dir_vhosts(built: list[Entity], warnings: list) -> list[Entity]:
 
 
 def _check_policy(entities: list[Entity], warnings: list) -> None:
+    """1.19 creates each vhost in turn and refuses to start (exit 1) at the first one its
+    policy code raises a PolicyError for, naming that exception."""
     vhosts = [e for e in entities if e.short_type == "vhost"]
-    found = policy_problem([dict(v.attributes) for v in vhosts], warnings)
+    policy = next((e for e in entities if e.short_type == "policy"), None)
+    patterns = bool(policy is not None and policy.attributes.get("enableVhostNamePatterns"))
+    found = policy_problem([dict(v.attributes) for v in vhosts], warnings, patterns)
     if found is not None:
         index, message = found
-        raise _Problem(message, vhosts[index].line)
+        raise _Problem(f"PolicyError: {message}", vhosts[index].line)
 
 
 def _explicit_values(section: _RawSection, etype: EntityType,

@@ -136,3 +136,40 @@ def test_empty_configuration_file_is_refused_as_1_19(tmp_path, which):
     finally:
         router.stop()
     assert "Configuration file was empty" in router.output()
+
+
+def _vhost_json(hostname: str) -> list:
+    return ["vhost", {"hostname": hostname, "allowUnknownUser": True,
+                      "groups": {"$default": {"remoteHosts": "*"}}}]
+
+
+@pytest.mark.parametrize("which", BUILDS)
+@pytest.mark.parametrize("where", ["file", "policyDir", "both"])
+def test_overlapping_vhost_patterns_refuse_start_as_1_19(tmp_path, which, where):
+    """With enableVhostNamePatterns, '#.#.0.0' is stored as '#.0.0': a vhost with it after one
+    named '#.0.0' is refused at start (exit 1) whether the two come from the configuration
+    file, from a policy directory or one from each, as a management CREATE is."""
+    in_file = {"file": ["#.0.0", "#.#.0.0"], "policyDir": [], "both": ["#.0.0"]}[where]
+    in_dir = {"file": [], "policyDir": ["#.0.0", "#.#.0.0"], "both": ["#.#.0.0"]}[where]
+    policy = "policy {\n    enableVhostPolicy: true\n    enableVhostNamePatterns: true\n"
+    if in_dir:
+        pdir = tmp_path / "policies"
+        pdir.mkdir()
+        (pdir / "tenants.json").write_text(json.dumps([_vhost_json(h) for h in in_dir]))
+        policy += f"    policyDir: {pdir}\n"
+    conf = tmp_path / "overlap.conf"
+    conf.write_text("router {\n    mode: standalone\n    id: Overlap\n}\n" + policy + "}\n"
+                    + "".join(f"vhost {{\n    hostname: {h}\n    allowUnknownUser: true\n"
+                              f"    groups: {{\n        \"$default\": {{\n"
+                              f"            \"remoteHosts\": \"*\"\n        }}\n    }}\n}}\n"
+                              for h in in_file))
+    router = start(which, conf)
+    try:
+        assert router.proc.wait(TIMEOUT) == 1
+    finally:
+        router.stop()
+    assert ("PolicyError: Policy for vhost '#.#.0.0' alias '#.#.0.0' optimized pattern "
+            "conflicts with existing pattern" in router.output())
+    if which == "ours":
+        line = 18 if where == "file" else 5  # the vhost's section, or the policy's
+        assert f"{conf}:{line}: PolicyError: " in router.output()

@@ -21,7 +21,6 @@ from common.schema import (ROUTER_CONFIG_TYPES, EntityType, Schema, SchemaError,
 from common.exchanges import METHOD_CODES, binding_problem, exchange_problem
 from common.linkroutes import create_problem as link_route_problem
 from common import failover
-from common.addrmatch import normalize_words
 from common import msglog
 from common.policy import policy_problem
 from common.security import auth_plugin_problem, connection_problem, ssl_profile_problem
@@ -282,33 +281,14 @@ class ConfigStore:
         if replacing is None and any(o.get("hostname") == entity.get("hostname")
                                      for o in others):
             raise ManagementError(BAD_REQUEST, f"vhost '{entity.get('hostname')}' exists")
-        self._check_vhost_patterns(entity, others)
-        found = policy_problem(others + [dict(entity)])
+        policy = self.of_type(self.schema.long_name("policy"))
+        patterns = bool(policy and policy[0].get("enableVhostNamePatterns"))
+        found = policy_problem(others + [dict(entity)], name_patterns=patterns)
         if found is not None:  # 1.19: its policy code's PolicyError, a 500
-            text = found[1]  # the policy loader words it as 1.19: "Policy 'H' is invalid: ..."
-            if not text.startswith("Policy '"):
+            text = found[1]  # worded as 1.19's: "Policy 'H' is invalid: ...", "Policy for ..."
+            if not text.startswith("Policy "):
                 text = f"Policy '{entity.get('hostname')}' is invalid: {text}"
             raise ManagementError(INTERNAL_ERROR, f"PolicyError: {text}")
-
-    def _check_vhost_patterns(self, entity: dict, others: list) -> None:
-        """With hostname patterns on, 1.19 stores each vhost name and alias as a pattern
-        rewritten as its address trees rewrite them (``#.#`` -> ``#``, ``#.*`` -> ``*.#``); one
-        that comes out the same as another vhost's is refused (its PolicyError, a 500)."""
-        policy = self.of_type(self.schema.long_name("policy"))
-        if not policy or not policy[0].get("enableVhostNamePatterns"):
-            return
-
-        def names(vhost: dict) -> list:
-            aliases = str(vhost.get("aliases") or "").replace(" ", ",").split(",")
-            return [str(vhost.get("hostname"))] + [a for a in aliases if a]
-
-        taken = {tuple(normalize_words(n.split("."))) for o in others for n in names(o)}
-        hostname = str(entity.get("hostname"))
-        for name in names(entity):
-            if tuple(normalize_words(name.split("."))) in taken:
-                raise ManagementError(INTERNAL_ERROR, f"PolicyError: Policy for vhost "
-                                      f"'{hostname}' alias '{name}' optimized pattern "
-                                      f"conflicts with existing pattern")
 
     def validate_update(self, etype: EntityType, entity: dict, attributes: dict) -> dict:
         """The changed attributes of an UPDATE (canonical names, converted values)."""
