@@ -58,7 +58,7 @@ def table(output: str, title: str) -> tuple:
 
 # --- raw requests -----------------------------------------------------------------------------
 def test_read_and_query_with_paging(mgmt, router):
-    status, _, body = mgmt.call({"operation": "READ", "type": T + "router",
+    status, _, body = mgmt.call({"operation": "READ", "type": "router",
                                  "identity": f"router/{router.id}"})
     assert status == 200 and body["id"] == router.id and body["mode"] == "standalone"
     status, _, body = mgmt.call({"operation": "QUERY", "entityType": "log"},

@@ -72,9 +72,9 @@ def test_node_requests_allocators_and_link_counters(router):
                                                    "deliveriesDelayed10Sec"]})
         assert status == 200 and body["results"] and all(
             None not in r for r in body["results"])
-        _, _, body = call(mgmt, {"operation": "READ", "type": T + "router",
-                                 "identity": f"router/{router.id}"})
-        assert body["memoryUsage"] > 0
+        _, _, body = call(mgmt, {"operation": "QUERY", "entityType": T + "router"},
+                          {"attributeNames": ["memoryUsage"]})
+        assert body["results"][0][0] > 0
     finally:
         mgmt.close()
 
@@ -187,6 +187,48 @@ def test_query_without_a_type_shows_the_router_as_configured(router_of_kind, kin
                                                    "helloIntervalSeconds", "acceptedDeliveries"]})
         [row] = [r for r in body["results"] if r[0] == T + "router"]
         assert status == 200 and row[1:] == [0, 0, "standalone", 1, None]
+    finally:
+        mgmt.close()
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_core_agent_refusals_of_the_router_and_console_as_1_19(router_of_kind, kind):
+    """1.19's core agent refuses READ, CREATE and DELETE of its router type named in full,
+    whatever the name or identity (403 Forbidden), DELETE of a connection and every request
+    about the console type; a READ of the router under its short type or no type is answered
+    by its Python agent: the settings with a value, counts of 0. A QUERY of the type named in
+    full (its core agent) shows the router as identity "1", named by its id."""
+    router = router_of_kind(kind)
+    mgmt = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        _, _, body = call(mgmt, {"operation": "QUERY", "entityType": T + "router"},
+                          {"attributeNames": ["identity", "name", "id"]})
+        [[core_identity, name, rid]] = body["results"]
+        assert (core_identity, name) == ("1", rid)  # the core agent's one router
+        _, _, body = call(mgmt, {"operation": "QUERY", "entityType": "router"},
+                          {"attributeNames": ["identity"]})
+        [[identity]] = body["results"]
+        assert identity == f"router/{rid}"
+        for props, answer in (
+                ({"operation": "READ", "type": T + "router", "identity": identity}, None),
+                ({"operation": "READ", "type": T + "router", "name": identity}, None),
+                ({"operation": "READ", "entityType": T + "router", "identity": identity}, None),
+                ({"operation": "READ", "type": T + "router", "name": "log/DEFAULT"}, None),
+                ({"operation": "READ", "type": T + "router"}, None),
+                ({"operation": "CREATE", "type": T + "router", "name": "r2"}, None),
+                ({"operation": "DELETE", "type": T + "router", "identity": identity}, {}),
+                ({"operation": "DELETE", "type": T + "connection", "identity": "no-such"}, {}),
+                ({"operation": "QUERY", "entityType": T + "console"},
+                 {"attributeNames": [], "results": []}),
+                ({"operation": "READ", "type": T + "console", "name": "c"}, None)):
+            status, description, body = call(mgmt, props, {})
+            assert (status, description, body) == (403, "Forbidden", answer), props
+        for props in ({"type": "router", "identity": identity}, {"identity": identity},
+                      {"type": T + "router", "entityType": T + "log", "name": identity}):
+            status, _, body = call(mgmt, {"operation": "READ", **props})
+            assert status == 200 and body["identity"] == identity, props
+            assert body["linkCount"] == 0 and body["mode"] == "standalone"
+            assert None not in body.values() and "acceptedDeliveries" not in body
     finally:
         mgmt.close()
 

@@ -120,7 +120,8 @@ def test_read_router_node_by_identity_name_and_short_type():
     v = view(FakeRouting())
     by_identity = run(v, {"operation": "READ", "type": "router.node",
                           "identity": "router.node/R3"}).body
-    assert by_identity["id"] == "R3" and set(NODE_ATTRIBUTES) <= set(by_identity)
+    assert by_identity["id"] == "R3" and set(by_identity) <= set(NODE_ATTRIBUTES) | {
+        "name", "identity", "type"} and None not in by_identity.values()
     assert run(v, {"operation": "READ", "type": "node", "name": "router.node/R2"}).body["id"] \
         == "R2"
     assert run(v, {"operation": "READ", "identity": "router.node/R1"}).body["nextHop"] \

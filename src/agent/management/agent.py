@@ -399,7 +399,8 @@ class ManagementAgent:
         if request.reply_to:
             if status >= 400:
                 self._log_failure(request.properties, description or "")
-                msg = error_response(request, ManagementError(status, description or ""))
+                msg = error_response(request, ManagementError(status, description or ""),
+                                     body)
             else:
                 msg = response(request.reply_to, request.correlation_id, status, description,
                                body)

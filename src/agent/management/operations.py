@@ -81,6 +81,9 @@ class Context:
 def execute(request: Request, view: View, ctx: Optional[Context] = None) -> Outcome:
     ctx = ctx or Context()
     op = request.operation
+    if _refused_by_core_agent(request):  # with the body 1.19's core agent composes
+        body = {"QUERY": {"attributeNames": [], "results": []}, "DELETE": {}}.get(op)
+        return Reply(FORBIDDEN, body, "Forbidden")
     if op in ENTITY_OPERATIONS:
         return _entity_operation(request, view)
     schema = view.store.schema
@@ -105,6 +108,25 @@ def execute(request: Request, view: View, ctx: Optional[Context] = None) -> Outc
     if op == "GET-LOG":
         return _get_log(request, ctx)
     raise ManagementError(NOT_IMPLEMENTED, f"Operation '{op}' not implemented")  # pragma: no cover
+
+
+_T = "org.apache.qpid.dispatch."
+# What 1.19's core agent refuses outright (403, before looking for the entity): the router
+# entity's READ, CREATE and DELETE, a connection's DELETE (it is closed by UPDATE), and the
+# console type whatever the operation. Its Python agent serves the short names, so a READ
+# of type ``router`` (or of no type) by the router's name or identity is answered.
+_CORE_REFUSED = {_T + "router": ("READ", "CREATE", "DELETE"),
+                 _T + "connection": ("DELETE",),
+                 _T + "console": ("QUERY", "READ", "CREATE", "UPDATE", "DELETE")}
+
+
+def _refused_by_core_agent(request: Request) -> bool:
+    if not answered_by_core_agent(request.properties):
+        return False
+    target = request.properties.get("entityType")
+    if target is None:
+        target = request.properties.get("type")
+    return request.operation in _CORE_REFUSED.get(target, ())
 
 
 def _unknown_operation(request: Request, view: View) -> Reply:
@@ -189,6 +211,9 @@ def _query(request: Request, view: View) -> Reply:
         base = schemaops.resolve_type(schema, request.entity_type)
         types = [t for t in schema.concrete_types() if t.extends_type(base.short_name)]
         entities = [e for etype in types for e in view.entities(etype)]
+        if base.short_name == "router" and answered_by_core_agent(request.properties):
+            # 1.19's core agent: its one router is identity "1", named by the router's id
+            entities = [{**e, "identity": "1", "name": e.get("id")} for e in entities]
     else:
         types = [t for t in schema.concrete_types() if t.short_name not in _CORE_AGENT_ONLY]
         entities = [e for etype in types for e in _python_agent_entities(etype, view)]
@@ -315,6 +340,19 @@ def _no_name_answer(etype: EntityType, operation: str) -> tuple:
     return BAD_REQUEST, f"{etype.long_name}: No name or identity provided"
 
 
+def _read_answer(etype: EntityType, entity: dict, view: View) -> dict:
+    """A READ's body: 1.19's core agent answers its types with its columns; its Python agent
+    (every other type, and the router named other than in full) with the attributes that
+    have a value, the router as it was configured."""
+    if etype.short_name in _CORE_AGENT_TYPES:
+        return schemaops.core_answer(etype, entity)
+    if etype.short_name == "router":
+        entity = _router_as_configured(etype, view)
+    if etype.short_name == "connector":  # 1.19 refreshes these two as strings, "" for none
+        entity.update({k: "" for k in ("connectionMsg", "failoverUrls") if entity.get(k) is None})
+    return {name: value for name, value in entity.items() if value is not None}
+
+
 def _refuse_other_type(request: Request, view: View, etype: EntityType) -> None:
     """The entity named exists with another type: 1.19's 400 (it looks by the name, else the
     identity, among all the entities its Python agent holds)."""
@@ -351,7 +389,7 @@ def _entity_operation(request: Request, view: View) -> Outcome:
     if op != "READ" or etype.short_name != connroutes.SHORT:  # 1.19 reads those too
         _check_operation(etype, op)
     if op == "READ":
-        return Reply(OK, schemaops.core_answer(etype, dict(entity)))
+        return Reply(OK, _read_answer(etype, dict(entity), view))
     if etype.short_name == connroutes.SHORT and op == "DELETE":
         return connroutes.delete(request, entity, etype, Change)
     if op == "UPDATE":

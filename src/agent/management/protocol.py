@@ -180,8 +180,9 @@ def response(request_reply_to: Optional[str], correlation_id: Any, status: int,
                    body=body)
 
 
-def error_response(request: Request, exc: ManagementError) -> Message:
-    return response(request.reply_to, request.correlation_id, exc.status, exc.description, None)
+def error_response(request: Request, exc: ManagementError, body: Any = None) -> Message:
+    """A failure's answer; its body is None unless 1.19 sends one with that failure."""
+    return response(request.reply_to, request.correlation_id, exc.status, exc.description, body)
 
 
 # --- large bodies -----------------------------------------------------------------------------
