@@ -436,6 +436,7 @@ cpdef on_attached(RouterCore core, peer, cmd)
 @cython.locals(conn=Connection, addr=Address)
 cpdef on_hello(RouterCore core, peer, cmd)
 cpdef on_policy_event(RouterCore core, peer, cmd)
+cpdef on_policy_close(RouterCore core, peer, cmd)
 cpdef on_connector_status(RouterCore core, peer, cmd)
 
 # --- edge.py ------------------------------------------------------------------------------------

@@ -58,7 +58,8 @@ from common.ipc_control import (
     ConnectorStatus, CoreQuery, CoreState, LogQuery, LogReport, PeerLost, ReloadRequest,
     ReloadResult, short_type)
 from common.ipc_interior import (
-    ControlIn, ControlSend, LinkState, LocalAddress, PolicyEvent, Reachable, RemoteAddress,
+    ControlIn, ControlSend, LinkState, LocalAddress, PolicyClose, PolicyEvent, Reachable,
+    RemoteAddress,
     RouterDeliver, RouterGone, RouterLinkDown, RouterLinkUp, RouterTransfer, RouteUpdate,
     TopologyReset)
 from common.ipc_stream import (
@@ -77,7 +78,7 @@ MESSAGE_TYPES: tuple = (
     LinkDrain, InDrained, SenderState, DeliverState,
     StreamTransfer, TransferChunk, StreamDeliver, DeliverChunk, StreamSent, StreamAck,
     LogQuery, LogReport, DeliverOrigin, LinkStall, LinkUnstalled, ConnectorStatus,
-    DeliveryTag, DeliverTag, LinkLost,
+    DeliveryTag, DeliverTag, LinkLost, PolicyClose,
 )
 CODE_OF = {cls: code for code, cls in enumerate(MESSAGE_TYPES, start=1)}
 TYPE_OF = {code: cls for cls, code in CODE_OF.items()}

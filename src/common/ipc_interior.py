@@ -153,3 +153,15 @@ class PolicyEvent(NamedTuple):
     vhost: str   # "" if none
     kind: str    # connection | session | sender | receiver | maxMessageSize
     count: int
+
+
+class PolicyClose(NamedTuple):
+    """Worker -> core: an accepted connection under vhost policy closed, with what it held;
+    the core logs 1.19's POLICY line with its vhost's router-wide denial counts."""
+    conn_id: int
+    vhost: str
+    host: str           # the connection's name (``127.0.0.1:45678``)
+    n_sessions: int
+    n_senders: int
+    n_receivers: int
+    n_connections: int  # the router's accepted connections after this one

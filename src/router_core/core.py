@@ -93,7 +93,7 @@ from router_core.matcher import AddressRules
 from common.ipc import (
     CORE_ID_BASE, ConnClosed, ConnectorStatus, ConnOpened, ControlSend, Disposition, InDrained, IpcError,
     LinkAttach, LinkAttached, LinkCredit, LinkDetach, LinkFlow, LinkLost, LinkUnstalled, PeerHello,
-    PolicyEvent,
+    PolicyClose, PolicyEvent,
     DeliveryTag, RemoteAddress, RouteUpdate, RouterTransfer, SenderState, SettleIn, StreamSent,
     StreamTransfer, Transfer, TransferChunk)
 from router_core.policycount import PolicyCounts
@@ -105,7 +105,7 @@ from router_core.lifecycle import (
     TEST_REFUSALS, close_connection_of, on_attach, on_attached, on_conn_closed, on_conn_opened,
     on_detach, on_link_lost)
 from router_core.linkends import detach_own, open_link
-from router_core.peers import on_connector_status, on_hello, on_policy_event
+from router_core.peers import on_connector_status, on_hello, on_policy_close, on_policy_event
 from router_core.linkroute import (
     LinkRouteTable, add_conn_link_route, add_link_route, delete_conn_link_route,
     delete_link_route, on_delivery_tag, on_in_drained, on_sender_state)
@@ -230,7 +230,8 @@ class RouterCore:
                           ConnOpened: _conn_opened, ConnClosed: on_conn_closed,
                           PeerHello: on_hello, ControlSend: on_control_send,
                           RouteUpdate: on_route_update, RemoteAddress: on_remote_address,
-                          PolicyEvent: on_policy_event, StreamTransfer: on_stream_transfer,
+                          PolicyEvent: on_policy_event, PolicyClose: on_policy_close,
+                          StreamTransfer: on_stream_transfer,
                           TransferChunk: on_stream_chunk, StreamSent: on_stream_sent,
                           ConnectorStatus: on_connector_status}
         # connector name -> (status, message) as its worker last reported it (management)

@@ -2,7 +2,8 @@
 
 Owns: ``PeerHello`` (a peer names itself; when the agent comes, or comes back, it is told what
 happened before it: router links up, the mobile addresses and link-route destinations this
-interior router announces), ``PolicyEvent`` (policy counters kept by the core) and
+interior router announces), ``PolicyEvent`` and ``PolicyClose`` (policy counters kept by the
+core, and the POLICY line of a closing connection that reports them) and
 ``ConnectorStatus`` (what management shows of a connector without an open connection).
 
 Part of the core (functions of the RouterCore ``core``; compiled with the other parts, see
@@ -40,6 +41,10 @@ def on_hello(core: Any, peer: Any, cmd: Any) -> None:
 
 def on_policy_event(core: Any, peer: Any, cmd: Any) -> None:
     core.policy_counts.event(cmd[0], cmd[1], cmd[2])
+
+
+def on_policy_close(core: Any, peer: Any, cmd: Any) -> None:
+    core.policy_counts.closed(cmd[0], cmd[1], cmd[2], cmd[3], cmd[4], cmd[5], cmd[6])
 
 
 def on_connector_status(core: Any, peer: Any, cmd: Any) -> None:

@@ -142,6 +142,19 @@ class PolicyCounts:
             elif kind == "maxMessageSize":
                 stats.max_size += count
 
+    def closed(self, conn_id: Any, vhost: str, host: str, n_sessions: int, n_senders: int,
+               n_receivers: int, n_connections: int) -> None:
+        """1.19's POLICY debug line at the close of a connection under vhost policy: what it
+        held and its vhost's denials so far, router-wide (1.19 keeps one set of denial counts
+        per vhost, shared by all its connections)."""
+        stats = self.vhosts.get(vhost) or VhostStats(vhost)
+        self.logs.append(("debug", (
+            f"[C{conn_id}] Connection '{host}' closed with resources n_sessions={n_sessions}, "
+            f"n_senders={n_senders}, n_receivers={n_receivers}, "
+            f"sessions_denied={stats.session}, senders_denied={stats.sender}, "
+            f"receivers_denied={stats.receiver}, max_message_size_denied:{stats.max_size}, "
+            f"nConnections= {n_connections}.")))
+
     def take_logs(self) -> list:
         logs, self.logs = self.logs, []
         return logs

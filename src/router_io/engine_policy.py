@@ -26,22 +26,6 @@ from router_io.engine_conn import Connection
 # --- end engine parts ---
 
 
-def policy_denials(self, conn: Connection) -> list:
-    """The denial counts of ``conn``'s vhost user group: [sessions, senders, receivers,
-    oversize messages], shared by the group's connections (in this worker process) and kept
-    as long as the worker runs, as 1.19 keeps them per user group; its POLICY line at a
-    connection's close reports them (worker.py)."""
-    table = getattr(self, "group_denials", None)
-    if table is None:
-        table = self.group_denials = {}
-    settings = conn.policy
-    key = (conn.policy_vhost, getattr(settings, "name", ""))
-    counts = table.get(key)
-    if counts is None:
-        counts = table[key] = [0, 0, 0, 0]
-    return counts
-
-
 def set_policy(self, policy: Optional[dict], vhosts: Optional[list] = None) -> None:
     """The ``policy`` and ``vhost`` entities of the configuration (for maxMessageSize)."""
     self.policy = dict(policy or {})
@@ -117,7 +101,6 @@ def _on_session_open(self, ssn: Any) -> None:
                                     f"limit. user: {conn.policy_user}, rhost: "
                                     f"{conn.policy_rhost}, vhost: {conn.policy_hostname}")
             self.outbox.append(ipc.PolicyEvent(conn.policy_vhost, "session", 1))
-            policy_denials(self, conn)[0] += 1
             # The open announced channel-max maxSessions - 1 (_policy_open), so a session past
             # the count came on a channel above it: a client that pipelined its begins before
             # the router's open arrived. A framing violation: the connection is closed, as
@@ -234,7 +217,6 @@ def _policy_link(self, l_ptr: Any, conn: Connection, plink: Any, direction: int,
         return True
     self.policy_log("info", f"[C{conn.conn_id}] {text}")
     self.outbox.append(ipc.PolicyEvent(conn.policy_vhost, kind, 1))
-    policy_denials(self, conn)[1 if sender else 2] += 1
     _set_condition(lib.pn_link_condition(l_ptr), condition, vpolicy.LINK_DISALLOWED)
     lib.pn_link_open(l_ptr)
     lib.pn_link_close(l_ptr)
@@ -303,8 +285,6 @@ def _oversize(self, d_ptr: Any, link: Link) -> bool:
     self.log("info", f"[C{conn.conn_id}] DENY AMQP Transfer maxMessageSize exceeded "
                      f"({link.max_size} octets): link {link.link_id} and connection closed")
     self.outbox.append(ipc.PolicyEvent(conn.policy_vhost, "maxMessageSize", 1))
-    if conn.policy is not None:
-        policy_denials(self, conn)[3] += 1
     _reject_local(self, d_ptr, MESSAGE_SIZE_EXCEEDED, OVERSIZE_DESCRIPTION)
     _forget_link(self, link)
     conn.links.pop(link.ptr, None)

@@ -43,7 +43,7 @@ from router_io.engine_select import get_engine_class
 from router_io.connectors import Connector, ConnectorsMixin
 from router_io.conncount import SharedConnectionCount
 from router_io.handshakes import HandshakeMixin
-from router_io.policyclose import log_policy_close
+from router_io.policyclose import report_policy_close
 from router_io.httpstream import HttpStream
 from router_io.sockpoll import SocketPoller
 from router_io.worker_auth import AuthMixin
@@ -601,7 +601,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin, HandshakeMixin):
         if conn.conn_id in self.counted:
             self.counted.discard(conn.conn_id)
             self.conn_count.release()
-        log_policy_close(self, conn)  # 1.19's POLICY line for a connection under vhost policy
+        report_policy_close(self, conn)  # the core logs 1.19's POLICY line, counts router-wide
         try:
             self.engine.drop_connection(conn)  # tells the core (ConnClosed) first thing
         except Exception as exc:  # noqa: BLE001 - the socket is gone; the worker goes on

@@ -487,3 +487,49 @@ def test_close_reports_the_user_groups_denials_as_1_19(router_of_kind, kind):
                          r"resources n_sessions=1, n_senders=1, n_receivers=1, "
                          rf"sessions_denied=0, senders_denied={n}, receivers_denied={2 * n}, "
                          r"max_message_size_denied:0, nConnections= 0\.", line), line
+
+
+def _deny_one_sender_two_receivers(conn) -> None:
+    for attach in (lambda: conn.create_sender("no"), lambda: conn.create_receiver("no"),
+                   lambda: conn.create_receiver("no2")):
+        with pytest.raises(LinkDetached):
+            attach()
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_close_reports_the_vhosts_denials_router_wide_as_1_19(router_of_kind, kind):
+    """1.19 keeps one set of denial counts per vhost for the whole router. Here two
+    connections of the vhost land on different I/O worker processes: the POLICY line at the
+    second one's close still reports both connections' denials (as vhostStats counts them)."""
+    import os  # noqa: PLC0415
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    from bench_recovery import children, client_ports, holder_of_client  # noqa: PLC0415
+
+    router = router_of_kind(kind, DENIALS_POLICY, **({"workers": 2} if kind == "ours" else {}))
+    workers = ({k: v for k, v in children(router.proc.proc.pid).items()
+                if k.startswith("worker")} if kind == "ours" else {})
+    assert kind != "ours" or len(workers) == 2, workers
+
+    def open_on(avoid):
+        """A connection (and its client port) not held by worker ``avoid`` (bounded)."""
+        for _ in range(40):
+            before = client_ports(router.port)
+            conn = BlockingConnection(router.url, timeout=10)
+            [port] = client_ports(router.port) - before
+            owner = holder_of_client(router.port, workers, port) if workers else None
+            if avoid is None or owner != avoid:
+                return conn, port, owner
+            conn.close()
+        pytest.fail(f"every connection landed on {avoid}")
+
+    used = None
+    for n in (1, 2):
+        conn, port, used = open_on(used)
+        try:
+            _deny_one_sender_two_receivers(conn)
+        finally:
+            conn.close()
+        line = router.proc.wait_for_line(f"Connection '127.0.0.1:{port}' closed with ", 10)
+        assert (f"n_sessions=1, n_senders=0, n_receivers=0, sessions_denied=0, "
+                f"senders_denied={n}, receivers_denied={2 * n}, max_message_size_denied:0, "
+                f"nConnections= 0.") in line, line

@@ -51,6 +51,7 @@ SAMPLES = {
     ipc.LocalAddress: ("M0orders", False, 2),
     ipc.PeerLost: (1, 4242),
     ipc.PolicyEvent: ("vhost.example", "sender", 1),
+    ipc.PolicyClose: (7, "vhost.example", "127.0.0.1:45678", 1, 2, 0, 3),
     ipc.LinkState: ("R2", 1700000000, 1, 2, 7, {"R1": 1, "R3": 5}, {}),
     ipc.RouterGone: ("R2",),
     ipc.TopologyReset: (),

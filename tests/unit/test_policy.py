@@ -274,3 +274,21 @@ def test_counts_router_wide():
     v = counts.view()["vhosts"][0]
     assert (v["senderDenied"], v["maxMessageSizeDenied"]) == (1, 1)
     assert counts.view()["linksDenied"] == 1 and counts.view()["totalDenials"] == 3
+
+
+def test_close_line_reports_the_vhosts_denials_from_every_worker():
+    """Denials reach the core as PolicyEvents from whichever worker decided them; the POLICY
+    line at a connection's close reports its vhost's totals, as 1.19 counts them per vhost."""
+    counts = PolicyCounts()
+    for vhost, kind in (("v", "sender"), ("v", "receiver"), ("v", "receiver"),
+                        ("v", "session"), ("w", "sender"), ("v", "maxMessageSize")):
+        counts.event(vhost, kind)
+    counts.closed(7, "v", "127.0.0.1:4567", 1, 2, 0, 3)
+    counts.closed(8, "nobody", "127.0.0.1:4568", 0, 0, 0, 2)
+    assert counts.take_logs() == [
+        ("debug", "[C7] Connection '127.0.0.1:4567' closed with resources n_sessions=1, "
+                  "n_senders=2, n_receivers=0, sessions_denied=1, senders_denied=1, "
+                  "receivers_denied=2, max_message_size_denied:1, nConnections= 3."),
+        ("debug", "[C8] Connection '127.0.0.1:4568' closed with resources n_sessions=0, "
+                  "n_senders=0, n_receivers=0, sessions_denied=0, senders_denied=0, "
+                  "receivers_denied=0, max_message_size_denied:0, nConnections= 2.")]
