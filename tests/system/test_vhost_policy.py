@@ -464,9 +464,9 @@ log {
 
 
 @pytest.mark.parametrize("kind", ["ours", "1.x"])
-def test_close_reports_the_user_groups_denials_as_1_19(router_of_kind, kind):
-    """At a policy connection's close, 1.19's POLICY line with what it holds and its user
-    group's denials so far (they add up over the group's connections)."""
+def test_close_reports_the_vhosts_denials_as_1_19(router_of_kind, kind):
+    """At a policy connection's close, 1.19's POLICY line with what it holds and its vhost's
+    denials so far (they add up over the vhost's connections)."""
     import re  # noqa: PLC0415
 
     router = router_of_kind(kind, DENIALS_POLICY)
