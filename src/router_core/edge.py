@@ -96,6 +96,15 @@ def _proxied(addr: Any) -> bool:
     return addr.cls == KEY_MOBILE and addr.key[1:2] == "0"
 
 
+def _served_inside(addr: Any) -> bool:
+    """The router's own agent consumes ``addr`` (1.19: the address has an in-core subscription,
+    and its edge proxies no sender of it up the uplink)."""
+    for link in addr.consumers:
+        if link.conn.role == ROLE_INTERNAL:
+            return True
+    return False
+
+
 def _edge_log(core: Any, text: str) -> None:
     if len(core.al_logs) < 1000:  # ROUTER_CORE info lines, logged by the core process
         core.al_logs.append(text)
@@ -283,7 +292,9 @@ class EdgeUplink:
                                           terminus(TERMINUS_TARGET, None), SETTLE_MIXED, self)
         elif not consumer and key in self.inlinks:
             detach_own(core, self.inlinks.pop(key))
-        producer = key in self.producers
+        # as 1.19, no proxy for an address served in the router itself (its agent's
+        # ``$management``): requests sent to it on the edge are the edge's
+        producer = key in self.producers and not _served_inside(addr)
         if producer and key not in self.outlinks:
             self.outlinks[key] = open_link(core, self.conn, DIR_OUT, _link_name(core), key[2:],
                                            terminus(TERMINUS_SOURCE, None),

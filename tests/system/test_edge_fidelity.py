@@ -159,6 +159,36 @@ def test_management_requests_on_an_edge_reach_the_edge(routers, kind):
     assert answering_routers(edge) == ["Edge.E"] * 48
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_edge_proxies_no_sender_of_its_agents_address(routers, kind):
+    """E ==> I, a client of E holds senders to ``$management`` and to a plain address: E
+    attaches a proxy sender on its uplink for the plain address only (1.19 proxies no
+    address that its own agent serves), so I lists no new link for ``$management``."""
+    from proton.utils import BlockingConnection
+    edge, interior = edge_pair(routers, kind)
+    conn_id = str(wait_edge_connection(interior))
+
+    def uplink_senders() -> list:
+        return sorted(r["owningAddr"] for r in query(interior, "router.link",
+                                                      ["linkDir", "owningAddr", "connectionId"])
+                      if str(r["connectionId"]) == conn_id and r["linkDir"] == "in"
+                      and r["owningAddr"] in ("M0$management", "M0plain.addr"))
+
+    before = uplink_senders()
+    client = BlockingConnection(edge.url, timeout=TIMEOUT)
+    try:
+        client.create_sender("$management")
+        client.create_sender("plain.addr")
+        deadline = time.monotonic() + TIMEOUT
+        while "M0plain.addr" not in uplink_senders():  # the plain address's proxy comes
+            assert time.monotonic() < deadline, uplink_senders()
+            time.sleep(0.2)
+        assert uplink_senders() == sorted(before + ["M0plain.addr"])
+        assert answering_routers(edge, rounds=2) == ["Edge.E"] * 16
+    finally:
+        client.close()
+
+
 def settle_all(taken: list) -> list:
     for _msg, dlv in taken:
         dlv.settle()
