@@ -4,6 +4,7 @@ Every wait here is bounded; every process a test starts is stopped (SIGTERM, the
 """
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import socket
@@ -194,6 +195,16 @@ def engine_cls(request):
     if cls is None:
         pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
     return cls
+
+
+@pytest.fixture
+def engine_build(engine_cls, monkeypatch):
+    """Both worker-engine builds, with tests/memrouter's MemRouter made on the one in use (a test
+    module that wants it for every test says ``pytestmark = pytest.mark.usefixtures(...)``)."""
+    import memrouter
+    monkeypatch.setattr(memrouter, "MemRouter",
+                        functools.partial(memrouter.MemRouter, engine_cls=engine_cls))
+    return engine_cls
 
 
 COMPILED_MODULES = ("router_core._core", "router_core._addrmatch", "router_core._pathcomp",

@@ -12,7 +12,6 @@ Both engine builds.
 """
 from __future__ import annotations
 
-import functools
 import gc
 
 import proton
@@ -25,17 +24,7 @@ from common import ipc
 from common.identity import PRODUCT, VERSION
 from router_io import engine as engine_py
 
-from conftest import compiled_engine
-
-
-@pytest.fixture(params=["python", "cython"], autouse=True)
-def engine_build(request, monkeypatch):
-    cls = engine_py.WorkerEngine if request.param == "python" else compiled_engine()
-    if cls is None:
-        pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
-    monkeypatch.setattr(memrouter, "MemRouter", functools.partial(memrouter.MemRouter,
-                                                                  engine_cls=cls))
-    return cls
+pytestmark = pytest.mark.usefixtures("engine_build")
 
 
 def _opened(router, n: int, idle: float = 0.0) -> list:

@@ -1,8 +1,6 @@
 """The worker's proton engine and the core together, with bytes pumped in memory (no sockets)."""
 from __future__ import annotations
 
-import functools
-
 import proton
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -12,18 +10,7 @@ from proton import Delivery
 import memrouter
 from router_io import engine as engine_py
 
-from conftest import compiled_engine
-
-
-@pytest.fixture(params=["python", "cython"], autouse=True)
-def engine_build(request, monkeypatch):
-    """Every test here runs against the pure-Python engine and the Cython-compiled one."""
-    cls = engine_py.WorkerEngine if request.param == "python" else compiled_engine()
-    if cls is None:
-        pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
-    monkeypatch.setattr(memrouter, "MemRouter", functools.partial(memrouter.MemRouter,
-                                                                  engine_cls=cls))
-    return cls
+pytestmark = pytest.mark.usefixtures("engine_build")
 
 
 def MemRouter(*args, **kwargs):  # noqa: N802 - resolved at call time so the fixture applies
