@@ -27,6 +27,16 @@ def start(which: str, conf) -> RouterProcess:
     return RouterProcess(conf) if which == "ours" else OneXProcess(conf)
 
 
+def refused(which: str, conf) -> str:
+    """What a router that must refuse ``conf`` printed, once it exited with status 1."""
+    router = start(which, conf)
+    try:
+        assert router.proc.wait(TIMEOUT) == 1
+    finally:
+        router.stop()
+    return router.output()
+
+
 def write_policy_dir(path) -> None:
     """Our own policy file shaped like the ones 1.19 ships: '##' header lines, a vhost named
     '', groups with options 1.19's policy code does not use."""
@@ -85,12 +95,8 @@ def test_policy_dir_shaped_like_1_19s_loads(tmp_path, which):
 def test_start_up_errors_worded_as_1_19(tmp_path, which, body, text):
     conf = tmp_path / "bad.conf"
     conf.write_text("router {\n    mode: standalone\n    id: Bad\n}\n" + body)
-    router = start(which, conf)
-    try:
-        assert router.proc.wait(TIMEOUT) == 1
-    finally:
-        router.stop()
-    assert text in router.output()
+    output = refused(which, conf)
+    assert text in output
 
 
 @pytest.mark.parametrize("which", BUILDS)
@@ -98,13 +104,9 @@ def test_router_id_value_is_json_decoded(tmp_path, which):
     """'id: abc\\bdef' is a backspace for 1.19 (its value is JSON string text), refused."""
     conf = tmp_path / "bad.conf"
     conf.write_text("router {\n    mode: standalone\n    id: abc\\bdef\n}\n")
-    router = start(which, conf)
-    try:
-        assert router.proc.wait(TIMEOUT) == 1
-    finally:
-        router.stop()
+    output = refused(which, conf)
     assert ("AttributeError: Router id attribute containing character '\b' in id 'abc\bdef' "
-            "is disallowed." in router.output())
+            "is disallowed." in output)
 
 
 @pytest.mark.parametrize("which", BUILDS)
@@ -113,15 +115,11 @@ def test_router_id_refusal_names_the_exception_as_1_19(tmp_path, which, rid):
     """Start-up scripts grep 1.19's output for the exception it names."""
     conf = tmp_path / "bad.conf"
     conf.write_text(f"router {{\n    mode: standalone\n    id: {rid}\n}}\n")
-    router = start(which, conf)
-    try:
-        assert router.proc.wait(TIMEOUT) == 1
-    finally:
-        router.stop()
+    output = refused(which, conf)
     shown = json.loads(f'"{rid}"')
     bad = next(ch for ch in shown if not ch.isalnum())
     assert (f"AttributeError: Router id attribute containing character '{bad}' in id "
-            f"'{shown}' is disallowed." in router.output())
+            f"'{shown}' is disallowed." in output)
 
 
 @pytest.mark.parametrize("which", BUILDS)
@@ -130,12 +128,8 @@ def test_empty_configuration_file_is_refused_as_1_19(tmp_path, which):
     nothing configured."""
     conf = tmp_path / "empty.conf"
     conf.write_bytes(b"")
-    router = start(which, conf)
-    try:
-        assert router.proc.wait(TIMEOUT) == 1
-    finally:
-        router.stop()
-    assert "Configuration file was empty" in router.output()
+    output = refused(which, conf)
+    assert "Configuration file was empty" in output
 
 
 def _vhost_json(hostname: str) -> list:
@@ -163,13 +157,9 @@ def test_overlapping_vhost_patterns_refuse_start_as_1_19(tmp_path, which, where)
                               f"    groups: {{\n        \"$default\": {{\n"
                               f"            \"remoteHosts\": \"*\"\n        }}\n    }}\n}}\n"
                               for h in in_file))
-    router = start(which, conf)
-    try:
-        assert router.proc.wait(TIMEOUT) == 1
-    finally:
-        router.stop()
+    output = refused(which, conf)
     assert ("PolicyError: Policy for vhost '#.#.0.0' alias '#.#.0.0' optimized pattern "
-            "conflicts with existing pattern" in router.output())
+            "conflicts with existing pattern" in output)
     if which == "ours":
         line = 18 if where == "file" else 5  # the vhost's section, or the policy's
-        assert f"{conf}:{line}: PolicyError: " in router.output()
+        assert f"{conf}:{line}: PolicyError: " in output
