@@ -108,6 +108,7 @@ cdef class Link:
     cdef public object peer_link
     cdef public int stall, stall_offs
     cdef public bint streaming, stream_busy
+    cdef public object sending
     cdef public object endpoint
 
 

@@ -66,6 +66,12 @@ def _link_view(link: Any, now: float) -> dict:
         credit = link.limit - link.delivered
         undelivered = len(link.queue) + _held_for(link)
         unsettled = len(link.unsettled)
+        sending = link.sending
+        if sending:  # still arriving: undelivered until the last frame went on (1.19)
+            undelivered += len(sending)
+            for out_id in sending:
+                if out_id in link.unsettled:
+                    unsettled -= 1
     if link.router:  # router-control / inter-router: no address, a priority of its own
         priority = link.priority
     elif addr is not None and addr.priority >= 0:

@@ -216,6 +216,10 @@ class Link:
                  # an outbound streaming link (streamlinks.py), and whether a message still
                  # arriving is on it (not idle)
                  "streaming", "stream_busy",
+                 # outbound: out_ids of the copies of messages still arriving whose last
+                 # frame has not been passed on (streaming.py), None when there are none;
+                 # management counts them undelivered, not yet in deliveryCount (1.19)
+                 "sending",
                  # a core endpoint (edge.py: address tracking, heartbeats): the object that
                  # takes what arrives on it (``transfer``) or whose raw messages wait in
                  # ``queue``; None for every other link
@@ -285,6 +289,7 @@ class Link:
         self.stall_offs = 0
         self.streaming = False
         self.stream_busy = False
+        self.sending = None
         self.endpoint = None
 
 

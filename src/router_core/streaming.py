@@ -81,9 +81,26 @@ def start_copy(core: Any, link: Link, out_id: Any, settled: bool, stream: Stream
                                                   phase, stream_bytes(stream))))
     if link.streaming:  # a streaming link takes no other message until this one ends
         link.stream_busy = True
+    sending = link.sending
+    if sending is None:
+        link.sending = sending = set()
+    sending.add(out_id)
     copy = StreamCopy(out_id, link, stream)
     stream.copies.append(copy)
     core.stream_outs[out_id] = copy
+
+
+def end_copy(copy: StreamCopy) -> None:
+    """The copy's last frame (or its abort) has been passed on: as 1.19 counts it, it is no
+    longer undelivered on its link but one delivery (unsettled until settled)."""
+    link = copy.link
+    link.stream_busy = False
+    link.delivery_count += 1
+    sending = link.sending
+    if sending is not None:
+        sending.discard(copy.out_id)
+        if not sending:
+            link.sending = None
 
 
 def on_stream_chunk(core: Any, peer: Any, cmd: Any) -> None:
@@ -107,7 +124,7 @@ def on_stream_chunk(core: Any, peer: Any, cmd: Any) -> None:
         del core.streams[dlv_id]
         for copy in stream.copies:
             core.stream_outs.pop(copy.out_id, None)
-            copy.link.stream_busy = False
+            end_copy(copy)
         stream.copies = []
         if not pending:
             stream.chunks = None
@@ -147,7 +164,7 @@ def abort_stream(core: Any, stream: Stream) -> None:
     core.streams.pop(stream.dlv_id, None)
     for copy in stream.copies:
         core.stream_outs.pop(copy.out_id, None)
-        copy.link.stream_busy = False
+        end_copy(copy)
         if not copy.link.closed:
             core._emit(copy.link.peer, _effect(DeliverChunk, (copy.out_id, True, True, b"")))
         out = core.out_unsettled.get(copy.out_id)

@@ -45,7 +45,6 @@ def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
     out_id = core._next_out
     core._next_out = out_id + 1
     link.delivered += 1
-    link.delivery_count += 1
     link.conn.last_delivery_at = core.now
     addr = link.addr
     if not link.fallback:  # (1.19: a fallback store is not egress)
@@ -71,6 +70,7 @@ def send(core: Any, link: Link, dlv: Optional[InDelivery], settled: bool,
             start_copy(core, link, out_id, settled, payload, to_override, -1)
             return track_out(core, link, dlv, settled, out_id)
         payload = stream_bytes(payload)  # it completed while this copy waited: sent whole
+    link.delivery_count += 1  # (a copy started above counts once its last frame went on)
     if to_override is not None:
         core._emit(link.peer, _effect(RouterDeliver, (out_id, link.link_id, settled,
                                                       to_override, -1, payload)))
@@ -85,7 +85,6 @@ def send_router(core: Any, link: Link, dlv: Any, settled: bool, payload: Any,
     out_id = core._next_out
     core._next_out = out_id + 1
     link.delivered += 1
-    link.delivery_count += 1
     link.conn.last_delivery_at = core.now
     if link.link_type == LINK_DATA:
         core.transit += 1
@@ -94,6 +93,7 @@ def send_router(core: Any, link: Link, dlv: Any, settled: bool, payload: Any,
             start_copy(core, link, out_id, settled, payload, to_override, phase)
             return track_out(core, link, dlv, settled, out_id)
         payload = stream_bytes(payload)  # it completed while this copy waited: sent whole
+    link.delivery_count += 1
     core._emit(link.peer, _effect(RouterDeliver, (out_id, link.link_id, settled, to_override,
                                                   phase, payload)))
     return track_out(core, link, dlv, settled, out_id)

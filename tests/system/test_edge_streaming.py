@@ -117,6 +117,44 @@ def _qdstat_link(router, name: str) -> tuple:
     return ()
 
 
+def _counts(row) -> tuple:
+    return row["undeliveredCount"], row["unsettledCount"], row["deliveryCount"]
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=_needs_1x(k)) for k in ("ours", "1x")])
+def test_receiver_link_counts_a_message_still_arriving_as_undelivered(routers, kind):
+    """One router, a receiver with credit, a sender streaming a large message and holding its
+    last bytes back: the receiver's link counts it undelivered (not yet a delivery, not
+    unsettled) until its last frame has gone out, then one delivery, unsettled until the
+    receiver settles it (1.19's counts)."""
+    router = _start(routers, kind, "Router.S", "standalone", "")
+    rp = bigmsg.Peer(router.port, "receiver")
+    rcv = bigmsg.BigReceiver(rp, ADDRESS, name="r0")
+    sp = bigmsg.Peer(router.port, "sender")
+    probe = sp.session.sender("probe")
+    probe.target.address = ADDRESS
+    probe.open()
+    bigmsg.pump([rp, sp], lambda: probe.credit > 0, TIMEOUT)
+    big = bigmsg.BigSender(sp, ADDRESS, SIZE, name="big", hold_at=HOLD_AT)
+    bigmsg.pump([rp, sp], lambda: rcv.partial > MB, TIMEOUT, [big, rcv])
+
+    def out_row() -> dict:
+        rows = [r for r in query(router, "router.link", LINK_COLUMNS)
+                if r["linkDir"] == "out" and r["owningAddr"] == "M0" + ADDRESS]
+        assert len(rows) == 1, rows
+        return rows[0]
+
+    assert not big.done and not rcv.messages
+    assert _counts(out_row()) == (1, 0, 0)
+    big.hold_at = None
+    bigmsg.pump([rp, sp], lambda: big.outcome() != 0, TIMEOUT, [big, rcv])
+    assert big.outcome() == proton.Delivery.ACCEPTED
+    assert [m[:3] for m in rcv.messages] == [(SIZE, bigmsg.body_crc(SIZE), False)]
+    assert _counts(out_row()) == (0, 0, 1)
+    for p in (rp, sp):
+        p.close()
+
+
 @pytest.mark.parametrize("direction", ["up", "down"])
 @pytest.mark.parametrize("kinds", KINDS)
 def test_small_messages_pass_a_large_one_held_half_way(routers, kinds, direction):
@@ -154,6 +192,8 @@ def test_small_messages_pass_a_large_one_held_half_way(routers, kinds, direction
     assert (in_row["linkType"], in_row["linkDir"], in_row["owningAddr"]) == (
         "endpoint", "in", None), in_row
     assert (out_row["priority"], in_row["priority"]) == (4, 4)
+    # as in 1.19, the message whose last frame has not gone out yet is undelivered there
+    assert _counts(out_row) == (1, 0, 0), out_row
     # and so does qdstat -l
     assert _qdstat_link(sending, new[0]) == ("endpoint", "out", "", "4")
     assert _qdstat_link(receiving, new[0]) == ("endpoint", "in", "", "4")
@@ -162,6 +202,8 @@ def test_small_messages_pass_a_large_one_held_half_way(routers, kinds, direction
     assert (SIZE, bigmsg.body_crc(SIZE), False) in [m[:3] for m in _complete(rcvs)]
     bigmsg.pump(peers, lambda: big.outcome() != 0, 30, [big] + rcvs)
     assert big.outcome() == proton.Delivery.ACCEPTED
+    # once gone whole (and settled) it is one delivery of the streaming link
+    assert _counts(_edge_links(sending)[new[0]]) == (0, 0, 1)
     for p in peers:
         p.close()
 
