@@ -143,8 +143,9 @@ ONE_X = os.environ.get("QDROUTERD_1X", "")
 @pytest.fixture
 def router_of_kind(router_factory, tmp_path):
     """``make(kind, extra, **kwargs)``: a fresh router, ours (``router_factory``'s keywords) or
-    Qpid Dispatch 1.x (``kind == "1.x"``, a standalone router with the same normal listener
-    and ``extra``; the test is skipped unless ``QDROUTERD_1X`` names an install prefix). Both
+    Qpid Dispatch 1.x (``kind == "1.x"``, a router of ``mode`` and ``router_attrs`` with the
+    same normal listener and ``extra``; the test is skipped unless ``QDROUTERD_1X`` names an
+    install prefix). Both
     have ``.port``, ``.url`` and ``.proc`` (``wait_for_line``, ``output``); every one stops at
     teardown. For tests that check a behaviour on ours and on 1.19 alike."""
     started: list = []
@@ -155,7 +156,9 @@ def router_of_kind(router_factory, tmp_path):
         if not ONE_X or not os.access(os.path.join(ONE_X, "sbin", "qdrouterd"), os.X_OK):
             pytest.skip("set QDROUTERD_1X to a Qpid Dispatch 1.x install prefix to compare")
         from test_autolinks_1x import start_1x  # noqa: PLC0415 - tests/system's 1.x launcher
-        router = start_1x(tmp_path, f"X{free_port()}", extra)
+        router = start_1x(tmp_path, f"X{free_port()}", extra,
+                          mode=kwargs.get("mode", "standalone"),
+                          router_attrs=kwargs.get("router_attrs", ""))
         started.append(router)
         return router
 

@@ -33,8 +33,11 @@ SEED = """
 
 
 def start_1x(tmp_path, name: str, body: str, mode: str = "standalone",
-             ir_port: int = 0) -> OneXRouter:
+             ir_port: int = 0, router_attrs: str = "") -> OneXRouter:
+    """``router_attrs``: more ``name: value`` lines for the router section."""
     port = free_port()
+    more = "".join(f"\n            {line.strip()}" for line in router_attrs.splitlines()
+                   if line.strip())
     ir = f"""
         listener {{
             host: 127.0.0.1
@@ -48,7 +51,7 @@ def start_1x(tmp_path, name: str, body: str, mode: str = "standalone",
     path.write_text(textwrap.dedent(f"""\
         router {{
             mode: {mode}
-            id: Router.{name}
+            id: Router.{name}{more}
         }}
         listener {{
             host: 127.0.0.1

@@ -4,6 +4,8 @@ connection, the management node addressed as ``org.amqp.management``/``self``, a
 link counters never null, and a 10,000-row QUERY paged at 500."""
 from __future__ import annotations
 
+import socket
+
 import pytest
 from proton import ConnectionException, Message
 from proton.utils import BlockingConnection, SyncRequestResponse
@@ -229,6 +231,62 @@ def test_core_agent_refusals_of_the_router_and_console_as_1_19(router_of_kind, k
             assert status == 200 and body["identity"] == identity, props
             assert body["linkCount"] == 0 and body["mode"] == "standalone"
             assert None not in body.values() and "acceptedDeliveries" not in body
+    finally:
+        mgmt.close()
+
+
+def host_name() -> str:
+    """1.19's rule for its router entity's hostName: the host's name looked up by address."""
+    try:
+        return socket.gethostbyaddr(socket.gethostname())[0]
+    except OSError:
+        return ""
+
+
+ROUTER_AS_CONFIGURED = {  # a standalone router of defaults, two worker threads
+    "type": T + "router", "mode": "standalone", "area": "0", "workerThreads": 2,
+    "allowResumableLinkRoute": True, "allowUnsettledMulticast": False,
+    "defaultDistribution": "balanced", "helloIntervalSeconds": 1, "helloMaxAgeSeconds": 3,
+    "raIntervalFluxSeconds": 4, "raIntervalSeconds": 30, "remoteLsMaxAgeSeconds": 60,
+    "saslConfigName": "qdrouterd", "linkCount": 0, "addrCount": 0, "nodeCount": 0}
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+@pytest.mark.parametrize("mode, attrs, changed", [
+    ("standalone", "", {}),
+    ("interior", "area: 7\nmetadata: m1\ntimestampsInUTC: true\nsaslConfigName: sc\n"
+                 "helloIntervalSeconds: 2",
+     {"mode": "interior", "metadata": "m1", "timestampsInUTC": True, "saslConfigName": "sc",
+      "helloIntervalSeconds": 2})], ids=["defaults", "interior-set"])
+def test_router_read_under_its_short_type_as_1_19(router_of_kind, kind, mode, attrs, changed):
+    """The router read under its short type or no type, and its row in a QUERY without a type,
+    are 1.19's Python agent's entity: the attributes of 1.19's schema that have a value (its
+    placeholder ``area`` "0" whatever is configured, ``hostName`` the host's name, no
+    ``timestampsInUTC`` unless set), none of this router's own settings (``metrics*``: the type
+    named in full still shows them)."""
+    if kind == "ours":
+        router = router_of_kind(kind, mode=mode, router_attrs=attrs, workers=2)
+    else:
+        router = router_of_kind(kind, mode=mode, router_attrs="workerThreads: 2\n" + attrs)
+    mgmt = BlockingConnection(router.url, timeout=TIMEOUT)
+    try:
+        _, _, body = call(mgmt, {"operation": "QUERY", "entityType": T + "router"},
+                          {"attributeNames": ["id"]})
+        [[rid]] = body["results"]
+        identity = f"router/{rid}"
+        if kind == "ours":  # its own settings stay in the type named in full
+            _, _, body = call(mgmt, {"operation": "QUERY", "entityType": T + "router"},
+                              {"attributeNames": ["metricsIntervalSeconds"]})
+            assert body["results"] == [[10]]
+        expected = {**ROUTER_AS_CONFIGURED, "id": rid, "identity": identity, "name": identity,
+                    "hostName": host_name(), **changed}
+        for props in ({"type": "router", "identity": identity}, {"identity": identity}):
+            status, _, body = call(mgmt, {"operation": "READ", **props})
+            assert (status, body) == (200, expected), props
+        status, _, body = call(mgmt, {"operation": "QUERY"}, {"attributeNames": []})
+        assert status == 200 and "metricsDir" not in body["attributeNames"]
+        [row] = [r for r in rows(body) if r["type"] == T + "router"]
+        assert {k: v for k, v in row.items() if v is not None} == expected
     finally:
         mgmt.close()
 

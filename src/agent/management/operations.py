@@ -14,6 +14,8 @@ every process has. Pure: no I/O. Must not import zmq, router_io or router_core.c
 """
 from __future__ import annotations
 
+import functools
+import socket
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
@@ -222,7 +224,8 @@ def _query(request: Request, view: View) -> Reply:
         for etype in types:
             columns = schemaops.query_columns(etype)
             if etype.short_name == "router" and not request.entity_type:  # as configured
-                columns = schemaops.attribute_names(etype)
+                columns = [n for n in schemaops.attribute_names(etype)
+                           if n not in _ROUTER_NOT_IN_1_19]
             names.extend(n for n in columns if n not in names)
     scope = view.snapshot.get("scope")
     if scope and scope[0] == "page":  # the core paged already (core_query)
@@ -255,17 +258,40 @@ def _python_agent_entities(etype: EntityType, view: View) -> list[dict]:
     return out
 
 
+# the router's settings 1.19's schema does not have (its Python agent cannot list them; the
+# type named in full still shows them), and the ones it has without a default (1.19 lists them
+# only when configured; here, where the configuration is read with its defaults filled in, when
+# set to other than this router's default)
+_ROUTER_NOT_IN_1_19 = frozenset(("metricsDir", "metricsIntervalSeconds", "metricsMaxBytes",
+                                 "metricsKeepFiles"))
+_ROUTER_NO_DEFAULT_IN_1_19 = frozenset(("timestampsInUTC",))
+
+
+@functools.lru_cache(maxsize=1)
+def _host_name() -> str:
+    """The name 1.19 gives its router entity's hostName: the host's own name looked up by
+    address, "" when that fails."""
+    try:
+        return socket.gethostbyaddr(socket.gethostname())[0]
+    except OSError:
+        return ""
+
+
 def _router_as_configured(etype: EntityType, view: View) -> dict:
     """1.19's Python agent holds the router entity as configured: its settings and defaults,
-    none of the core's counters, and the counts it was created with (0)."""
+    none of the core's counters, and the counts it was created with (0); ``area`` is its
+    placeholder "0" whatever the configuration says, ``hostName`` the host's name."""
     [live] = view.entities(etype)
-    settings = {n: a for n, a in etype.attributes.items() if not a.graph}
+    settings = {n: a for n, a in etype.attributes.items()
+                if not a.graph and n not in _ROUTER_NOT_IN_1_19}
     configured = view.store.of_type(etype.long_name)[0]
     entity = {n: a.default for n, a in settings.items()}
     entity.update({n: v for n, v in configured.items() if n in settings and v is not None})
+    entity.update({n: None for n in _ROUTER_NO_DEFAULT_IN_1_19
+                   if entity.get(n) == settings[n].default})
     entity.update({"type": etype.long_name, "name": live["identity"],
                    "identity": live["identity"], "version": None, "linkCount": 0,
-                   "addrCount": 0, "nodeCount": 0})
+                   "addrCount": 0, "nodeCount": 0, "area": "0", "hostName": _host_name()})
     return entity
 
 
