@@ -5,6 +5,7 @@ Every wait here is bounded; every process a test starts is stopped (SIGTERM, the
 from __future__ import annotations
 
 import functools
+import json
 import os
 import signal
 import socket
@@ -198,6 +199,21 @@ def engine_cls(request):
     if cls is None:
         pytest.skip("router_io._engine is not built (ROUTER_NO_EXTENSIONS=1 or no compiler)")
     return cls
+
+
+def default_vhost_policy(group: dict, policy: Optional[dict] = None) -> str:
+    """qdrouterd.conf text: vhost policy on, with ``policy``'s settings added to its section,
+    and the ``$default`` vhost (unknown users allowed) whose ``$default`` user group allows
+    every remote host, source and target unless ``group`` says otherwise, plus ``group``'s
+    other settings."""
+    settings = {"enableVhostPolicy": True, **(policy or {}), "defaultVhost": "$default"}
+    lines = "".join(f"    {k}: {json.dumps(v) if not isinstance(v, str) else v}\n"
+                    for k, v in settings.items())
+    limits = {"remoteHosts": "*", "sources": "*", "targets": "*", **group}
+    entries = ",\n".join(f"            {json.dumps(k)}: {json.dumps(v)}" for k, v in limits.items())
+    return (f"\npolicy {{\n{lines}}}\nvhost {{\n    hostname: $default\n"
+            f"    allowUnknownUser: true\n    groups: {{\n        \"$default\": {{\n"
+            f"{entries}\n        }}\n    }}\n}}\n")
 
 
 @pytest.fixture

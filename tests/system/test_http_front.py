@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import free_port
+from conftest import default_vhost_policy, free_port
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_http_front.py"
 _spec = importlib.util.spec_from_file_location("bench_http_front", _PATH)
@@ -322,24 +322,7 @@ def test_an_upgrade_on_the_websocket_endpoint_still_works(web):
 
 
 # --- 7. begins pipelined past the channel-max a vhost policy sets: a framing error ---------------
-VHOST_TWO_SESSIONS = """
-policy {
-    enableVhostPolicy: true
-    defaultVhost: $default
-}
-vhost {
-    hostname: $default
-    allowUnknownUser: true
-    groups: {
-        "$default": {
-            "remoteHosts": "*",
-            "sources": "*",
-            "targets": "*",
-            "maxSessions": 2
-        }
-    }
-}
-"""
+VHOST_TWO_SESSIONS = default_vhost_policy({"maxSessions": 2})
 
 
 def pipelined_begins(sessions: int) -> bytes:

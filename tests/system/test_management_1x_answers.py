@@ -10,6 +10,8 @@ import pytest
 from proton import ConnectionException, Message
 from proton.utils import BlockingConnection, SyncRequestResponse
 
+from conftest import default_vhost_policy
+
 TIMEOUT = 10
 T = "org.apache.qpid.dispatch."
 
@@ -291,26 +293,8 @@ def test_router_read_under_its_short_type_as_1_19(router_of_kind, kind, mode, at
         mgmt.close()
 
 
-PATTERN_POLICY = """
-policy {
-    enableVhostPolicy: true
-    enableVhostNamePatterns: true
-    defaultVhost: $default
-}
-vhost {
-    hostname: $default
-    allowUnknownUser: true
-    groups: {
-        "$default": {
-            "remoteHosts": "*",
-            "sources": "*",
-            "targets": "*",
-            "allowDynamicSource": true,
-            "allowAnonymousSender": true
-        }
-    }
-}
-"""
+PATTERN_POLICY = default_vhost_policy({"allowDynamicSource": True, "allowAnonymousSender": True},
+                                      {"enableVhostNamePatterns": True})
 
 
 @pytest.mark.parametrize("kind", ["ours", "1.x"])

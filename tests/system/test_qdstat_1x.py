@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import default_vhost_policy
+
 ROOT = os.environ.get("QDROUTERD_1X", "")
 QDSTAT = Path(ROOT) / "bin" / "qdstat" if ROOT else None
 pytestmark = pytest.mark.skipif(
@@ -19,26 +21,8 @@ pytestmark = pytest.mark.skipif(
     reason="set QDROUTERD_1X to a Qpid Dispatch 1.x install (with bin/qdstat) to run 1.x's "
            "qdstat against this router")
 
-VHOST = textwrap.dedent("""
-    policy {
-        enableVhostPolicy: true
-        defaultVhost: $default
-    }
-    vhost {
-        hostname: $default
-        allowUnknownUser: true
-        groups: {
-            "$default": {
-                "remoteHosts": "*",
-                "sources": "*",
-                "targets": "*",
-                "maxSessions": 10,
-                "allowDynamicSource": true,
-                "allowAnonymousSender": true
-            }
-        }
-    }
-    """)
+VHOST = default_vhost_policy({"maxSessions": 10, "allowDynamicSource": True,
+                              "allowAnonymousSender": True})
 
 
 def _python_with_proton() -> str:

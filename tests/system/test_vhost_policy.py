@@ -17,7 +17,7 @@ from proton import ConnectionException, Disposition
 from proton.reactor import AtMostOnce
 from proton.utils import BlockingConnection, LinkDetached, SendException
 
-from conftest import RouterProcess, free_port
+from conftest import RouterProcess, default_vhost_policy, free_port
 
 T = 5.0
 OPEN_DEFAULT = """
@@ -440,22 +440,7 @@ def test_refused_at_start(tmp_path, section, text):
     assert f"{conf}:4" in done.stderr and text in done.stderr
 
 
-DENIALS_POLICY = """
-policy {
-    enableVhostPolicy: true
-    defaultVhost: $default
-}
-vhost {
-    hostname: $default
-    allowUnknownUser: true
-    groups: {
-        "$default": {
-            "remoteHosts": "*",
-            "sources": "ok",
-            "targets": "ok"
-        }
-    }
-}
+DENIALS_POLICY = default_vhost_policy({"sources": "ok", "targets": "ok"}) + """\
 log {
     module: POLICY
     enable: debug+
