@@ -195,16 +195,31 @@ class ModuleSettings:
         self.output = output
 
 
+_SKIP: dict = {}   # code object -> whether its frames only pass lines on (see _caller)
+_LINES: dict = {}  # (code object, instruction offset) -> its line number
+
+
 def _caller() -> tuple:
     """(file, line) of the code that logged: the first frame outside this module and the
-    WRAPPERS that only pass lines on."""
+    WRAPPERS that only pass lines on. Both answers are remembered per code object and
+    instruction: a frame's line number is a search of its code's line table."""
     frame = sys._getframe(2)
-    while frame is not None and (frame.f_code.co_name in WRAPPERS
-                                 or os.path.normcase(frame.f_code.co_filename) == _THIS_FILE):
+    while frame is not None:
+        code = frame.f_code
+        skip = _SKIP.get(code)
+        if skip is None:
+            skip = _SKIP[code] = (code.co_name in WRAPPERS
+                                  or os.path.normcase(code.co_filename) == _THIS_FILE)
+        if not skip:
+            break
         frame = frame.f_back
     if frame is None:
         return "", 0
-    return frame.f_code.co_filename, frame.f_lineno
+    key = (code, frame.f_lasti)
+    line = _LINES.get(key)
+    if line is None:
+        line = _LINES[key] = frame.f_lineno
+    return code.co_filename, line
 
 
 class _Record(logging.LogRecord):
@@ -212,13 +227,14 @@ class _Record(logging.LogRecord):
     ``LogRecord.__init__``'s look-ups (thread, process and module names, path splitting): a
     router writes a line per connection opened, in the worker and in the core."""
 
-    def __init__(self, name: str, levelno: int, pathname: str, lineno: int, msg: str) -> None:
+    def __init__(self, name: str, levelno: int, pathname: str, lineno: int, msg: str,
+                 created: float) -> None:
         self.name, self.msg, self.args = name, msg, None
         self.levelno, self.levelname = levelno, logging.getLevelName(levelno)
         self.pathname, self.lineno = pathname, lineno
         self.filename = self.module = os.path.basename(pathname)
         self.funcName = self.exc_info = self.exc_text = self.stack_info = None
-        self.created = time.time()
+        self.created = created
         self.msecs = (self.created % 1) * 1000
         self.relativeCreated = (self.created - logging._startTime) * 1000
         self.process, self.processName = _PID[0], "MainProcess"
@@ -227,6 +243,9 @@ class _Record(logging.LogRecord):
     def getMessage(self) -> str:
         return self.msg
 
+
+# the handlers whose lines RouterLog.log writes itself (a stream: stderr, stdout, a file)
+_STREAM_HANDLERS = (logging.StreamHandler, logging.handlers.WatchedFileHandler)
 
 _PID = [os.getpid()]  # (fork: os.register_at_fork keeps it right in a child)
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
@@ -297,20 +316,20 @@ class RouterLog:
             force: bool = False) -> None:
         """``force``: written whatever the module's levels (1.19's per-connection protocol
         trace writes its frames at trace "unconditionally")."""
-        settings = self.settings(module)
-        if not force and level not in self.levels(module):
-            return
+        settings = self.modules.get(module) or self.modules["DEFAULT"]
+        if not force:
+            enabled = settings.enabled
+            if enabled is None:
+                enabled = self.modules["DEFAULT"].enabled
+            if level not in enabled:
+                return
         if source is None:
             path, number = _caller()
         else:
             path, _, line = source.partition(":")
             number = int(line) if line.isdigit() else 0
-        record = _Record(module, LEVEL_NUMBERS[level], path, number, text)
-        record.qd_level = level
-        record.qd_timestamp = settings.timestamp
-        record.qd_source = f"{path}:{number}" if settings.source and path else None
-        self.recent.append([module, level, text, path or None, number if path else None,
-                            record.created])
+        now = time.time()
+        self.recent.append([module, level, text, path or None, number if path else None, now])
         counts = self.counts.get(module)
         if counts is None:
             counts = self.counts[module] = [0] * len(LEVELS)
@@ -320,6 +339,28 @@ class RouterLog:
         out = self._outputs.get(settings.output)
         if out is None:
             out = self._outputs[settings.output] = _handler(settings.output)
+        source_text = f"{path}:{number}" if settings.source and path else None
+        if type(out) in _STREAM_HANDLERS:
+            # a stream's line written here, as its handler would write it (a line per
+            # connection opened, in the worker and in the core: no record, no formatter)
+            line_text = format_line(module, level, text, timestamp=settings.timestamp,
+                                    source=source_text, now=now)
+            out.acquire()
+            try:
+                if type(out) is logging.handlers.WatchedFileHandler:
+                    out.reopenIfNeeded()  # logrotate moved it away: a new file, as emit does
+                stream = out.stream
+                stream.write(line_text + out.terminator)
+                stream.flush()
+            except Exception:  # noqa: BLE001 - logging's own rule: a failed line never raises
+                out.handleError(_Record(module, LEVEL_NUMBERS[level], path, number, text, now))
+            finally:
+                out.release()
+            return
+        record = _Record(module, LEVEL_NUMBERS[level], path, number, text, now)
+        record.qd_level = level
+        record.qd_timestamp = settings.timestamp
+        record.qd_source = source_text
         out.handle(record)
 
     def report(self) -> dict:

@@ -51,3 +51,41 @@ def test_reopen_starts_a_new_file_at_once(tmp_path):
     assert path.exists() and path.read_text() == ""
     log.log("SERVER", "info", "after")
     assert LINE.match(path.read_text()).group(3) == "after"
+
+
+def test_stream_lines_are_written_without_a_record_and_name_their_source(tmp_path, monkeypatch):
+    # a line per connection opened, in the worker and in the core: a file's or stderr's line
+    # is formatted and written by RouterLog itself (no LogRecord, no handler chain), and the
+    # source line of a call site is looked up once, not once a line
+    import logging
+
+    from common import log as logmod
+    made, lookups = [], []
+    monkeypatch.setattr(logging.Handler, "handle", lambda self, record: made.append(record))
+    real_caller = logmod._caller
+    path = tmp_path / "r.log"
+    log = RouterLog([{"module": "DEFAULT", "outputFile": str(path), "includeSource": True}])
+    monkeypatch.setattr(logmod, "_LINES", _CountingDict(lookups))
+    for i in range(50):
+        log.log("SERVER", "info", f"[C{i}] Accepted connection")  # one call site
+    assert made == []
+    lines = path.read_text().splitlines()
+    assert len(lines) == 50
+    line = lines[0]
+    assert LINE.match(line).group(3).startswith("[C0] Accepted connection (")
+    source = line.rsplit("(", 1)[1].rstrip(")")
+    assert source.endswith(f"test_log_output.py:{log.recent[0][4]}")
+    assert lookups == [1]  # the call site's line number looked up once for the 50 lines
+    assert real_caller is logmod._caller
+
+
+class _CountingDict(dict):
+    """A dict that counts the keys stored in it (each a look-up that was not cached)."""
+
+    def __init__(self, stored: list) -> None:
+        super().__init__()
+        self.stored = stored
+
+    def __setitem__(self, key, value) -> None:
+        self.stored.append(1)
+        super().__setitem__(key, value)
