@@ -21,13 +21,14 @@ import struct
 FILE_NAME = "conncount"
 SLOTS = 512  # peers a runtime directory can hold (workers are far fewer)
 _SLOT = struct.Struct("=q")
-_ALL = struct.Struct(f"={SLOTS}q")  # every slot in one C call: admit() runs per accept
 
 
 class SharedConnectionCount:
     """This worker's view of the router-wide count of accepted connections."""
 
-    def __init__(self, runtime_dir: str, index: int) -> None:
+    def __init__(self, runtime_dir: str, index: int, peers: int = SLOTS) -> None:
+        """``peers``: the slots in use (the core's peers: every worker's index is below it);
+        :meth:`total` reads those only."""
         if not 0 <= index < SLOTS:
             raise ValueError(f"worker index {index} outside 0..{SLOTS - 1}")
         path = os.path.join(runtime_dir, FILE_NAME)
@@ -39,12 +40,13 @@ class SharedConnectionCount:
         finally:
             os.close(fd)
         self._offset = index * _SLOT.size
+        self._used = struct.Struct(f"={min(max(peers, index + 1), SLOTS)}q")
         self.mine = 0
         _SLOT.pack_into(self._map, self._offset, 0)
 
     def total(self) -> int:
         """Accepted connections of every worker now."""
-        return sum(_ALL.unpack_from(self._map))
+        return sum(self._used.unpack_from(self._map))
 
     def admit(self, limit: int) -> int:
         """Count one more connection if the router holds fewer than ``limit``: returns -1 when

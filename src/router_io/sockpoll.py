@@ -24,6 +24,7 @@ import zmq
 # ints: an IntFlag's & and | are Python code, run for every ready socket
 _IN, _OUT, _ERR = int(zmq.POLLIN), int(zmq.POLLOUT), int(zmq.POLLERR)
 _EPOLL_ERR = select.EPOLLERR | select.EPOLLHUP
+_EPOLL_IN = select.EPOLLIN
 
 
 def _epoll_mask(mask: int) -> int:
@@ -62,6 +63,17 @@ class SocketPoller:
         self._by_fd[fd] = target
 
     modify = register
+
+    def register_socket(self, sock: Any) -> None:
+        """A new plain socket, polled for input (the worker's accept: register's checks for
+        ZeroMQ sockets and a changed mask skipped; a reused descriptor still handled)."""
+        fd = sock.fileno()
+        if fd in self._by_fd:
+            self.register(sock, _IN)
+            return
+        self._epoll.register(fd, _EPOLL_IN)
+        self._fd_of[id(sock)] = fd
+        self._by_fd[fd] = sock
 
     def unregister(self, target: Any) -> None:
         if isinstance(target, zmq.Socket):

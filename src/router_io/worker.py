@@ -110,7 +110,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin, HandshakeMixin):
         self.force_closed: set = set()  # ids of connections management closed (adminStatus)
         # the global maxConnections, checked at accept against the router-wide count
         self.max_connections = int((spec.get("policy") or {}).get("maxConnections", 65535))
-        self.conn_count = SharedConnectionCount(ipc_dir, index)
+        self.conn_count = SharedConnectionCount(ipc_dir, index, peer_count)
         self.counted: set = set()  # ids of this worker's connections in conn_count
         # accepted connections whose peer has not sent its AMQP open yet -> the time by which
         # it must (the listener's initialHandshakeTimeoutSeconds; _expire_handshakes)
@@ -415,39 +415,50 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin, HandshakeMixin):
             self._log_server("error", f"could not tell the supervisor ({message.get('op')}): {exc}")
 
     def _accept(self, fd: int) -> None:
+        """Every connection waiting on listener ``fd``: counted against maxConnections, given
+        a connection of the engine, polled. What is the listener's is looked up once a call,
+        not once a socket (peers that open many connections at once wake it for many)."""
         lsock, settings = self.listeners[fd]
+        accept, family = lsock._accept, lsock.family  # (socket.accept() wraps these)
+        http = settings.get("http") or settings.get("httpRootDir")
+        where = f"{settings.get('host')}:{settings.get('port')}"
+        trace = self.log_sink.enabled("SERVER", "trace")
+        sockets, sock_of, register = self.sockets, self.sock_of, self.poller.register_socket
+        new_connection, admit = self.engine.new_connection, self.conn_count.admit
         while True:
             try:
-                sock, addr = lsock.accept()
+                new_fd, addr = accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
                 self._log_server("error", f"accept failed: {exc}")
                 return
+            sock = socket.socket(family, socket.SOCK_STREAM, 0, fileno=new_fd)
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             host = f"{addr[0]}:{addr[1]}"
-            if settings.get("http") or settings.get("httpRootDir"):
+            if http:
                 self._http_accept(sock, settings, host)
                 continue
-            where = f"{settings.get('host')}:{settings.get('port')}"
-            self._log_server("trace", f"Accepting connection on {where}")  # as 1.19, at trace
-            current = self.conn_count.admit(self.max_connections)
+            if trace:
+                self._log_server("trace", f"Accepting connection on {where}")  # as 1.19
+            current = admit(self.max_connections)
             if current >= 0:  # as 1.19: closed at accept, before SASL and open
                 sock.close()
                 self.log_sink.log("POLICY", "info", f"DENY Connection '{addr[0]}' based on "
                                   f"global connection count. nConnections= {current}")
                 self.engine.outbox.append(ipc.PolicyEvent("", "global", 1))
                 continue
-            conn = self.engine.new_connection(settings, host, "in")
+            conn = new_connection(settings, host, "in")
             self.counted.add(conn.conn_id)
-            self._log_server("trace", f"[C{conn.conn_id}]: Accepting incoming connection to "
-                                      f"'{where}'")
-            self.sockets[sock.fileno()] = (sock, conn)
-            self.sock_of[conn] = sock
-            self.poller.register(sock, POLLIN)
-            self._log_server("info", f"[C{conn.conn_id}] Accepted connection to "
-                                     f"{settings.get('host')}:{settings.get('port')} from {host}")
+            if trace:
+                self._log_server("trace", f"[C{conn.conn_id}]: Accepting incoming connection "
+                                          f"to '{where}'")
+            sockets[sock.fileno()] = (sock, conn)
+            sock_of[conn] = sock
+            register(sock)
+            self._log_server("info", f"[C{conn.conn_id}] Accepted connection to {where} "
+                                     f"from {host}")
             self._handshake_deadline(conn, settings)
             if settings.get("saslPlugin"):  # its SASL goes to the service (worker_auth.py)
                 self._relay_accept(sock, conn, settings)

@@ -32,3 +32,17 @@ def test_a_restarted_worker_starts_its_slot_at_zero(tmp_path):
     finally:
         a.close()
         b.close()
+
+
+def test_a_worker_reads_the_slots_of_the_core_peers_only(tmp_path):
+    # admit() runs per accept: it sums the slots of the router's peers (workers 0..n-1 and
+    # the agent), not all 512 of the file
+    a = SharedConnectionCount(str(tmp_path), 0, peers=3)
+    b = SharedConnectionCount(str(tmp_path), 1, peers=3)
+    try:
+        assert a.admit(10) == -1 and b.admit(10) == -1
+        assert a.total() == b.total() == 2
+        assert a._used.size == 3 * 8 == b._used.size
+    finally:
+        a.close()
+        b.close()

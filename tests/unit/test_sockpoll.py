@@ -78,3 +78,25 @@ def test_a_wake_up_costs_the_ready_sockets_not_the_registered_ones():
             a.close()
             b.close()
         poller.close()
+
+
+def test_register_socket_polls_a_new_socket_for_input_and_replaces_a_stale_one():
+    poller = SocketPoller()
+    a, b = socket.socketpair()
+    try:
+        poller.register_socket(a)
+        b.send(b"x")
+        assert poller.poll(100) == [(a.fileno(), zmq.POLLIN)]
+        fd = a.fileno()
+        a.close()  # closed without unregistering: the kernel dropped it from the set
+        c, d = socket.socketpair()  # the lowest free descriptors: c takes a's number
+        assert c.fileno() == fd
+        poller.register_socket(c)
+        d.send(b"y")
+        assert (c.fileno(), zmq.POLLIN) in poller.poll(100)
+        poller.unregister(c)
+        c.close()
+        d.close()
+    finally:
+        b.close()
+        poller.close()
