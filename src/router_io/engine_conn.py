@@ -85,11 +85,9 @@ class Connection:
         self.sasl = None if relayed else lib.pn_sasl(t_ptr)  # proton's pn_sasl_t
         sasl = self.sasl
         if sasl is not None and direction == "in":
-            server = saslimpl.server_settings(settings, engine.sasl_config)
-            # proton's built-in SASL where it answers as Cyrus would (ANONYMOUS only): no
-            # Cyrus context (7 kB, 15-20 us) a connection (saslimpl.py)
-            if not settings.get("sslProfile") and saslimpl.builtin_serves(server):
-                saslimpl.use_builtin(t_ptr)
+            server, builtin = saslimpl.for_listener(settings, engine.sasl_config)
+            if builtin:  # proton's built-in SASL where it answers as Cyrus would (ANONYMOUS
+                saslimpl.use_builtin(t_ptr)  # only): no Cyrus context a connection
             saslimpl.apply(t_ptr, sasl, server)
         elif sasl is not None:
             mechs = settings.get("saslMechanisms")
@@ -214,22 +212,37 @@ class Connection:
             self.guard = None
             self.unguarded = True  # straight to proton from now on
         sasl = lib.pn_sasl(self.t_ptr) if guard.frames else PN_NULL
-        for unit in frameguard.units(checked):  # one header or frame at a time (see units())
-            pos, end = 0, len(unit)
-            while pos < end:
-                cap = self.capacity()
-                if cap <= 0:
-                    return
-                n = min(cap, end - pos)
-                _pn_transport_push_from(self.t_key, unit[pos:pos + n], n)
-                pos += n
-            if sasl != PN_NULL and lib.pn_sasl_outcome(sasl) > PN_SASL_OK:
+        units = frameguard.units(checked)  # one header or frame at a time (see units())
+        for index in range(len(units)):
+            if not self._push_all(units[index]):
+                return
+            if sasl == PN_NULL:
+                continue
+            outcome = lib.pn_sasl_outcome(sasl)
+            if outcome > PN_SASL_OK:
                 # authentication failed: proton answers with its outcome and closes; anything
                 # more the client sent must never reach it (proton 0.40 crashes on some)
                 self.guard = None  # (and not unguarded: the rest is dropped)
                 lib.pn_transport_pending(self.t_ptr)  # encodes the sasl-outcome first
                 lib.pn_transport_close_tail(self.t_ptr)
                 return
+            if outcome == PN_SASL_OK:  # authenticated: what follows is AMQP, in one piece
+                if index + 1 < len(units):
+                    self._push_all(b"".join(units[index + 1:]))
+                return
+
+    def _push_all(self, data: bytes) -> bool:
+        """Push ``data`` into proton as far as its input capacity goes; False when it ran
+        out (the rest is dropped, as any input proton cannot take)."""
+        pos, end = 0, len(data)
+        while pos < end:
+            cap = self.capacity()
+            if cap <= 0:
+                return False
+            n = min(cap, end - pos)
+            _pn_transport_push_from(self.t_key, data[pos:pos + n], n)
+            pos += n
+        return True
 
     def refuse(self, condition: str, description: str, log: bool = True) -> None:
         """Close the transport at once (no AMQP close possible or wanted) with a condition;

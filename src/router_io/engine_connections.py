@@ -92,6 +92,18 @@ def _open_local(self, conn: Connection) -> None:
     lib.pn_connection_open(c_ptr)
 
 
+def _remote_properties(c_ptr: Any) -> Any:
+    """The peer's open properties as proton's Python values (None when it sent none: most
+    clients, read without a proton Data object)."""
+    data = lib.pn_connection_remote_properties(c_ptr)
+    lib.pn_data_rewind(data)
+    if not lib.pn_data_next(data):
+        lib.pn_data_rewind(data)
+        return None
+    lib.pn_data_rewind(data)
+    return dat2obj(data)
+
+
 def _pn_bytes(text: str) -> tuple:
     """A constant pn_bytes_t argument (its buffer kept alive by the module)."""
     raw = ffi.from_buffer(text.encode())
@@ -265,7 +277,7 @@ def _on_conn_open(self, c_ptr: Any) -> None:
     # 'properties', as plain values with string keys (1.19 shows symbol keys as strings)
     try:
         security_info.append(_plain_properties(
-            dat2obj(lib.pn_connection_remote_properties(c_ptr))))
+            _remote_properties(c_ptr)))
     except Exception:  # noqa: BLE001 - properties proton cannot decode: show none
         security_info.append({})
     # (8th item) whether management requests from this connection may change a
@@ -295,7 +307,7 @@ def _on_conn_open(self, c_ptr: Any) -> None:
             pass
     if inter_router:  # the connection's cost: max(mine, the peer's)
         try:
-            remote = dat2obj(lib.pn_connection_remote_properties(c_ptr)) or {}
+            remote = _remote_properties(c_ptr) or {}
         except Exception:  # noqa: BLE001 - undecodable properties: none then
             remote = {}
         for key, value in remote.items():
@@ -312,7 +324,7 @@ def _on_conn_open(self, c_ptr: Any) -> None:
     if conn.direction == "out":
         # the peer's failover-server-list: the worker's connector takes it (connectors.py)
         try:
-            remote = dat2obj(lib.pn_connection_remote_properties(c_ptr)) or {}
+            remote = _remote_properties(c_ptr) or {}
             offered = next((v for k, v in remote.items() if str(k) == failover.KEY), None)
             conn.failover = failover.from_property(offered)
         except Exception:  # noqa: BLE001 - undecodable properties: no list then
