@@ -251,6 +251,23 @@ _PID = [os.getpid()]  # (fork: os.register_at_fork keeps it right in a child)
 os.register_at_fork(after_in_child=lambda: _PID.__setitem__(0, os.getpid()))
 
 
+def _write(out: logging.StreamHandler, text: str) -> None:
+    """Write ``text`` (whole lines) to a stream handler's stream and flush it, as its emit()
+    would (a file that logrotate moved away is reopened first)."""
+    out.acquire()
+    try:
+        if type(out) is logging.handlers.WatchedFileHandler:
+            out.reopenIfNeeded()
+        stream = out.stream
+        stream.write(text)
+        stream.flush()
+    except Exception:  # noqa: BLE001 - logging's own rule: a failed line never raises
+        out.handleError(_Record("ERROR", logging.ERROR, "", 0, text.rstrip("\n"),
+                                time.time()))
+    finally:
+        out.release()
+
+
 class RouterLog:
     """Per-module levels and outputs; keeps the recent entries for GET-LOG."""
 
@@ -264,6 +281,7 @@ class RouterLog:
         # called with no argument after every configure(): components recompute their flags
         self.listeners: list[Callable[[], None]] = []
         self.report_path: Optional[str] = None  # see keep_report_in
+        self._held: Optional[dict] = None  # output -> lines not written yet (hold_lines)
         for entity in entities:
             self.configure(entity)
 
@@ -344,24 +362,37 @@ class RouterLog:
             # a stream's line written here, as its handler would write it (a line per
             # connection opened, in the worker and in the core: no record, no formatter)
             line_text = format_line(module, level, text, timestamp=settings.timestamp,
-                                    source=source_text, now=now)
-            out.acquire()
-            try:
-                if type(out) is logging.handlers.WatchedFileHandler:
-                    out.reopenIfNeeded()  # logrotate moved it away: a new file, as emit does
-                stream = out.stream
-                stream.write(line_text + out.terminator)
-                stream.flush()
-            except Exception:  # noqa: BLE001 - logging's own rule: a failed line never raises
-                out.handleError(_Record(module, LEVEL_NUMBERS[level], path, number, text, now))
-            finally:
-                out.release()
+                                    source=source_text, now=now) + out.terminator
+            held = self._held
+            if held is not None:  # a process loop's pass: written at its end (flush)
+                lines = held.get(out)
+                if lines is None:
+                    lines = held[out] = []
+                lines.append(line_text)
+                return
+            _write(out, line_text)
             return
         record = _Record(module, LEVEL_NUMBERS[level], path, number, text, now)
         record.qd_level = level
         record.qd_timestamp = settings.timestamp
         record.qd_source = source_text
         out.handle(record)
+
+    def hold_lines(self) -> None:
+        """From now on, lines for streams (files, stderr, stdout) are kept until
+        :meth:`flush`: a process loop calls it at the end of every pass, so the lines of a
+        pass (a line per connection opened, thousands a second) leave in one write, before
+        the process waits again. Lines of other outputs (syslog) are not held."""
+        if self._held is None:
+            self._held = {}
+
+    def flush(self) -> None:
+        """Write the lines held since the last call (:meth:`hold_lines`)."""
+        held = self._held
+        if held:
+            self._held = {}
+            for out, lines in held.items():
+                _write(out, "".join(lines))
 
     def report(self) -> dict:
         """What management gathers from this process: ``counts`` (module -> lines per level)
@@ -387,6 +418,7 @@ class RouterLog:
     def reopen(self) -> None:
         """Reopen every log file now (logrotate's postrotate ``kill -HUP``): later lines go to
         a file of the configured name, whatever happened to the old one."""
+        self.flush()  # the lines held so far go where the lines before them went
         for out in self._outputs.values():
             if isinstance(out, logging.FileHandler):
                 out.acquire()

@@ -153,12 +153,23 @@ class CoreProcess:
     def run(self) -> None:
         self.status.send_multipart(ipc.encode_batch(-1, [
             ipc.ChildStatus("core", 0, os.getpid(), "ready", "")]))
-        sock, core = self.sock, self.core
         poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
+        poller.register(self.sock, zmq.POLLIN)
         wake = self.wake
         if wake is not None:  # registered last, so listed last
             poller.register(wake.sock, zmq.POLLIN)
+        # the log lines of a pass (one a connection opened) leave in one write at its end
+        self.log.hold_lines()
+        try:
+            self._loop(poller, wake)
+        finally:
+            self.log.flush()
+        self.sock.close(0)
+        self.status.close(0)
+        self.ctx.term()
+
+    def _loop(self, poller: zmq.Poller, wake: Any) -> None:
+        sock, core = self.sock, self.core
         recv, more, readable = zmqcalls.recv, zmqcalls.more, zmqcalls.readable
         NOBLOCK = zmqcalls.NOBLOCK
         frame = commands = None
@@ -226,9 +237,7 @@ class CoreProcess:
                 for level, text in core.policy_counts.take_logs():
                     self.log.log("POLICY", level, text)
             self.flush()
-        self.sock.close(0)
-        self.status.close(0)
-        self.ctx.term()
+            self.log.flush()
 
     def flush(self) -> None:
         for peer, effects in self.core.take_effects().items():

@@ -89,3 +89,27 @@ class _CountingDict(dict):
     def __setitem__(self, key, value) -> None:
         self.stored.append(1)
         super().__setitem__(key, value)
+
+
+def test_held_lines_leave_in_one_write_at_flush(tmp_path, monkeypatch):
+    # a process loop holds its pass's lines (a line per connection opened) and writes them
+    # at the end of the pass: one write for the lot, in order, nothing before the flush
+    path = tmp_path / "r.log"
+    log = RouterLog([{"module": "DEFAULT", "outputFile": str(path)}])
+    log.log("SERVER", "info", "before holding")  # written at once
+    assert path.read_text().count("\n") == 1
+    log.hold_lines()
+    writes = []
+    stream = log._outputs[str(path)].stream
+    real_write = stream.write
+    monkeypatch.setattr(stream, "write", lambda text: (writes.append(text), real_write(text))[1])
+    for i in range(20):
+        log.log("SERVER", "info", f"[C{i}] Accepted connection")
+    assert writes == [] and path.read_text().count("\n") == 1
+    log.flush()
+    assert len(writes) == 1
+    lines = path.read_text().splitlines()
+    assert [LINE.match(x).group(3) for x in lines[1:]] == [
+        f"[C{i}] Accepted connection" for i in range(20)]
+    log.flush()  # nothing held: nothing written
+    assert len(writes) == 1
