@@ -34,13 +34,29 @@ _CLIENT = (b"AMQP\x03\x01\x00\x00"
            b"AMQP\x00\x01\x00\x00")
 
 _builtin: dict = {}  # server settings -> whether the built-in implementation serves them
+# id(listener settings) -> (those settings, sasl_config, server settings, built-in?): a
+# listener's answer is worked out at its first connection (the settings dict is kept, so its
+# id is not reused while the entry lives)
+_by_listener: dict = {}
 _set_impl = None     # pnx_sasl_set_implementation, called through cffi
 _default_impl = None  # &default_sasl_impl
 
 
+def for_listener(settings: dict, sasl_config: tuple) -> tuple:
+    """(:func:`server_settings`, whether the built-in implementation serves them) of an
+    accepted connection of the listener with ``settings`` (an sslProfile: never built-in)."""
+    known = _by_listener.get(id(settings))
+    if known is not None and known[0] is settings and known[1] is sasl_config:
+        return known[2], known[3]
+    server = server_settings(settings, sasl_config)
+    builtin = not settings.get("sslProfile") and builtin_serves(server)
+    _by_listener[id(settings)] = (settings, sasl_config, server, builtin)
+    return server, builtin
+
+
 def server_settings(settings: dict, sasl_config: tuple) -> tuple:
     """What a listener's SASL server is set up from: (saslConfigDir, saslConfigName,
-    authentication required, encryption required, saslMechanisms)."""
+    authentication required, encryption required, saslMechanisms), the texts as C strings."""
     mechs = settings.get("saslMechanisms")
     # authenticatePeer: Cyrus offers no ANONYMOUS then, unless saslMechanisms lists it
     # (anonymous access asked for explicitly, as 1.19 lets it in); requireSsl implies
@@ -49,7 +65,8 @@ def server_settings(settings: dict, sasl_config: tuple) -> tuple:
                     and "ANONYMOUS" not in security.mechanisms(mechs))
     require_encryption = bool(settings.get("requireEncryption") or settings.get("requireSsl"))
     sasl_dir, sasl_name = sasl_config
-    return (sasl_dir, sasl_name, require_auth, require_encryption, mechs)
+    return (str(sasl_dir).encode() if sasl_dir else None, str(sasl_name or "qdrouterd").encode(),
+            require_auth, require_encryption, str(mechs).encode() if mechs else None)
 
 
 def apply(t_ptr, sasl, server: tuple) -> None:
@@ -57,12 +74,12 @@ def apply(t_ptr, sasl, server: tuple) -> None:
     :func:`server_settings`."""
     sasl_dir, sasl_name, require_auth, require_encryption, mechs = server
     if sasl_dir:
-        lib.pn_sasl_config_path(sasl, str(sasl_dir).encode())
-    lib.pn_sasl_config_name(sasl, str(sasl_name or "qdrouterd").encode())
+        lib.pn_sasl_config_path(sasl, sasl_dir)
+    lib.pn_sasl_config_name(sasl, sasl_name)
     lib.pn_transport_require_auth(t_ptr, require_auth)
     lib.pn_transport_require_encryption(t_ptr, require_encryption)
     if mechs:
-        lib.pn_sasl_allowed_mechs(sasl, str(mechs).encode())
+        lib.pn_sasl_allowed_mechs(sasl, mechs)
     lib.pn_sasl_set_allow_insecure_mechs(sasl, True)  # 1.19: PLAIN without TLS
 
 

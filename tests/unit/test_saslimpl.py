@@ -12,6 +12,7 @@ import proton
 import pytest
 
 import memrouter
+from cproton_ffi import ffi
 from router_io import saslimpl
 
 pytestmark = pytest.mark.usefixtures("engine_build")
@@ -51,11 +52,18 @@ def test_a_cyrus_configuration_without_anonymous_keeps_cyrus(tmp_path):
     assert done.stdout.split() == ["1", "0", "False"]
 
 
+def _address(ptr) -> int:
+    return int(ffi.cast("uintptr_t", ptr))
+
+
 def _made(monkeypatch, listener: dict, n: int) -> int:
     """How many of ``n`` accepted connections of ``listener`` got the built-in SASL."""
-    used = []
-    real = saslimpl.use_builtin
+    used, probes = [], []
+    real, probe = saslimpl.use_builtin, saslimpl._exchange
     monkeypatch.setattr(saslimpl, "use_builtin", lambda t: (used.append(t), real(t)))
+    monkeypatch.setattr(saslimpl, "_exchange", lambda *a, **k: (probes.append(1), probe(*a, **k))[1])
+    monkeypatch.setattr(saslimpl, "_builtin", {})
+    monkeypatch.setattr(saslimpl, "_by_listener", {})
     for key, value in listener.items():
         monkeypatch.setitem(memrouter.LISTENER, key, value)
     r = memrouter.MemRouter()
@@ -65,7 +73,8 @@ def _made(monkeypatch, listener: dict, n: int) -> int:
     r.run()
     assert all(c.server.reported_open for c in r.clients)  # and they all got in
     assert {c.transport.sasl().outcome for c in r.clients} == {proton.SASL.OK}
-    return len(used)
+    assert len(probes) == 2  # the listener probed once (one transport of each kind)
+    return len({_address(t) for t in used} & {_address(c.server.t_ptr) for c in r.clients})
 
 
 def test_anonymous_only_listener_connections_get_the_builtin(monkeypatch):
