@@ -122,17 +122,15 @@ _second: list = [None, "", ""]
 
 def format_line(module: str, level: str, text: str, *, timestamp: bool = True,
                 source: Optional[str] = None, now: Optional[float] = None) -> str:
-    parts = []
+    line = f"{module} ({level}) {text}"
     if timestamp:
         now = time.time() if now is None else now
-        second = int(now // 1)
+        second = int(now)
         if _second[0] != second:
             tm = time.localtime(second)
             _second[:] = [second, time.strftime("%Y-%m-%d %H:%M:%S", tm),
                           time.strftime(" %z", tm)]
-        parts.append(_second[1] + ".%06d" % int((now % 1) * 1e6) + _second[2])
-    parts.append(f"{module} ({level}) {text}")
-    line = " ".join(parts)
+        line = f"{_second[1]}.{int((now - second) * 1e6):06d}{_second[2]} {line}"
     return f"{line} ({source})" if source else line
 
 
