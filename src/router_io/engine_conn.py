@@ -212,24 +212,37 @@ class Connection:
             self.guard = None
             self.unguarded = True  # straight to proton from now on
         sasl = lib.pn_sasl(self.t_ptr) if guard.frames else PN_NULL
-        units = frameguard.units(checked)  # one header or frame at a time (see units())
-        for index in range(len(units)):
-            if not self._push_all(units[index]):
+        # up to each SASL frame's end in one piece (a header before it with it), then the
+        # outcome; once it is OK, what follows the last SASL frame is AMQP: in one piece too
+        start, outcome = 0, None
+        if sasl != PN_NULL:
+            for end in guard.sasl_ends:
+                if not self._push_all(checked[start:end]):
+                    return
+                start = end
+                outcome = lib.pn_sasl_outcome(sasl)
+                if outcome > PN_SASL_OK:
+                    self._sasl_failed()
+                    return
+        if start >= len(checked):
+            return
+        if outcome == PN_SASL_OK:
+            self._push_all(checked[start:])
+            return
+        # no outcome yet: the rest one header or frame at a time (see frameguard.units())
+        for unit in frameguard.units(checked[start:]):
+            if not self._push_all(unit):
                 return
-            if sasl == PN_NULL:
-                continue
-            outcome = lib.pn_sasl_outcome(sasl)
-            if outcome > PN_SASL_OK:
-                # authentication failed: proton answers with its outcome and closes; anything
-                # more the client sent must never reach it (proton 0.40 crashes on some)
-                self.guard = None  # (and not unguarded: the rest is dropped)
-                lib.pn_transport_pending(self.t_ptr)  # encodes the sasl-outcome first
-                lib.pn_transport_close_tail(self.t_ptr)
+            if sasl != PN_NULL and lib.pn_sasl_outcome(sasl) > PN_SASL_OK:
+                self._sasl_failed()
                 return
-            if outcome == PN_SASL_OK:  # authenticated: what follows is AMQP, in one piece
-                if index + 1 < len(units):
-                    self._push_all(b"".join(units[index + 1:]))
-                return
+
+    def _sasl_failed(self) -> None:
+        """Authentication failed: proton answers with its outcome and closes; anything more
+        the client sent must never reach it (proton 0.40 crashes on some)."""
+        self.guard = None  # (and not unguarded: the rest is dropped)
+        lib.pn_transport_pending(self.t_ptr)  # encodes the sasl-outcome first
+        lib.pn_transport_close_tail(self.t_ptr)
 
     def _push_all(self, data: bytes) -> bool:
         """Push ``data`` into proton as far as its input capacity goes; False when it ran

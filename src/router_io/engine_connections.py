@@ -116,14 +116,24 @@ _CONN_ID_KEY = _pn_bytes("qd.conn-id")
 _CAPABILITIES = (_pn_bytes(ANONYMOUS_RELAY), _pn_bytes(STREAMING_LINKS))
 
 
-def _put_capabilities(data: Any) -> None:
-    """ANONYMOUS-RELAY and qd.streaming-links as an array of symbols (offered and desired)."""
-    lib.pn_data_clear(data)
+def _capabilities_tree() -> Any:
+    """ANONYMOUS-RELAY and qd.streaming-links as an array of symbols, in a data tree of its
+    own (made once; never freed)."""
+    data = lib.pn_data(0)
     lib.pn_data_put_array(data, False, lib.PN_SYMBOL)
     lib.pn_data_enter(data)
     for cap in _CAPABILITIES:
         lib.pn_data_put_symbol(data, cap)
     lib.pn_data_exit(data)
+    return data
+
+
+_CAPABILITIES_TREE = _capabilities_tree()
+
+
+def _put_capabilities(data: Any) -> None:
+    """The capabilities (offered and desired) of every open: a copy of the tree made once."""
+    lib.pn_data_copy(data, _CAPABILITIES_TREE)
 
 
 def drop_connection(self, conn: Connection) -> None:

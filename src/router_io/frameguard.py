@@ -92,13 +92,16 @@ def frame_header(buf, pos: int) -> tuple:
 class SaslGuard:
     """Checks a client's bytes up to the end of its SASL exchange (see the module doc)."""
 
-    __slots__ = ("_buf", "_state", "max_frame", "frames")
+    __slots__ = ("_buf", "_state", "max_frame", "frames", "sasl_ends")
 
     def __init__(self, max_frame: int = MAX_SASL_FRAME) -> None:
         self._buf = bytearray()
         self._state = _HEADER
         self.max_frame = max_frame
         self.frames = 0  # SASL frames let through
+        # where each SASL frame the last feed() let through ends in the bytes it returned
+        # (the caller checks the exchange's outcome there)
+        self.sasl_ends: list = []
 
     @property
     def done(self) -> bool:
@@ -115,6 +118,7 @@ class SaslGuard:
         buf += data
         pos = 0
         end = len(buf)
+        ends = self.sasl_ends = []
         while self._state != _DONE:
             if self._state == _HEADER or (self._state == _RESPONSES
                                           and buf[pos:pos + 4] == b"AMQP"[:end - pos]):
@@ -138,6 +142,7 @@ class SaslGuard:
                 break
             self._frame(buf, pos + doff * 4, pos + size)
             pos += size
+            ends.append(pos)
         if self._state == _DONE:
             out = bytes(buf)
             self._buf = bytearray()

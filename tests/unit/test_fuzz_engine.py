@@ -115,6 +115,21 @@ def test_guard_is_done_at_the_first_amqp_frame_after_sasl():
     assert guard.done
 
 
+def test_guard_says_where_each_sasl_frame_ends():
+    # the engine pushes up to each SASL frame's end, checks the outcome, and after a
+    # successful one pushes the rest (AMQP header, open, begin) in one piece
+    units = STREAMS["anonymous"]
+    guard = frameguard.SaslGuard()
+    out = guard.feed(b"".join(units))
+    assert guard.done and bytes(out) == b"".join(units)
+    assert guard.sasl_ends == [len(units[0]) + len(units[1])]  # after the sasl-init
+    guard = frameguard.SaslGuard()
+    assert guard.feed(units[0] + units[1][:5]) == units[0]  # the init not whole yet
+    assert guard.sasl_ends == []
+    assert guard.feed(units[1][5:]) == units[1]  # (offsets in what this feed returned)
+    assert guard.sasl_ends == [len(units[1])]
+
+
 @pytest.mark.parametrize("data,condition", [
     (fuzz.KNOWN_BAD["sasl-response-first"], frameguard.NOT_ALLOWED),
     (fuzz.KNOWN_BAD["sasl-outcome-from-client"], frameguard.NOT_ALLOWED),
