@@ -139,7 +139,7 @@ def _known_routes(router) -> set:
 def test_sender_detached_mid_delivery_across_two_routers(router_factory, tmp_path, kind):
     """client ── A ── B ── broker: the same, the routed pair crossing two routers."""
     import time  # noqa: PLC0415
-    from test_mixed_1x import MixedNet  # noqa: PLC0415
+    from test_mixed_1x import MixedNet, converged  # noqa: PLC0415
     broker_port = free_port()
     net = MixedNet(router_factory, tmp_path)
     broker = None
@@ -149,6 +149,9 @@ def test_sender_detached_mid_delivery_across_two_routers(router_factory, tmp_pat
         broker = bigmsg.Peer(broker_port, "broker")
         bigmsg.pump([broker], lambda: broker.conn.state & proton.Endpoint.REMOTE_ACTIVE, 10)
         a = add("A", connect_to=(("B", 1),))
+        # A routes toward B once it has a path to B, which can come a tick after the
+        # addresses B announced (the path is computed on the tick after the link state)
+        converged(net, "AB")
         deadline = time.monotonic() + TIMEOUT
         while not {"Clr", "Dlr"} <= _known_routes(a):
             assert time.monotonic() < deadline, "A did not learn B's link routes"
