@@ -46,6 +46,7 @@ STATS_MODULES = ("DEFAULT", "ERROR", "PYTHON", "MESSAGE", "MAIN", "AGENT", "POLI
                  "SERVER", "ROUTER_LS", "AUTHSERVICE", "CONN_MGR", "HTTP", "ROUTER",
                  "ROUTER_HELLO", "ROUTER_CORE", "CONTAINER", "ROUTER_MA", "DISPLAYNAME")
 LEVEL_INDEX = {level: index for index, level in enumerate(LEVELS)}
+_WRITE_AT_ONCE = LEVEL_INDEX["warning"]  # held lines (RouterLog.hold_lines) are below this
 # functions that only pass a line on to RouterLog.log: the line's source is their caller
 WRAPPERS = {"<lambda>", "_log_server", "_log_http", "_log", "log_line"}
 _THIS_FILE = os.path.normcase(__file__)
@@ -362,12 +363,16 @@ class RouterLog:
             line_text = format_line(module, level, text, timestamp=settings.timestamp,
                                     source=source_text, now=now) + out.terminator
             held = self._held
-            if held is not None:  # a process loop's pass: written at its end (flush)
+            if held is not None and LEVEL_INDEX[level] < _WRITE_AT_ONCE:
+                # a process loop's pass: written at its end (flush); a warning or worse goes
+                # at once, after what is held (a process that dies next leaves its cause)
                 lines = held.get(out)
                 if lines is None:
                     lines = held[out] = []
                 lines.append(line_text)
                 return
+            if held:
+                self.flush()
             _write(out, line_text)
             return
         record = _Record(module, LEVEL_NUMBERS[level], path, number, text, now)
@@ -377,10 +382,11 @@ class RouterLog:
         out.handle(record)
 
     def hold_lines(self) -> None:
-        """From now on, lines for streams (files, stderr, stdout) are kept until
-        :meth:`flush`: a process loop calls it at the end of every pass, so the lines of a
-        pass (a line per connection opened, thousands a second) leave in one write, before
-        the process waits again. Lines of other outputs (syslog) are not held."""
+        """From now on, lines for streams (files, stderr, stdout) below warning are kept until
+        :meth:`flush`: a process loop calls it before a pass's effects leave and at its end,
+        so the lines of a pass (a line per connection opened, thousands a second) leave in
+        one write. A warning or worse is written at once, after the lines held before it.
+        Lines of other outputs (syslog) are not held."""
         if self._held is None:
             self._held = {}
 

@@ -236,8 +236,8 @@ class CoreProcess:
             if core.policy_counts.logs:  # the router-wide policy decisions (policycount.py)
                 for level, text in core.policy_counts.take_logs():
                     self.log.log("POLICY", level, text)
+            self.log.flush()  # the pass's lines are written before its effects leave
             self.flush()
-            self.log.flush()
 
     def flush(self) -> None:
         for peer, effects in self.core.take_effects().items():

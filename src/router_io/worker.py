@@ -241,6 +241,9 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin, HandshakeMixin, ConfigMixin)
         except Exception as exc:  # noqa: BLE001 - the worker and its other connections go on
             self._log_server("error", "internal error processing events: "
                              + "".join(traceback.format_exception(exc)).rstrip())
+        # the lines of what was accepted and processed are written before its effects leave
+        # (the core's commands, the peers' bytes)
+        self.log_sink.flush()
         commands = engine.take_commands()
         if commands:
             zmqcalls.send(self.core, ipc.encode_frame(self.index, commands))

@@ -113,3 +113,15 @@ def test_held_lines_leave_in_one_write_at_flush(tmp_path, monkeypatch):
         f"[C{i}] Accepted connection" for i in range(20)]
     log.flush()  # nothing held: nothing written
     assert len(writes) == 1
+
+
+def test_a_warning_is_written_at_once_after_the_held_lines(tmp_path):
+    # a process that dies right after a warning or an error leaves it in the file, in order
+    path = tmp_path / "r.log"
+    log = RouterLog([{"module": "DEFAULT", "outputFile": str(path)}])
+    log.hold_lines()
+    log.log("SERVER", "info", "[C1] Accepted connection")
+    assert path.read_text() == ""
+    log.log("SERVER", "error", "internal error")
+    assert [LINE.match(x).group(3) for x in path.read_text().splitlines()] == [
+        "[C1] Accepted connection", "internal error"]
