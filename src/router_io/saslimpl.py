@@ -25,13 +25,11 @@ import cproton_ffi
 from cproton_ffi import ffi, lib
 
 from common import security
+from router_io.sasl_frames import AMQP_HEADER, SASL_HEADER, encode_init
 
-# An ANONYMOUS client's first bytes: the SASL header, sasl-init (mechanism ANONYMOUS, an empty
+# An ANONYMOUS client's bytes after the SASL header: sasl-init (mechanism ANONYMOUS, an empty
 # initial response) and the AMQP header
-_CLIENT = (b"AMQP\x03\x01\x00\x00"
-           b"\x00\x00\x00\x1b\x02\x01\x00\x00"                    # frame: 27 bytes, SASL type
-           b"\x00\x53\x41\xc0\x0e\x02\xa3\x09ANONYMOUS\xa0\x00"  # sasl-init [ANONYMOUS, b""]
-           b"AMQP\x00\x01\x00\x00")
+_CLIENT_REST = encode_init("ANONYMOUS", b"", None) + AMQP_HEADER
 
 _builtin: dict = {}  # server settings -> whether the built-in implementation serves them
 # id(listener settings) -> (those settings, sasl_config, server settings, built-in?): a
@@ -121,7 +119,7 @@ def _exchange(server: tuple, builtin: bool) -> tuple:
     apply(t_ptr, sasl, server)
     lib.pn_transport_bind(t_ptr, c_ptr)
     answers = []
-    for part in (_CLIENT[:8], _CLIENT[8:]):  # the header alone: what the server offers
+    for part in (SASL_HEADER, _CLIENT_REST):  # the header alone: what the server offers
         lib.pn_transport_push(t_ptr, part, len(part))
         out = b""
         while True:

@@ -58,11 +58,14 @@ class SocketPoller:
                 self._epoll.unregister(fd)
             except OSError:
                 pass
-        self._epoll.register(fd, _epoll_mask(mask))
-        self._fd_of[id(target)] = fd
-        self._by_fd[fd] = target
+        self._add(target, fd, _epoll_mask(mask))
 
     modify = register
+
+    def _add(self, target: Any, fd: int, emask: int) -> None:
+        self._epoll.register(fd, emask)
+        self._fd_of[id(target)] = fd
+        self._by_fd[fd] = target
 
     def register_socket(self, sock: Any) -> None:
         """A new plain socket, polled for input (the worker's accept: register's checks for
@@ -71,9 +74,7 @@ class SocketPoller:
         if fd in self._by_fd:
             self.register(sock, _IN)
             return
-        self._epoll.register(fd, _EPOLL_IN)
-        self._fd_of[id(sock)] = fd
-        self._by_fd[fd] = sock
+        self._add(sock, fd, _EPOLL_IN)
 
     def unregister(self, target: Any) -> None:
         if isinstance(target, zmq.Socket):
