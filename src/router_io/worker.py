@@ -177,6 +177,9 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin, HandshakeMixin, ConfigMixin)
         return True
 
     def _add_listener(self, sock, settings: dict) -> None:
+        # TCP_NODELAY on the listening socket: Linux gives it to every socket accepted from
+        # it, so _accept makes no setsockopt call a connection
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.listeners[sock.fileno()] = (sock, settings)
         self.poller.register(sock, POLLIN)
 
@@ -318,8 +321,7 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin, HandshakeMixin, ConfigMixin)
                 self._log_server("error", f"accept failed: {exc}")
                 return
             sock = socket.socket(family, socket.SOCK_STREAM, 0, fileno=new_fd)
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setblocking(False)  # (TCP_NODELAY: from the listener, _add_listener)
             host = f"{addr[0]}:{addr[1]}"
             if http:
                 self._http_accept(sock, settings, host)
