@@ -5,8 +5,8 @@ ROUTER_ONLY_EXT=router_core._core builds just that one;
 ROUTER_FORCE_REBUILD=1 recompiles even if Cython thinks nothing changed (e.g. after editing a .pxd).
 Generated C goes to build/, never into src/.
 
-router_core._core and router_io._engine are compiled from their pure-Python references themselves
-(Cython's pure-Python mode). The core's parts (CORE_PARTS, src/router_core/{records,...,core}.py)
+router_core._core, router_io._engine and router_io._frameguard are compiled from their pure-Python
+references themselves (Cython's pure-Python mode; the guard is src/router_io/frameguard.py alone). The core's parts (CORE_PARTS, src/router_core/{records,...,core}.py)
 are concatenated, in that order and without the imports between them (the block each part marks
 ``core parts``), into build/cython_src/router_core/_core.py; the worker engine's parts
 (ENGINE_PARTS, src/router_io/{engine_proton,...,engine}.py) the same way, without their
@@ -32,6 +32,7 @@ EXTENSIONS = {
     "router_core._pathcomp": "cython/_pathcomp.pyx",  # reference: router_core/pathcomp.py
     "common._ipccodec": "cython/_ipccodec.pyx",  # reference: common/ipccodec.py
     "common._zmqopt": "cython/_zmqopt.pyx",  # reference: common/zmqopt.py
+    "router_io._frameguard": f"{GENERATED}/router_io/_frameguard.py",  # = frameguard.py + .pxd
 }
 # The parts of the router core, in dependency order (see src/router_core/core.py).
 CORE_PARTS = ["records", "addrkeys", "settlement", "streaming", "transfer", "streamlinks", "relay",
@@ -57,6 +58,8 @@ PURE_MODE_SOURCES = {
     f"{GENERATED}/router_core/__init__.py": None,  # makes the module name router_core._core
     f"{GENERATED}/router_io/_engine.py": [f"src/router_io/{part}.py" for part in ENGINE_PARTS],
     f"{GENERATED}/router_io/_engine.pxd": "cython/_engine.pxd",
+    f"{GENERATED}/router_io/_frameguard.py": "src/router_io/frameguard.py",
+    f"{GENERATED}/router_io/_frameguard.pxd": "cython/_frameguard.pxd",
     f"{GENERATED}/router_io/__init__.py": None,
 }
 
@@ -109,6 +112,9 @@ EXTRA_DIRECTIVES = {
     # Plain Python semantics for its indexing (x[-1] on a list): it is mostly cffi-based code.
     "router_io._engine": {"annotation_typing": False, "auto_pickle": False,
                           "boundscheck": True, "wraparound": True},
+    # A peer's first bytes: every index checked, whatever the code's own length checks say.
+    "router_io._frameguard": {"annotation_typing": False, "auto_pickle": False,
+                              "boundscheck": True, "wraparound": True},
 }
 
 

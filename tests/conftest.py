@@ -228,7 +228,7 @@ def engine_build(engine_cls, monkeypatch):
 
 COMPILED_MODULES = ("router_core._core", "router_core._addrmatch", "router_core._pathcomp",
                     "common._amqpscan", "router_io._engine", "common._ipccodec",
-                    "common._zmqopt")
+                    "common._zmqopt", "router_io._frameguard")
 
 
 def pytest_sessionstart(session):

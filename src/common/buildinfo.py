@@ -25,7 +25,7 @@ DISTRIBUTION = "qdrouter-py"
 COMPILED = (("router_core._core", "core"), ("router_core._pathcomp", "route computation"),
             ("router_core._addrmatch", "address matcher"), ("router_io._engine", "engine"),
             ("common._amqpscan", "AMQP scanner"), ("common._ipccodec", "IPC codec"),
-            ("common._zmqopt", "ZeroMQ options"))
+            ("common._zmqopt", "ZeroMQ options"), ("router_io._frameguard", "SASL guard"))
 _CHECKOUT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -17,7 +17,8 @@ from cproton_ffi import ffi, lib
 
 from common import msglog, security
 from common import policy as vpolicy
-from router_io import frameguard, saslimpl
+from router_io import saslimpl
+from router_io.frameguard_select import guard as frameguard  # (compiled when built)
 # --- engine parts (the compiled build is one module: setup.py drops these imports) ---
 from router_io.engine_proton import (
     INTER_ROUTER, INTERNAL_ERROR, OUT_BUDGET, PN_NULL, PN_SASL_OK, _condition_text, _key,

@@ -89,6 +89,27 @@ def frame_header(buf, pos: int) -> tuple:
     return size, doff, ftype
 
 
+def _u32(buf: bytearray, pos: int) -> int:
+    """The big-endian 32-bit unsigned integer at ``pos`` (the caller has checked it is there)."""
+    return (buf[pos] << 24) | (buf[pos + 1] << 16) | (buf[pos + 2] << 8) | buf[pos + 3]
+
+
+def _is_at(buf: bytearray, pos: int, header: bytes) -> bool:
+    """Whether the 8 bytes at ``pos`` (there) are ``header``."""
+    for i in range(HEADER_SIZE):
+        if buf[pos + i] != header[i]:
+            return False
+    return True
+
+
+def _amqp_next(buf: bytearray, pos: int, end: int) -> bool:
+    """Whether what is left from ``pos`` (up to 4 bytes of it) begins a protocol header."""
+    for i in range(min(end - pos, 4)):
+        if buf[pos + i] != b"AMQP"[i]:
+            return False
+    return True
+
+
 class SaslGuard:
     """Checks a client's bytes up to the end of its SASL exchange (see the module doc)."""
 
@@ -121,14 +142,18 @@ class SaslGuard:
         ends = self.sasl_ends = []
         while self._state != _DONE:
             if self._state == _HEADER or (self._state == _RESPONSES
-                                          and buf[pos:pos + 4] == b"AMQP"[:end - pos]):
+                                          and _amqp_next(buf, pos, end)):
                 if end - pos < HEADER_SIZE:
                     break
                 pos = self._header(buf, pos)
                 continue
             if end - pos < FRAME_HEADER_SIZE:
                 break
-            size, doff, ftype = frame_header(buf, pos)
+            size = _u32(buf, pos)
+            doff = buf[pos + 4]
+            if doff < 2 or size < doff * 4:
+                frame_header(buf, pos)  # (raises, with the text the header deserves)
+            ftype = buf[pos + 5]
             if self._state == _AMQP:
                 if ftype != AMQP_FRAME:
                     raise FrameError(FRAMING_ERROR, f"frame of type {ftype} after SASL")
@@ -152,14 +177,14 @@ class SaslGuard:
         return out
 
     def _header(self, buf: bytearray, pos: int) -> int:
-        header = bytes(buf[pos:pos + HEADER_SIZE])
         if self._state == _HEADER:
             # Only SASL is inspected; any other header (AMQP, TLS, garbage) is proton's to
             # answer or refuse, and it does so without crashing.
-            self._state = _INIT if header == SASL_HEADER else _DONE
-        elif header == AMQP_HEADER:
+            self._state = _INIT if _is_at(buf, pos, SASL_HEADER) else _DONE
+        elif _is_at(buf, pos, AMQP_HEADER):
             self._state = _AMQP  # the client is done with SASL: AMQP frames from here on
         else:
+            header = bytes(buf[pos:pos + HEADER_SIZE])
             raise FrameError(FRAMING_ERROR, f"unexpected protocol header {header!r} after SASL")
         return pos + HEADER_SIZE
 
@@ -199,7 +224,7 @@ def _check_init(buf: bytearray, pos: int, end: int) -> None:
         first, count = pos + 3, buf[pos + 2] if pos + 3 <= end else 0
     elif code == 0xd0:
         first = pos + 9
-        count = int.from_bytes(buf[pos + 5:pos + 9], "big") if first <= end else 0
+        count = _u32(buf, pos + 5) if first <= end else 0
     else:
         count = first = 0
     if count < 1 or first >= end or buf[first] not in (0xa3, 0xb3):

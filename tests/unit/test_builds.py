@@ -55,6 +55,8 @@ SELECTORS = [
     ("from common import ipc", "type(ipc._CODEC).__module__", "common._ipccodec",
      "common.ipccodec"),
     ("from common import zmqcalls", "zmqcalls._OPT.__name__", "common._zmqopt", "common.zmqopt"),
+    ("from router_io import frameguard_select", "frameguard_select.guard.__name__",
+     "router_io._frameguard", "router_io.frameguard"),
 ]
 SRC = Path(__file__).resolve().parents[2] / "src"
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import memrouter
 from common import ipc
 from router_io import engine as engine_py
-from router_io import frameguard
+from router_io import frameguard, frameguard_select
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "fuzz_front_door.py"
 _spec = importlib.util.spec_from_file_location("bench_fuzz_front_door", _PATH)
@@ -92,10 +92,20 @@ class Harness:
 
 
 # --- the SASL guard on its own -----------------------------------------------------------------
+# (each build: the reference frameguard.py and router_io._frameguard, compiled from it)
+@pytest.fixture(params=["python", "cython"])
+def guard_mod(request):
+    if request.param == "python":
+        return frameguard
+    if frameguard_select.IMPLEMENTATION != "cython":  # conftest stops the run here under
+        pytest.skip("router_io._frameguard is not built")  # ROUTER_REQUIRE_EXTENSIONS
+    return frameguard_select.guard
+
+
 @pytest.mark.parametrize("name", sorted(STREAMS))
-def test_guard_passes_real_client_streams_unchanged_byte_by_byte(name):
+def test_guard_passes_real_client_streams_unchanged_byte_by_byte(name, guard_mod):
     data = b"".join(STREAMS[name])
-    guard = frameguard.SaslGuard()
+    guard = guard_mod.SaslGuard()
     out = bytearray()
     for i in range(len(data)):
         out += guard.feed(data[i:i + 1])
@@ -106,24 +116,24 @@ def test_guard_passes_real_client_streams_unchanged_byte_by_byte(name):
     assert bytes(out) == data
 
 
-def test_guard_is_done_at_the_first_amqp_frame_after_sasl():
+def test_guard_is_done_at_the_first_amqp_frame_after_sasl(guard_mod):
     units = STREAMS["anonymous"]
-    guard = frameguard.SaslGuard()
+    guard = guard_mod.SaslGuard()
     assert guard.feed(b"".join(units[:3])) == b"".join(units[:3])  # header, init, AMQP header
     assert not guard.done
     guard.feed(units[3][:8])  # the open's frame header
     assert guard.done
 
 
-def test_guard_says_where_each_sasl_frame_ends():
+def test_guard_says_where_each_sasl_frame_ends(guard_mod):
     # the engine pushes up to each SASL frame's end, checks the outcome, and after a
     # successful one pushes the rest (AMQP header, open, begin) in one piece
     units = STREAMS["anonymous"]
-    guard = frameguard.SaslGuard()
+    guard = guard_mod.SaslGuard()
     out = guard.feed(b"".join(units))
     assert guard.done and bytes(out) == b"".join(units)
     assert guard.sasl_ends == [len(units[0]) + len(units[1])]  # after the sasl-init
-    guard = frameguard.SaslGuard()
+    guard = guard_mod.SaslGuard()
     assert guard.feed(units[0] + units[1][:5]) == units[0]  # the init not whole yet
     assert guard.sasl_ends == []
     assert guard.feed(units[1][5:]) == units[1]  # (offsets in what this feed returned)
@@ -140,40 +150,40 @@ def test_guard_says_where_each_sasl_frame_ends():
     (fuzz.KNOWN_BAD["frame-size-huge"], frameguard.FRAMING_ERROR),
     (fuzz.KNOWN_BAD["doff-zero"], frameguard.FRAMING_ERROR),
 ])
-def test_guard_refuses_what_a_server_must_not_receive(data, condition):
-    guard = frameguard.SaslGuard()
-    with pytest.raises(frameguard.FrameError) as info:
+def test_guard_refuses_what_a_server_must_not_receive(data, condition, guard_mod):
+    guard = guard_mod.SaslGuard()
+    with pytest.raises(guard_mod.FrameError) as info:
         for i in range(len(data)):
             guard.feed(data[i:i + 1])
     assert info.value.condition == condition
 
 
-def test_the_31_bytes_of_issue_9_never_reach_proton():
+def test_the_31_bytes_of_issue_9_never_reach_proton(guard_mod):
     data = fuzz.KNOWN_BAD["sasl-response-first"]
     assert len(data) == 31 and data.startswith(b"AMQP\x03\x01\x00\x00")
-    guard = frameguard.SaslGuard()
+    guard = guard_mod.SaslGuard()
     assert guard.feed(data[:8]) == data[:8]  # the SASL header itself is fine
-    with pytest.raises(frameguard.FrameError, match="sasl-response before sasl-init"):
+    with pytest.raises(guard_mod.FrameError, match="sasl-response before sasl-init"):
         guard.feed(data[8:])
 
 
-def test_guard_passes_other_headers_to_proton():
+def test_guard_passes_other_headers_to_proton(guard_mod):
     for header in (fuzz.AMQP_HEADER, b"AMQP\x02\x01\x00\x00", b"GET / HT"):
-        guard = frameguard.SaslGuard()
+        guard = guard_mod.SaslGuard()
         assert guard.feed(header + b"rest") == header + b"rest"
         assert guard.done
 
 
 @given(st.binary(max_size=200), st.integers(1, 16))
 @FUZZ
-def test_guard_never_raises_anything_but_frame_error(data, step):
-    guard = frameguard.SaslGuard()
+def test_guard_never_raises_anything_but_frame_error(guard_mod, data, step):
+    guard = guard_mod.SaslGuard()
     passed = bytearray()
     try:
         for i in range(0, len(data), step):
             passed += guard.feed(fuzz.SASL_HEADER + data[i:i + step] if i == 0 else
                                  data[i:i + step])
-    except frameguard.FrameError as exc:
+    except guard_mod.FrameError as exc:
         assert exc.condition.startswith("amqp:")
     assert len(passed) <= len(data) + 8
 
