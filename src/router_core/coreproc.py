@@ -118,6 +118,7 @@ class CoreProcess:
         if not self.core.log_info:
             self.core.info_logs = []
         self.trace_actions = self.log.enabled("ROUTER_CORE", "trace")
+        self.core.policy_counts.trace = self.log.enabled("POLICY", "trace")
 
     def _trace(self, commands: list) -> None:
         for cmd in commands:

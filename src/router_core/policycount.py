@@ -52,6 +52,9 @@ class PolicyCounts:
         self.vhosts: dict = {}    # name -> VhostStats
         self.conns: dict = {}     # conn id -> (vhost name or None, user, host, conn name)
         self.logs: list = []      # (level, text) for the core process's POLICY log
+        # whether POLICY trace is on (the core process sets it when the levels change): the
+        # ALLOW line of every connection is made only then
+        self.trace = True
 
     def _stats(self, name: str) -> VhostStats:
         stats = self.vhosts.get(name)
@@ -94,8 +97,9 @@ class PolicyCounts:
             stats.per_user.setdefault(user, []).append(host)
             stats.per_host.setdefault(rhost, []).append(host)
         self.current += 1
-        self.logs.append(("trace", f"ALLOW Connection '{rhost}' based on global connection "
-                                   f"count. nConnections= {self.current}"))
+        if self.trace:
+            self.logs.append(("trace", f"ALLOW Connection '{rhost}' based on global connection "
+                                       f"count. nConnections= {self.current}"))
         self.conns[conn_id] = (vhost, user, rhost, host)
         return None
 

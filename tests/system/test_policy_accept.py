@@ -94,3 +94,21 @@ def test_excess_connection_is_closed_at_accept(router):
             second.close()
         except Exception:  # noqa: BLE001
             pass
+
+
+@pytest.mark.parametrize("kind", ["ours", "1.x"])
+def test_an_accepted_connection_has_its_allow_line_under_policy_trace(router_of_kind, kind):
+    """1.19 writes a trace line for every connection the global count admits; ours writes it
+    when POLICY trace is on (and, being a trace line, makes it only then)."""
+    r = router_of_kind(kind, POLICY + """
+    log {
+        module: POLICY
+        enable: trace+
+    }
+    """)
+    conn = BlockingConnection(f"amqp://127.0.0.1:{r.port}", timeout=TIMEOUT)
+    try:
+        r.proc.wait_for_line("ALLOW Connection '127.0.0.1' based on global connection count. "
+                             "nConnections= 1", timeout=TIMEOUT)
+    finally:
+        conn.close()

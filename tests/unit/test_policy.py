@@ -292,3 +292,16 @@ def test_close_line_reports_the_vhosts_denials_from_every_worker():
         ("debug", "[C8] Connection '127.0.0.1:4568' closed with resources n_sessions=0, "
                   "n_senders=0, n_receivers=0, sessions_denied=0, senders_denied=0, "
                   "receivers_denied=0, max_message_size_denied:0, nConnections= 2.")]
+
+
+def test_the_allow_line_is_made_only_while_policy_trace_is_on():
+    """1.19's 'ALLOW Connection' line is a trace line: with POLICY trace off (the core sets
+    ``trace`` when the levels change) an admitted connection makes no line at all."""
+    counts = PolicyCounts()
+    counts.trace = False
+    assert counts.admit(1, "h:1", [9, None, "u", "10.0.0.1", 0, 0, 0]) is None
+    assert counts.take_logs() == []
+    counts.trace = True
+    assert counts.admit(2, "h:2", [9, None, "u", "10.0.0.2", 0, 0, 0]) is None
+    assert counts.take_logs() == [("trace", "ALLOW Connection '10.0.0.2' based on global "
+                                            "connection count. nConnections= 2")]
