@@ -38,7 +38,7 @@ import zmq
 from common import ipc, listenfds, zmqcalls
 from common.log import RouterLog
 from common.procutil import (SignalWake, child_start, core_endpoint, run_profiled, status_socket,
-                             steady_gc, watch_sigterm)
+                             presize_fd_table, steady_gc, watch_sigterm)
 from router_io.engine_select import get_engine_class
 from router_io.connectors import Connector, ConnectorsMixin
 from router_io.conncount import SharedConnectionCount
@@ -567,6 +567,9 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin, HandshakeMixin, ConfigMixin)
 
 def main(argv: Optional[list] = None) -> int:
     args, spec = child_start("qdrouterd-worker", argv)
+    # accept4 never waits for the descriptor table to grow (procutil.py); grown here, before
+    # ZeroMQ's threads exist, it does not even wait for the RCU grace period once
+    presize_fd_table()
     worker = Worker(spec, args.index, args.peers, args.ipc, args.generation)
     worker.wake = watch_sigterm(worker.stop)  # SIGTERM ends the poll at once
     worker.poller.register(worker.wake.sock, POLLIN)

@@ -210,3 +210,17 @@ def test_a_child_module_that_cannot_be_imported_stops_the_start(tmp_path):
     assert done.returncode == 1
     assert ("SERVER (critical) Router start-up failed: cannot load the router's modules: "
             "ImportError: broken here") in done.stdout + done.stderr
+
+
+def test_the_worker_has_its_descriptor_table_grown_before_it_takes_connections(router_factory):
+    """(procutil.presize_fd_table) FDSize, the kernel's table size, is the descriptor limit
+    (at most FD_TABLE_CAP) once the router is ready: no accept4 waits for it to double."""
+    import resource
+
+    from common.procutil import FD_TABLE_CAP
+    router = router_factory()
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    want = min(soft, FD_TABLE_CAP)
+    worker = _children(router)["router_io.worker"]
+    assert int(_status(worker)["FDSize"]) >= want > 64
+    assert int(_status(_children(router)["router_core.coreproc"])["FDSize"]) < want
