@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from proton import Message
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from proton import Message, symbol
 
 from agent.management.entities import View
 from agent.management.operations import execute
@@ -442,3 +444,22 @@ def test_types_described_for_1x_tools_are_not_config_sections(section):
     with pytest.raises(ConfigError) as err:
         parse_config(text)
     assert "unknown section" in str(err.value)
+
+
+# every reply's body is encoded by protocol.encode_value (proton encodes the other sections):
+# the bytes are proton's own wherever proton can encode the message
+_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-(2 ** 63), 2 ** 63 - 1),
+                  st.floats(allow_nan=False), st.text(max_size=300),
+                  st.binary(max_size=300),
+                  st.sampled_from([symbol(""), symbol("product"), symbol("s" * 300)]))
+_BODY = st.recursive(_LEAF, lambda inner: st.one_of(
+    st.lists(inner, max_size=6), st.dictionaries(st.text(max_size=12), inner, max_size=6)),
+    max_leaves=40)
+
+
+@given(_BODY, st.one_of(st.integers(0, 2 ** 63 - 1), st.text(max_size=40)))
+@settings(max_examples=300, deadline=None, derandomize=True)
+def test_a_reply_is_the_bytes_proton_writes_for_it(body, correlation_id):
+    from agent.management.protocol import encode_message, response
+    msg = response("amqp:/_topo/0/R/temp.x", correlation_id, 200, None, body)
+    assert encode_message(msg) == msg.encode()
