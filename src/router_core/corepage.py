@@ -13,9 +13,9 @@ agent's scoped CoreQuery forms (``what``):
 ``counts``: the router's own entity (``router``) only, with the numbers of visible entities.
 
 Every answer has the snapshot's shape (``router``, ``connections``, ``links``, ``addresses``)
-plus ``scope`` (what it holds) and always carries the internal connections and their links
-(a handful: the agent's own), so the agent's View filters and adjusts rows (in-process
-consumers of an address) as it does for a full snapshot.
+plus ``scope`` (what it holds) and always carries the internal connections (the agent's own:
+its View hides them and their links as it does in a full snapshot), and for addresses their
+links too (an address's in-process consumers are counted from them).
 
 The order is the core's dictionaries' (insertion order). A page at offset 0 walks from the
 start; a later page walks a list of the visible keys taken at the listing's second page (one
@@ -180,16 +180,19 @@ class Pager:
         return self._render(kind, [rec], None) if rec is not None else []
 
     # --- answers ------------------------------------------------------------------------------
-    def internal(self) -> tuple[list, list]:
-        """The internal connections' rows and their links' rows (the agent hides them)."""
+    def internal(self, links: bool = True) -> tuple[list, list]:
+        """The internal connections' rows and, with ``links``, their links' rows (the agent
+        hides them; it counts an address's in-process consumers from the links)."""
         conns = list(self.core.internal_conns.values())
-        links = [link for c in conns for link in c.links.values()]
-        return (self._render("connection", conns, None), self._render("router.link", links, None))
+        rows = [link for c in conns for link in c.links.values()] if links else []
+        return (self._render("connection", conns, None), self._render("router.link", rows, None))
 
     def answer(self, query: tuple, router: dict) -> dict:
         """The scoped state for a parsed ``query`` (see :func:`parse`); ``router``: the
         snapshot's router section."""
-        conns, links = self.internal() if query[0] != "counts" else ([], [])
+        # (the agent reads the internal links only for addresses: their in-process consumers)
+        conns, links = (self.internal(query[1] == "router.address") if query[0] != "counts"
+                        else ([], []))
         state = {"router": router, "connections": conns, "links": links, "addresses": [],
                  "scope": list(query)}
         if query[0] == "counts":

@@ -139,9 +139,10 @@ def test_a_read_touches_the_same_few_records_with_10_or_3000_entities(core_cls):
                        touched(pager, "page router.address 0 1"),
                        touched(pager, "counts")))
     assert counts[0] == counts[1]
-    # the one record (visited, then rendered), the agent's connection (skipped) and its
-    # connection and link, which every answer carries
-    assert max(counts[1]) <= 6, counts
+    # the one record (rendered; a page visits it first and skips the agent's connection) and
+    # the agent's connection, which every answer carries; its link only in an address's
+    # answer (the agent counts an address's in-process consumers from it)
+    assert counts[1] == (2, 2, 3, 4, 4, 0), counts
 
 
 def test_a_listing_in_pages_touches_each_record_a_bounded_number_of_times(big):
