@@ -19,7 +19,7 @@ import msgpack
 import zmq
 
 from agent.httpserver import MetricsService
-from agent.interior import INPUT_TYPES as ROUTING_INPUTS, InteriorRouting
+from agent.interior import INPUT_TYPES as ROUTING_INPUTS, InteriorRouting, is_journal, replay
 from agent.management.agent import ManagementAgent
 from agent.reload import ReloadApplier
 from agent.routing import Log
@@ -161,10 +161,16 @@ class ControlPlane:
             if state is not None and self.routing_state_path is not None:
                 self._save_routing_state(state)
 
-    def _save_routing_state(self, state: dict) -> None:
+    def _save_routing_state(self, record: dict) -> None:
+        """The whole state replaces the file (a new file moved over it); a journal record is
+        appended to it (interior.py: what changed since the last record)."""
         path = self.routing_state_path
         try:
-            data = msgpack.packb(state, use_bin_type=True)
+            data = msgpack.packb(record, use_bin_type=True)
+            if is_journal(record):
+                with open(path, "ab") as f:
+                    f.write(data)
+                return
             with open(path + ".tmp", "wb") as f:
                 f.write(data)
             os.replace(path + ".tmp", path)
@@ -178,7 +184,15 @@ class ControlPlane:
             return
         try:
             with open(path, "rb") as f:
-                state = msgpack.unpackb(f.read(), raw=False, strict_map_key=False)
+                unpacker = msgpack.Unpacker(f, raw=False, strict_map_key=False,
+                                            max_buffer_size=0)
+                records = []
+                try:
+                    for record in unpacker:
+                        records.append(record)
+                except msgpack.OutOfData:
+                    pass  # a record cut short by a stop while it was appended: never sent on
+            state = replay(records)
         except (OSError, ValueError, msgpack.UnpackException) as exc:
             self.log.log("ROUTER", "warning", f"routing state not restored: {exc}")
             return

@@ -35,14 +35,20 @@ the worker adds ``x-opt-qd.ingress``/``trace``): properties ``{to}``, applicatio
 (a *symbol* key for MAU/MAR, which proton's ``Message`` would refuse, hence :class:`proton.Data`),
 and an amqp-value body holding the map exactly as :func:`messages.encode` typed it.
 
-Resume after an agent restart: :meth:`InteriorRouting.state_to_save` hands the caller the engine's
-snapshot when it is worth saving (at once after my ``ls_seq`` or ``mobile_seq`` changed or the core
-was told a topology report or remote address, else at most every :data:`SAVE_INTERVAL` seconds,
-never the same twice), so the saved state is never behind what the core or the other routers were
-told once the caller saves before it flushes its outbox. A new agent of the same router calls
-:meth:`InteriorRouting.restore_state` before any input; what it must tell the core (the restored
-remote addresses, again) goes out at its first :meth:`poll`, after its PeerHello. The caller does
-the file I/O (``agent/controlplane.py``).
+Resume after an agent restart: :meth:`InteriorRouting.state_to_save` hands the caller a record
+of the engine's state when it is worth saving (at once after my ``ls_seq`` or ``mobile_seq``
+changed or the core was told a topology report or remote address, else at most every
+:data:`SAVE_INTERVAL` seconds, never the same twice), so the saved state is never behind what the
+core or the other routers were told once the caller saves before it flushes its outbox. A record
+is the whole state, or a journal record (:func:`is_journal`): the state but the other routers'
+addresses, and the changes to those since the last record (the remote addresses the core was
+told of, added and removed), which the caller appends to what it saved. So a save after a MAU
+costs that MAU's addresses, not every address held (100,000 held cost 15 ms a save); the whole
+state is written again once the journal has grown as long as the addresses it started from.
+:func:`replay` makes the state from the records. A new agent of the same router calls
+:meth:`InteriorRouting.restore_state` with it before any input; what it must tell the core (the
+restored remote addresses, again) goes out at its first :meth:`poll`, after its PeerHello. The
+caller does the file I/O (``agent/controlplane.py``).
 
 Must not import zmq, sockets or clocks.
 """
@@ -61,10 +67,50 @@ from agent.routing.mobile import DEFAULT_HINT
 from common import ipc
 
 __all__ = ["InteriorRouting", "encode_control", "decode_control", "topology_messages",
-           "INPUT_TYPES", "SAVE_INTERVAL"]
+           "INPUT_TYPES", "SAVE_INTERVAL", "is_journal", "replay"]
 
 #: A routing-state snapshot nothing urgent asks for is saved at most this often (seconds).
 SAVE_INTERVAL = 1.0
+#: A journal of remote-address changes is begun afresh (the whole state saved) once it holds
+#: this many changes, or as many as the addresses the whole state it follows held, if more.
+JOURNAL_MIN = 10_000
+JOURNAL_VERSION = 1
+
+
+def is_journal(record: Mapping) -> bool:
+    """Whether a record of :meth:`InteriorRouting.state_to_save` is a journal record (appended
+    to what was saved) rather than the whole state (which replaces it)."""
+    return "journal" in record
+
+
+def replay(records: Any) -> dict:
+    """The state the saved records say: the first (the whole state) with each journal record
+    after it applied in order (its remote-address changes, then the rest of its state).
+    Raises ValueError for records that are not such a sequence."""
+    state: Optional[dict] = None
+    for record in records:
+        if not isinstance(record, dict):
+            raise ValueError("a routing-state record is not a map")
+        if not is_journal(record):
+            state = record
+            continue
+        if state is None or record.get("journal") != JOURNAL_VERSION:
+            raise ValueError("a journal record without the state it follows")
+        remote = (state.get("mobile") or {}).get("remote") or {}
+        for change in record.get("remote") or ():
+            if len(change) == 3:                       # [router, key, hint]: added
+                remote.setdefault(change[0], {})[change[1]] = change[2]
+            else:                                       # [router, key]: removed
+                held = remote.get(change[0])
+                if held is not None:
+                    held.pop(change[1], None)
+                    if not held:
+                        del remote[change[0]]
+        state = dict(record["state"])
+        state["mobile"] = {**(state.get("mobile") or {}), "remote": remote}
+    if state is None:
+        raise ValueError("no routing state")
+    return state
 
 #: The IPC messages :meth:`InteriorRouting.handle` accepts.
 INPUT_TYPES = (ipc.RouterLinkUp, ipc.RouterLinkDown, ipc.ControlIn, ipc.LocalAddress,
@@ -205,7 +251,13 @@ class InteriorRouting:
         self.save_urgent = False                # the core was told something since the last save
         self.saved_at = float("-inf")
         self.saved_seqs: tuple = (-1, -1)
+        # the state last saved but the remote addresses; the remote-address changes the core
+        # was told of since ([router, key, hint] added, [router, key] removed); how many more
+        # the journal may take before the whole state is saved again (None: no whole state
+        # saved since this agent started or restored: the next save is one)
         self.saved_state: Optional[dict] = None
+        self.remote_changes: List[list] = []
+        self.journal_room: Optional[int] = None
         # mobile-address traffic, (direction, opcode) -> [messages, addresses listed, bytes]:
         # what a debug line tells for each MAU/MAR (a full re-sync shows as an absolute MAU)
         self.ma_counts: Dict[tuple, List[int]] = {}
@@ -259,15 +311,17 @@ class InteriorRouting:
         outputs = self._outputs(self.engine.restore_state(state, now))
         self.held.extend(o for o in outputs if not isinstance(o, Log))
         self.save_urgent = False
-        self.saved_state = self.engine.snapshot_state()
+        self.saved_state = self.engine.snapshot_state(remote=False)
+        self.remote_changes, self.journal_room = [], None  # (what was saved: the restored state)
         self.saved_seqs = self._seqs()
         self.saved_at = now
         self.fed = True
         return [o for o in outputs if isinstance(o, Log)]
 
     def state_to_save(self, now: float) -> Optional[dict]:
-        """The engine's snapshot if it should be saved now, else ``None`` (see the module
-        docstring); the caller saves it (and is trusted to) before it flushes its outbox."""
+        """A record of the engine's state if it should be saved now, else ``None``: the whole
+        state, or a journal record to append to what was saved (see the module docstring);
+        the caller saves it (and is trusted to) before it flushes its outbox."""
         seqs = self._seqs()
         if not self.save_urgent and seqs == self.saved_seqs and now < self.saved_at + SAVE_INTERVAL:
             return None
@@ -275,13 +329,21 @@ class InteriorRouting:
         self.save_urgent = False
         self.saved_at = now
         self.saved_seqs = seqs
-        state = self.engine.snapshot_state()
-        # a change is known when urgent: no comparison (with 100,000 addresses it cost more
-        # than writing the file, after every MAU)
-        if not urgent and state == self.saved_state:
+        state = self.engine.snapshot_state(remote=False)
+        changes = self.remote_changes
+        # a change is known when urgent: no comparison; the remote addresses are never compared
+        # (their changes are the journal)
+        if not urgent and not changes and state == self.saved_state:
             return None
         self.saved_state = state
-        return state
+        self.remote_changes = []
+        if self.journal_room is None or len(changes) > self.journal_room:
+            whole = self.engine.snapshot_state()
+            held = sum(len(keys) for keys in whole["mobile"]["remote"].values())
+            self.journal_room = max(JOURNAL_MIN, held)
+            return whole
+        self.journal_room -= len(changes)
+        return {"journal": JOURNAL_VERSION, "state": state, "remote": changes}
 
     def _seqs(self) -> tuple:
         return self.engine.linkstate.ls_seq, self.engine.mobile.mobile_seq
@@ -392,10 +454,12 @@ class InteriorRouting:
                 out.extend(topology_messages(fx))
             elif isinstance(fx, RemoteAddressAdded):
                 self.save_urgent = True
+                self.remote_changes.append([fx.router, fx.key, fx.hint])
                 out.append(ipc.RemoteAddress(fx.key, fx.router, True,
                                              -1 if fx.hint is None else int(fx.hint)))
             elif isinstance(fx, RemoteAddressRemoved):
                 self.save_urgent = True
+                self.remote_changes.append([fx.router, fx.key])
                 out.append(ipc.RemoteAddress(fx.key, fx.router, False, -1))
             elif isinstance(fx, Log):
                 out.append(fx)

@@ -81,3 +81,79 @@ def test_the_routing_state_saved_for_a_restarted_agent_comes_back(tmp_path):
     damaged._restore_routing_state()
     assert damaged.interior.remote_addresses() == {}
     assert any("routing state not restored" in entry[2] for entry in damaged.log.recent)
+
+
+def _plane(tmp_path, interior):
+    plane = ControlPlane.__new__(ControlPlane)
+    plane.spec, plane.interior, plane.log = {}, interior, RouterLog()
+    plane.routing_state_path = str(tmp_path / "routing-state")
+    return plane
+
+
+def _mau(router, seq, add=(), delete=()):
+    from agent.routing.messages import MAU
+    return MAU(router, mobile_seq=seq, add=tuple(add), delete=tuple(delete),
+               hints=(2,) * len(add))
+
+
+def _records(path) -> list:
+    import msgpack
+    with open(path, "rb") as f:
+        return list(msgpack.Unpacker(f, raw=False, strict_map_key=False))
+
+
+def test_a_save_after_a_mau_appends_that_maus_addresses_not_every_one_held(tmp_path):
+    """Counted, not timed: with 5,000 addresses of Router.A held, a MAU adding 10 and deleting
+    2 appends a journal record of those 12 changes; the file gives a new agent exactly the
+    addresses held, and once the journal would outgrow the state it follows, the whole state
+    is written again (one record)."""
+    from agent import interior as interior_mod
+    old = InteriorRouting("Router.B", 2)
+    old.engine.nodes.learn("Router.A")
+    plane = _plane(tmp_path, old)
+    keys = [f"M0k{i}" for i in range(5000)]
+    old._outputs(old.engine.receive_message(None, _mau("Router.A", 1, add=keys), 1.0))
+    plane._save_routing_state(old.state_to_save(1.0))
+    assert len(_records(plane.routing_state_path)) == 1       # the whole state first
+    added = [f"M0new{i}" for i in range(10)]
+    old._outputs(old.engine.receive_message(None, _mau("Router.A", 2, add=added,
+                                                          delete=keys[:2]), 2.0))
+    record = old.state_to_save(2.0)
+    assert interior_mod.is_journal(record) and len(record["remote"]) == 12
+    assert "remote" not in record["state"]["mobile"]
+    plane._save_routing_state(record)
+    assert len(_records(plane.routing_state_path)) == 2
+    new = InteriorRouting("Router.B", 2)
+    _plane(tmp_path, new)._restore_routing_state()
+    assert new.remote_addresses() == old.remote_addresses()
+    assert len(new.remote_addresses()["Router.A"]) == 5008
+    assert new.engine.mobile.seq_of("Router.A") == 2
+    old.journal_room = 11                                      # 12 more would outgrow it
+    old._outputs(old.engine.receive_message(None, _mau("Router.A", 3, add=[
+        f"M0more{i}" for i in range(12)]), 3.0))
+    record = old.state_to_save(3.0)
+    assert not interior_mod.is_journal(record)
+    plane._save_routing_state(record)
+    assert len(_records(plane.routing_state_path)) == 1
+    assert old.journal_room == 10_000                          # max(JOURNAL_MIN, 5,020 held)
+
+
+def test_a_journal_record_cut_short_is_left_out_of_the_restored_state(tmp_path):
+    """A stop while a record was appended leaves its start in the file: the state before it is
+    restored (the outbox it belongs to was never flushed: the core never heard of it)."""
+    old = InteriorRouting("Router.B", 2)
+    old.engine.nodes.learn("Router.A")
+    plane = _plane(tmp_path, old)
+    old._outputs(old.engine.receive_message(None, _mau("Router.A", 1, add=["M0a", "M0b"]), 1.0))
+    plane._save_routing_state(old.state_to_save(1.0))
+    kept = old.remote_addresses()
+    old._outputs(old.engine.receive_message(None, _mau("Router.A", 2, add=["M0c"]), 2.0))
+    import msgpack
+    data = msgpack.packb(old.state_to_save(2.0), use_bin_type=True)
+    with open(plane.routing_state_path, "ab") as f:
+        f.write(data[:len(data) // 2])
+    new = InteriorRouting("Router.B", 2)
+    restored = _plane(tmp_path, new)
+    restored._restore_routing_state()
+    assert new.remote_addresses() == kept == {"Router.A": {"M0a": 2, "M0b": 2}}
+    assert not [e for e in restored.log.recent if "not restored" in e[2]]

@@ -267,15 +267,17 @@ def test_next_deadline_drives_hellos():
 # ---- resume after an agent restart ----------------------------------------------------------
 def test_state_to_save_is_due_at_once_after_a_change_else_once_a_second():
     import json
-    from agent.interior import SAVE_INTERVAL
+    from agent.interior import SAVE_INTERVAL, is_journal, replay
     a, b, core = make_pair()
     first = a.state_to_save(0.0)
-    assert first is not None and first["router"] == "A"        # never saved yet
+    assert first is not None and first["router"] == "A"        # never saved yet: the whole
+    assert not is_journal(first)
     assert a.state_to_save(0.1) is None
     core.link_up()
     core.run(until=3.0)                  # routes and link state changed meanwhile
     saved = a.state_to_save(core.now)
-    assert saved is not None and saved["linkstate"]["peers"] == {"B": 1}
+    assert saved is not None and is_journal(saved)              # appended to the first
+    assert replay([first, saved])["linkstate"]["peers"] == {"B": 1}
     assert json.loads(json.dumps(saved)) == saved               # plain JSON data
     assert a.state_to_save(core.now + SAVE_INTERVAL + 0.1) is None   # nothing new: not again
     t = core.now + SAVE_INTERVAL + 0.2
@@ -284,7 +286,8 @@ def test_state_to_save_is_due_at_once_after_a_change_else_once_a_second():
     outputs = a.poll(t + 0.1)                                   # the MAU: my mobile_seq + 1
     assert any(isinstance(o, ipc.ControlSend) for o in outputs)
     urgent = a.state_to_save(t + 0.2)                           # at once, not a second later
-    assert urgent is not None and urgent["mobile"]["announced"] == {"M0x": 3}
+    assert urgent is not None
+    assert replay([first, saved, urgent])["mobile"]["announced"] == {"M0x": 3}
     assert a.state_to_save(t + 0.3) is None
 
 
@@ -348,11 +351,13 @@ def test_mau_and_mar_counted_with_a_debug_line_each():
 
 def test_an_urgent_state_save_does_not_compare_the_whole_state():
     """After a MAU the core was told of, the state has changed: it is saved without comparing
-    it with the last one saved (a walk over every address held, after every MAU)."""
+    it with the last one saved (a walk over every address held, after every MAU), and what is
+    saved of the other routers' addresses is that MAU's change alone (a journal record)."""
+    from agent.interior import is_journal, replay
     a, b, core = make_pair()
     core.link_up()
     core.run(until=3.0)
-    b.state_to_save(core.now)
+    first = b.state_to_save(core.now)
     compared = []
 
     class LastSaved(dict):
@@ -365,5 +370,6 @@ def test_an_urgent_state_save_does_not_compare_the_whole_state():
     core.run(until=core.now + 1.5)
     assert core.remote["B"] == {("M0x", "A"): 3}
     saved = b.state_to_save(core.now)
-    assert saved is not None and saved["mobile"]["remote"] == {"A": {"M0x": 3}}
+    assert saved is not None and is_journal(saved) and saved["remote"] == [["A", "M0x", 3]]
+    assert replay([first, saved])["mobile"]["remote"] == {"A": {"M0x": 3}}
     assert compared == []

@@ -249,16 +249,17 @@ class RoutingEngine:
 
     # ---- resume after an agent restart ----------------------------------------------------------
 
-    def snapshot_state(self) -> dict:
+    def snapshot_state(self, remote: bool = True) -> dict:
         """Everything a new agent needs to carry on as this one (plain, JSON-able data; link ids
-        must be JSON-able too: the core's connection ids are ints)."""
+        must be JSON-able too: the core's connection ids are ints); without ``remote``, the
+        other routers' addresses are left out (``mobile``'s ``remote``: the journal's part)."""
         return {"version": STATE_VERSION, "router": self.my_id, "instance": self.instance,
                 "area": self.area,
                 "neighbours": [[router, link] for router, link in sorted(self.neighbours.items())],
                 "hello": self.hello.snapshot_state(),
                 "linkstate": self.linkstate.snapshot_state(),
                 "nodes": self.nodes.snapshot_state(),
-                "mobile": self.mobile.snapshot_state()}
+                "mobile": self.mobile.snapshot_state(remote)}
 
     def restore_state(self, state: Mapping[str, Any], now: float) -> List[Effect]:
         """Carry on from :meth:`snapshot_state` of an earlier engine of this router (same id and

@@ -135,13 +135,16 @@ class MobileSync:
 
     # ---- resume after an agent restart ----------------------------------------------------------
 
-    def snapshot_state(self) -> dict:
-        """Plain (JSON-able) data: my seq and address lists, other routers' addresses and seqs."""
-        return {"mobile_seq": self.mobile_seq, "announced": dict(self.announced),
-                "local": dict(self.local), "pending_add": dict(self.pending_add),
-                "pending_del": list(self.pending_del),
-                "remote": {router: dict(keys) for router, keys in sorted(self.remote.items())},
-                "remote_seq": dict(sorted(self.remote_seq.items()))}
+    def snapshot_state(self, remote: bool = True) -> dict:
+        """Plain (JSON-able) data: my seq and address lists, other routers' addresses (not
+        without ``remote``) and seqs."""
+        state = {"mobile_seq": self.mobile_seq, "announced": dict(self.announced),
+                 "local": dict(self.local), "pending_add": dict(self.pending_add),
+                 "pending_del": list(self.pending_del),
+                 "remote_seq": dict(sorted(self.remote_seq.items()))}
+        if remote:
+            state["remote"] = {router: dict(keys) for router, keys in sorted(self.remote.items())}
+        return state
 
     def restore_state(self, state: dict) -> None:
         """Take back :meth:`snapshot_state` exactly (see :meth:`resume` for what follows)."""
