@@ -179,7 +179,10 @@ class Worker(ConnectorsMixin, HttpMixin, AuthMixin, HandshakeMixin, ConfigMixin)
     def _add_listener(self, sock, settings: dict) -> None:
         # TCP_NODELAY on the listening socket: Linux gives it to every socket accepted from
         # it, so _accept makes no setsockopt call a connection
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as exc:  # (not TCP): its connections go without it, the worker on
+            self._log_server("warning", f"TCP_NODELAY not set on a listening socket: {exc}")
         self.listeners[sock.fileno()] = (sock, settings)
         self.poller.register(sock, POLLIN)
 
