@@ -121,6 +121,10 @@ def bind_endpoint(core: Any, link: Link, key: Any) -> None:
         # its link address, like an anonymous sender's `to`)
         link.credited = True
         core._credit(link, capacity)
+        if link.conn.role == ROLE_INTERNAL and capacity >= 8:
+            # the agent's replies: its credit comes back in slices of an eighth of the window,
+            # as on a router link, not a LinkCredit (and a wake-up of the agent) per reply
+            link.credit_batch = capacity // 8
         return
     addr = address_of(core, key)
     link.addr = addr

@@ -267,6 +267,25 @@ def test_credit_coalesced_where_first_placed(h):
     assert effects[1] == LinkCredit(10, 2)
 
 
+def test_the_agents_reply_link_gets_its_credit_back_in_slices(h):
+    """The agent's anonymous sender (its replies) is credited its whole window at attach and
+    given credit back an eighth of it at a time (250 // 8 = 31 replies), not a LinkCredit
+    after every reply: each one is a batch to the agent and a wake-up of it. A client's
+    anonymous sender still gets each credit back (coalesced per flush)."""
+    h.conn(9, peer=1, role="internal").sender(90, 9, None, capacity=250, peer=1)
+    h.conn(1).receiver(20, 1, "reply", credit=250).sender(10, 1, None, capacity=250)
+    assert LinkCredit(90, 250) in h.effects()[1]
+    for n in range(30):
+        h.send(90, settled=True, to="reply", peer=1)
+    effects = h.effects()
+    assert [e for e in effects.get(1, []) if isinstance(e, LinkCredit)] == []
+    assert len([e for e in effects[0] if isinstance(e, Deliver)]) == 30
+    h.send(90, settled=True, to="reply", peer=1)
+    assert [e for e in h.effects()[1] if isinstance(e, LinkCredit)] == [LinkCredit(90, 31)]
+    h.send(10, settled=True, to="reply")
+    assert [e for e in h.flat() if isinstance(e, LinkCredit)] == [LinkCredit(10, 1)]
+
+
 # ---- routing and settlement ------------------------------------------------------------------
 def test_no_route_releases_and_drops(h):
     h.conn(1).sender(10, 1, None, capacity=3)
