@@ -184,14 +184,10 @@ class ControlPlane:
             return
         try:
             with open(path, "rb") as f:
-                unpacker = msgpack.Unpacker(f, raw=False, strict_map_key=False,
-                                            max_buffer_size=0)
-                records = []
-                try:
-                    for record in unpacker:
-                        records.append(record)
-                except msgpack.OutOfData:
-                    pass  # a record cut short by a stop while it was appended: never sent on
+                # (the records end before one cut short by a stop while it was appended:
+                # what it said never left the agent)
+                records = list(msgpack.Unpacker(f, raw=False, strict_map_key=False,
+                                                max_buffer_size=0))
             state = replay(records)
         except (OSError, ValueError, msgpack.UnpackException) as exc:
             self.log.log("ROUTER", "warning", f"routing state not restored: {exc}")
