@@ -338,8 +338,9 @@ class InteriorRouting:
         self.saved_state = state
         self.remote_changes = []
         if self.journal_room is None or len(changes) > self.journal_room:
-            whole = self.engine.snapshot_state()
-            held = sum(len(keys) for keys in whole["mobile"]["remote"].values())
+            remote = self.engine.mobile.remote_addresses()
+            whole = {**state, "mobile": {**state["mobile"], "remote": remote}}
+            held = sum(len(keys) for keys in remote.values())
             self.journal_room = max(JOURNAL_MIN, held)
             return whole
         self.journal_room -= len(changes)
