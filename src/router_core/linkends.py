@@ -121,10 +121,8 @@ def bind_endpoint(core: Any, link: Link, key: Any) -> None:
         # its link address, like an anonymous sender's `to`)
         link.credited = True
         core._credit(link, capacity)
-        if link.conn.role == ROLE_INTERNAL and capacity >= 8:
-            # the agent's replies: its credit comes back in slices of an eighth of the window,
-            # as on a router link, not a LinkCredit (and a wake-up of the agent) per reply
-            link.credit_batch = capacity // 8
+        if link.conn.role == ROLE_INTERNAL:  # the agent's replies: not a LinkCredit (and a
+            credit_in_slices(link)           # wake-up of the agent) per reply
         return
     addr = address_of(core, key)
     link.addr = addr
@@ -190,11 +188,16 @@ def attach_router_link(core: Any, conn: Connection, link_id: Any, direction: int
     if direction == DIR_IN:
         link.credited = True
         core._credit(link, capacity)
-        # Credit comes back in slices of an eighth of the window: the sending router then
-        # moves deliveries in batches instead of one per credit frame (the sender always
-        # keeps at least 7/8 of its window, so nothing can stall on the owed part).
-        link.credit_batch = capacity // 8 if capacity >= 8 else 1
+        credit_in_slices(link)  # the sending router moves deliveries in batches
     check_router_up(core, conn)
+
+
+def credit_in_slices(link: Link) -> None:
+    """An inbound link credited its whole window gets credit back in slices of an eighth of
+    it (core._replenish), not one per delivery: its sender (another router, the agent) then
+    sends in batches instead of one per credit frame, and always keeps at least 7/8 of its
+    window, so nothing can stall on the owed part."""
+    link.credit_batch = link.capacity // 8 if link.capacity >= 8 else 1
 
 
 # --- links the router attaches itself (auto-links, link routes) ----------------------------------
